@@ -1,0 +1,30 @@
+# Helpers shared by every CMakeLists.txt: our own sources build with -Werror, generated code
+# does not (protoc output is not ours to fix).
+set(SYNCOPATE_WARNINGS -Wall -Wextra -Werror -Wno-unused-parameter)
+
+if(SANITIZE)
+  add_compile_options(-fsanitize=${SANITIZE} -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=${SANITIZE})
+endif()
+
+# syncopate_library(NAME SRCS ... DEPS ...): one small named target per component.
+function(syncopate_library name)
+  cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SRCS})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR})
+  target_compile_options(${name} PRIVATE ${SYNCOPATE_WARNINGS})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# syncopate_test(NAME SRCS ... DEPS ... [TIMEOUT s] [LABELS ...]): a GoogleTest binary run by ctest.
+function(syncopate_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SRCS})
+  target_compile_options(${name} PRIVATE ${SYNCOPATE_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 60)
+  endif()
+  add_test(NAME ${name} COMMAND ${name})
+  set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
+endfunction()
