@@ -11,17 +11,16 @@
 #define SYNCOPATE_STATUS_CONCAT_(a, b) SYNCOPATE_STATUS_CONCAT_INNER_(a, b)
 
 // Evaluates `expr` (an absl::Status); returns it from the enclosing function if not OK.
-#define SYNCOPATE_RETURN_IF_ERROR(expr)              \
-  do {                                               \
-    ::absl::Status syncopate_status_ = (expr);       \
+#define SYNCOPATE_RETURN_IF_ERROR(expr)                    \
+  do {                                                     \
+    ::absl::Status syncopate_status_ = (expr);             \
     if (!syncopate_status_.ok()) return syncopate_status_; \
   } while (0)
 
 // `lhs` = value of `rexpr` (an absl::StatusOr<T>), or returns its status from the enclosing
 // function. `lhs` may be a declaration: SYNCOPATE_ASSIGN_OR_RETURN(auto x, MakeX());
-#define SYNCOPATE_ASSIGN_OR_RETURN(lhs, rexpr)                                           \
-  SYNCOPATE_ASSIGN_OR_RETURN_IMPL_(SYNCOPATE_STATUS_CONCAT_(syncopate_or_, __LINE__), lhs, \
-                                   rexpr)
+#define SYNCOPATE_ASSIGN_OR_RETURN(lhs, rexpr) \
+  SYNCOPATE_ASSIGN_OR_RETURN_IMPL_(SYNCOPATE_STATUS_CONCAT_(syncopate_or_, __LINE__), lhs, rexpr)
 #define SYNCOPATE_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, rexpr) \
   auto tmp = (rexpr);                                     \
   if (!tmp.ok()) return tmp.status();                     \
