@@ -1,0 +1,143 @@
+#include "libs/aggregation/global_batch_aggregator.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "libs/straggler/staleness.h"
+
+namespace syncopate::aggregation {
+
+GlobalBatchAggregator::GlobalBatchAggregator(int64_t dim, int64_t global_batch, v1::Mode mode,
+                                             int64_t version)
+    : dim_(dim),
+      global_batch_(global_batch),
+      mode_(mode),
+      version_(version),
+      weighted_sum_(static_cast<size_t>(dim), 0.0f) {}
+
+int64_t GlobalBatchAggregator::staleness_threshold() const {
+  return straggler::StalenessThreshold(static_cast<int>(members_.size()), local_batch_,
+                                       global_batch_);
+}
+
+PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {
+  PushVerdict verdict;
+  verdict.staleness = version_ - push.token;
+  auto reject = [&](absl::Status status) {
+    verdict.outcome = v1::PUSH_REJECTED;
+    verdict.status = std::move(status);
+    return verdict;
+  };
+  if (!members_.contains(push.worker)) {
+    return reject(absl::FailedPreconditionError(absl::StrCat(
+        "worker ", push.worker, " is not a member of this shard's membership (departed or not ",
+        "yet announced by the coordinator)")));
+  }
+  if (push.token > version_) {
+    return reject(absl::OutOfRangeError(absl::StrCat(
+        "token ", push.token, " is from the future: the shard is at version ", version_)));
+  }
+  if (push.token < 0) {
+    return reject(absl::InvalidArgumentError(absl::StrCat("negative token ", push.token)));
+  }
+  switch (mode_) {
+    case v1::MODE_SYNC:
+      if (push.token < version_) {
+        // The barrier for that version has been released: stale by definition (DESIGN §5).
+        verdict.outcome = v1::PUSH_DROPPED;
+        return verdict;
+      }
+      if (pushed_this_version_.contains(push.worker)) {
+        return reject(absl::AlreadyExistsError(absl::StrCat(
+            "worker ", push.worker, " already pushed a gradient for version ", version_)));
+      }
+      pushed_this_version_.insert(push.worker);
+      Accumulate(push, 1.0);
+      verdict.outcome = v1::PUSH_APPLIED;
+      verdict.weight = 1.0;
+      return verdict;
+    case v1::MODE_GBA: {
+      const double weight = straggler::StalenessWeight(verdict.staleness, staleness_threshold());
+      Accumulate(push, weight);
+      verdict.outcome = weight < 1.0 ? v1::PUSH_DECAYED : v1::PUSH_APPLIED;
+      verdict.weight = weight;
+      return verdict;
+    }
+    case v1::MODE_ASYNC:
+      Accumulate(push, 1.0);
+      verdict.outcome = v1::PUSH_APPLIED;
+      verdict.weight = 1.0;
+      return verdict;
+    default:
+      return reject(absl::InternalError(absl::StrCat("shard has no aggregation mode ", mode_)));
+  }
+}
+
+void GlobalBatchAggregator::Accumulate(const GradientPush& push, double weight) {
+  // Gradients arrive as means over b samples; the buffer holds sums so that any mix of batch
+  // sizes normalises by the total sample count.
+  const float scale = static_cast<float>(weight * static_cast<double>(push.samples));
+  float* sum = weighted_sum_.data();
+  const float* g = push.gradient.data();
+  const int64_t n = dim_;
+  for (int64_t i = 0; i < n; ++i) sum[i] += scale * g[i];
+  buffered_samples_ += push.samples;
+}
+
+bool GlobalBatchAggregator::UpdateReady() const {
+  if (buffered_samples_ <= 0) return false;
+  if (flush_pending_) return true;
+  switch (mode_) {
+    case v1::MODE_SYNC:
+      if (members_.empty()) return false;
+      for (int32_t member : members_) {
+        if (!pushed_this_version_.contains(member)) return false;
+      }
+      return true;
+    case v1::MODE_GBA:
+      return buffered_samples_ >= global_batch_;
+    case v1::MODE_ASYNC:
+      return true;
+    default:
+      return false;
+  }
+}
+
+int64_t GlobalBatchAggregator::TakeUpdate(std::span<float> mean) {
+  const int64_t samples = buffered_samples_;
+  const float inv = samples > 0 ? 1.0f / static_cast<float>(samples) : 0.0f;
+  for (int64_t i = 0; i < dim_; ++i) {
+    mean[i] = weighted_sum_[i] * inv;
+    weighted_sum_[i] = 0.0f;
+  }
+  buffered_samples_ = 0;
+  pushed_this_version_.clear();
+  flush_pending_ = false;
+  ++version_;
+  return samples;
+}
+
+void GlobalBatchAggregator::SetMembership(const v1::Membership& membership) {
+  members_.clear();
+  members_.insert(membership.worker_ids().begin(), membership.worker_ids().end());
+  local_batch_ = membership.local_batch();
+}
+
+void GlobalBatchAggregator::SetMode(v1::Mode mode) {
+  if (mode == mode_) return;
+  const bool keeps_buffer = mode_ == v1::MODE_SYNC && mode == v1::MODE_GBA;
+  if (!keeps_buffer && buffered_samples_ > 0) flush_pending_ = true;
+  mode_ = mode;
+}
+
+std::vector<int32_t> GlobalBatchAggregator::BarrierWaitingFor() const {
+  std::vector<int32_t> waiting;
+  if (mode_ != v1::MODE_SYNC) return waiting;
+  for (int32_t member : members_) {
+    if (!pushed_this_version_.contains(member)) waiting.push_back(member);
+  }
+  std::sort(waiting.begin(), waiting.end());
+  return waiting;
+}
+
+}  // namespace syncopate::aggregation

@@ -1,0 +1,97 @@
+// The shard's gradient aggregation: one invariant, three policies (DESIGN §5).
+//
+// Invariant (GBA, NeurIPS'22): every update consumes one global batch of G samples whatever the
+// mode, so learning rate, schedule and optimizer need no retuning when the mode changes.
+//   sync  - a barrier per version k: the update is applied once every current member has pushed
+//           a gradient computed on version k; gradients with an older token are dropped.
+//   gba   - no barrier: gradients accumulate with a staleness weight w(tau) until they cover G
+//           samples; the mean is normalised by the sample count (not by sum of weights), so
+//           decayed gradients shorten the step.
+//   async - baseline: every gradient is an update of its own.
+// Switching keeps the version monotone and never moves optimizer state (the optimizer is not
+// even visible here): sync->gba keeps the barrier buffer as the GBA buffer; any other switch
+// with a non-empty buffer first flushes it as one update normalised by its own sample count.
+//
+// Thread-safety: thread-compatible. The shard serialises every call under its own lock.
+#ifndef SYNCOPATE_LIBS_AGGREGATION_GLOBAL_BATCH_AGGREGATOR_H_
+#define SYNCOPATE_LIBS_AGGREGATION_GLOBAL_BATCH_AGGREGATOR_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "syncopate/v1/cluster.pb.h"
+#include "syncopate/v1/job.pb.h"
+
+namespace syncopate::aggregation {
+
+struct GradientPush {
+  int32_t worker = 0;
+  int64_t token = 0;    // version the gradient was computed on
+  int64_t samples = 0;  // b: the gradient is the mean over b samples
+  std::span<const float> gradient;
+};
+
+struct PushVerdict {
+  v1::PushOutcome outcome = v1::PUSH_OUTCOME_UNSPECIFIED;
+  int64_t staleness = 0;  // version at arrival - token
+  double weight = 0;      // weight the gradient was aggregated with (0 unless applied/decayed)
+  absl::Status status;    // why, when outcome == PUSH_REJECTED
+};
+
+class GlobalBatchAggregator {
+ public:
+  // `mode` is MODE_SYNC, MODE_GBA or MODE_ASYNC (AUTO is a coordinator notion).
+  GlobalBatchAggregator(int64_t dim, int64_t global_batch, v1::Mode mode, int64_t version = 0);
+
+  // Validates the token and the sender and aggregates. Shape and finiteness are the caller's
+  // checks (they need no aggregation state). Never changes the version: see TakeUpdate.
+  PushVerdict Push(const GradientPush& push);
+
+  // True when the buffer holds a complete update for the current mode.
+  bool UpdateReady() const;
+
+  // Writes the aggregated mean gradient into `mean` (size dim), clears the buffer and advances
+  // the version by one. Returns the number of samples the update consumed. Requires
+  // UpdateReady().
+  int64_t TakeUpdate(std::span<float> mean);
+
+  // The workers whose gradients count. A sync barrier never waits on a worker that left.
+  // `local_batch` is B, the per-worker batch the coordinator set (used for the GBA threshold).
+  void SetMembership(const v1::Membership& membership);
+
+  // Switches mode; afterwards UpdateReady() may be true (a flush of the old buffer).
+  void SetMode(v1::Mode mode);
+
+  v1::Mode mode() const { return mode_; }
+  int64_t version() const { return version_; }
+  int64_t global_batch() const { return global_batch_; }
+  int64_t buffered_samples() const { return buffered_samples_; }
+  int64_t staleness_threshold() const;
+  const absl::flat_hash_set<int32_t>& members() const { return members_; }
+  // Sync only: current members whose gradient for the current version has not arrived.
+  std::vector<int32_t> BarrierWaitingFor() const;
+
+ private:
+  void Accumulate(const GradientPush& push, double weight);
+
+  const int64_t dim_;
+  const int64_t global_batch_;
+  v1::Mode mode_;
+  int64_t version_;
+  int64_t local_batch_ = 0;
+  absl::flat_hash_set<int32_t> members_;
+  // Sum of weight * samples * gradient over the pushes since the last update.
+  std::vector<float> weighted_sum_;
+  int64_t buffered_samples_ = 0;
+  // Sync: who has pushed for the current version.
+  absl::flat_hash_set<int32_t> pushed_this_version_;
+  // Set by a switch that must apply the old buffer before the new mode starts.
+  bool flush_pending_ = false;
+};
+
+}  // namespace syncopate::aggregation
+
+#endif  // SYNCOPATE_LIBS_AGGREGATION_GLOBAL_BATCH_AGGREGATOR_H_

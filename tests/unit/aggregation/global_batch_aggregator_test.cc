@@ -1,0 +1,173 @@
+#include "libs/aggregation/global_batch_aggregator.h"
+
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace syncopate::aggregation {
+namespace {
+
+using ::testing::ElementsAre;
+
+v1::Membership Members(std::vector<int32_t> ids, int32_t local_batch) {
+  v1::Membership m;
+  for (int32_t id : ids) m.add_worker_ids(id);
+  m.set_local_batch(local_batch);
+  return m;
+}
+
+GradientPush PushOf(int32_t worker, int64_t token, int64_t samples, const std::vector<float>& g) {
+  return GradientPush{worker, token, samples, g};
+}
+
+std::vector<float> Take(GlobalBatchAggregator& agg) {
+  std::vector<float> mean(2);
+  agg.TakeUpdate(mean);
+  return mean;
+}
+
+TEST(SyncAggregation, AppliesOnlyWhenEveryMemberPushed) {
+  GlobalBatchAggregator agg(2, 4, v1::MODE_SYNC);
+  agg.SetMembership(Members({1, 2}, 2));
+  const std::vector<float> g1 = {1, 2}, g2 = {3, 6};
+  EXPECT_EQ(agg.Push(PushOf(1, 0, 2, g1)).outcome, v1::PUSH_APPLIED);
+  EXPECT_FALSE(agg.UpdateReady());
+  EXPECT_THAT(agg.BarrierWaitingFor(), ElementsAre(2));
+  EXPECT_EQ(agg.Push(PushOf(2, 0, 2, g2)).outcome, v1::PUSH_APPLIED);
+  ASSERT_TRUE(agg.UpdateReady());
+  EXPECT_THAT(Take(agg), ElementsAre(2.0f, 4.0f));
+  EXPECT_EQ(agg.version(), 1);
+  EXPECT_FALSE(agg.UpdateReady());
+}
+
+TEST(SyncAggregation, NormalisesBySampleCountAcrossUnequalBatches) {
+  GlobalBatchAggregator agg(2, 4, v1::MODE_SYNC);
+  agg.SetMembership(Members({1, 2}, 2));
+  agg.Push(PushOf(1, 0, 3, {1, 1}));
+  agg.Push(PushOf(2, 0, 1, {5, 5}));
+  EXPECT_THAT(Take(agg), ElementsAre(2.0f, 2.0f));  // (3*1 + 1*5) / 4
+}
+
+TEST(SyncAggregation, DropsStaleRejectsDuplicatesFutureTokensAndStrangers) {
+  GlobalBatchAggregator agg(2, 2, v1::MODE_SYNC, /*version=*/5);
+  agg.SetMembership(Members({1, 2}, 1));
+  const std::vector<float> g = {1, 1};
+  PushVerdict stale = agg.Push(PushOf(1, 4, 1, g));
+  EXPECT_EQ(stale.outcome, v1::PUSH_DROPPED);
+  EXPECT_EQ(stale.staleness, 1);
+  EXPECT_EQ(agg.buffered_samples(), 0);
+
+  EXPECT_EQ(agg.Push(PushOf(1, 5, 1, g)).outcome, v1::PUSH_APPLIED);
+  PushVerdict dup = agg.Push(PushOf(1, 5, 1, g));
+  EXPECT_EQ(dup.outcome, v1::PUSH_REJECTED);
+  EXPECT_EQ(dup.status.code(), absl::StatusCode::kAlreadyExists);
+
+  PushVerdict future = agg.Push(PushOf(2, 6, 1, g));
+  EXPECT_EQ(future.outcome, v1::PUSH_REJECTED);
+  EXPECT_EQ(future.status.code(), absl::StatusCode::kOutOfRange);
+
+  PushVerdict stranger = agg.Push(PushOf(9, 5, 1, g));
+  EXPECT_EQ(stranger.outcome, v1::PUSH_REJECTED);
+  EXPECT_EQ(stranger.status.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(agg.buffered_samples(), 1);  // only the one valid push
+}
+
+TEST(SyncAggregation, BarrierNeverWaitsOnADepartedWorker) {
+  GlobalBatchAggregator agg(2, 3, v1::MODE_SYNC);
+  agg.SetMembership(Members({1, 2, 3}, 1));
+  agg.Push(PushOf(1, 0, 1, {3, 3}));
+  agg.Push(PushOf(2, 0, 1, {1, 1}));
+  EXPECT_FALSE(agg.UpdateReady());
+  agg.SetMembership(Members({1, 2}, 2));  // worker 3 died
+  ASSERT_TRUE(agg.UpdateReady());
+  EXPECT_THAT(Take(agg), ElementsAre(2.0f, 2.0f));
+  // A departed worker's late gradient is refused, never applied.
+  EXPECT_EQ(agg.Push(PushOf(3, 1, 1, {100, 100})).outcome, v1::PUSH_REJECTED);
+}
+
+TEST(AsyncAggregation, EveryGradientIsAnUpdate) {
+  GlobalBatchAggregator agg(2, 8, v1::MODE_ASYNC);
+  agg.SetMembership(Members({1, 2}, 4));
+  agg.Push(PushOf(1, 0, 4, {1, 2}));
+  ASSERT_TRUE(agg.UpdateReady());
+  EXPECT_THAT(Take(agg), ElementsAre(1.0f, 2.0f));
+  PushVerdict late = agg.Push(PushOf(2, 0, 4, {3, 4}));  // computed on version 0, now 1
+  EXPECT_EQ(late.outcome, v1::PUSH_APPLIED);
+  EXPECT_EQ(late.staleness, 1);
+  EXPECT_THAT(Take(agg), ElementsAre(3.0f, 4.0f));
+  EXPECT_EQ(agg.version(), 2);
+}
+
+TEST(GbaAggregation, AppliesOnceTheBufferHoldsAGlobalBatch) {
+  GlobalBatchAggregator agg(2, 4, v1::MODE_GBA);
+  agg.SetMembership(Members({1, 2}, 2));
+  agg.Push(PushOf(1, 0, 2, {1, 1}));
+  EXPECT_FALSE(agg.UpdateReady());
+  agg.Push(PushOf(1, 0, 2, {3, 3}));  // same worker twice: no barrier in gba
+  ASSERT_TRUE(agg.UpdateReady());
+  std::vector<float> mean(2);
+  EXPECT_EQ(agg.TakeUpdate(mean), 4);
+  EXPECT_THAT(mean, ElementsAre(2.0f, 2.0f));
+}
+
+TEST(GbaAggregation, DecaysGradientsBeyondThresholdAndDividesBySamples) {
+  // N=2, B=2, G=4: threshold = ceil(2*2/4) + 1 = 2.
+  GlobalBatchAggregator agg(2, 4, v1::MODE_GBA, /*version=*/10);
+  agg.SetMembership(Members({1, 2}, 2));
+  EXPECT_EQ(agg.staleness_threshold(), 2);
+  PushVerdict fresh = agg.Push(PushOf(1, 8, 2, {4, 4}));  // tau = 2: full weight
+  EXPECT_EQ(fresh.outcome, v1::PUSH_APPLIED);
+  EXPECT_DOUBLE_EQ(fresh.weight, 1.0);
+  PushVerdict stale = agg.Push(PushOf(2, 6, 2, {4, 4}));  // tau = 4: weight 1/(4-2+1)
+  EXPECT_EQ(stale.outcome, v1::PUSH_DECAYED);
+  EXPECT_DOUBLE_EQ(stale.weight, 1.0 / 3.0);
+  // (2*4 + 2*4/3) / 4 samples: the decayed gradient shortens the step.
+  std::vector<float> mean = Take(agg);
+  EXPECT_FLOAT_EQ(mean[0], (8.0f + 8.0f / 3.0f) / 4.0f);
+}
+
+TEST(ModeSwitch, SyncToGbaKeepsTheBarrierBufferWithoutApplyingIt) {
+  GlobalBatchAggregator agg(2, 4, v1::MODE_SYNC, 3);
+  agg.SetMembership(Members({1, 2}, 2));
+  agg.Push(PushOf(1, 3, 2, {2, 2}));
+  agg.SetMode(v1::MODE_GBA);
+  EXPECT_FALSE(agg.UpdateReady());
+  EXPECT_EQ(agg.version(), 3);  // no update, same version
+  EXPECT_EQ(agg.buffered_samples(), 2);
+  agg.Push(PushOf(1, 3, 2, {4, 4}));
+  ASSERT_TRUE(agg.UpdateReady());
+  EXPECT_THAT(Take(agg), ElementsAre(3.0f, 3.0f));  // both gradients, each exactly once
+  EXPECT_EQ(agg.version(), 4);
+}
+
+TEST(ModeSwitch, GbaToSyncFlushesTheBufferThenBarriersOnTheNextVersion) {
+  GlobalBatchAggregator agg(2, 8, v1::MODE_GBA, 7);
+  agg.SetMembership(Members({1, 2}, 4));
+  agg.Push(PushOf(2, 7, 2, {6, 6}));
+  agg.SetMode(v1::MODE_SYNC);
+  ASSERT_TRUE(agg.UpdateReady());  // the old buffer, normalised by its own sample count
+  std::vector<float> mean(2);
+  EXPECT_EQ(agg.TakeUpdate(mean), 2);
+  EXPECT_THAT(mean, ElementsAre(6.0f, 6.0f));
+  EXPECT_EQ(agg.version(), 8);
+  // The barrier for version 8 waits for both members: worker 2's consumed gradient (token 7)
+  // does not count, and a re-push of it is dropped, not applied twice.
+  EXPECT_THAT(agg.BarrierWaitingFor(), ElementsAre(1, 2));
+  EXPECT_EQ(agg.Push(PushOf(2, 7, 2, {6, 6})).outcome, v1::PUSH_DROPPED);
+  agg.Push(PushOf(1, 8, 4, {1, 1}));
+  agg.Push(PushOf(2, 8, 4, {3, 3}));
+  EXPECT_THAT(Take(agg), ElementsAre(2.0f, 2.0f));
+  EXPECT_EQ(agg.version(), 9);
+}
+
+TEST(ModeSwitch, EmptyBufferSwitchesWithoutAnUpdate) {
+  GlobalBatchAggregator agg(2, 4, v1::MODE_GBA, 2);
+  agg.SetMembership(Members({1}, 4));
+  agg.SetMode(v1::MODE_SYNC);
+  EXPECT_FALSE(agg.UpdateReady());
+  EXPECT_EQ(agg.version(), 2);
+}
+
+}  // namespace
+}  // namespace syncopate::aggregation
