@@ -1,0 +1,129 @@
+#include "libs/job/job_spec.h"
+
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "google/protobuf/io/tokenizer.h"
+#include "google/protobuf/text_format.h"
+#include "libs/common/status_macros.h"
+#include "libs/optim/optimizer.h"
+
+namespace syncopate::job {
+namespace {
+
+// Keeps the first parse error with its position, to report it in one line.
+class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int line, google::protobuf::io::ColumnNumber column,
+                const std::string& message) override {
+    if (error_.empty()) error_ = absl::StrCat("line ", line + 1, ":", column + 1, ": ", message);
+  }
+  const std::string& error() const { return error_; }
+
+ private:
+  std::string error_;
+};
+
+}  // namespace
+
+absl::StatusOr<v1::JobSpec> ParseJobSpec(std::string_view text) {
+  v1::JobSpec spec;
+  google::protobuf::TextFormat::Parser parser;
+  FirstErrorCollector errors;
+  parser.RecordErrorsTo(&errors);
+  if (!parser.ParseFromString(std::string(text), &spec)) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec: ", errors.error()));
+  }
+  ApplyJobDefaults(spec);
+  SYNCOPATE_RETURN_IF_ERROR(ValidateJobSpec(spec));
+  return spec;
+}
+
+absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("job spec ", path, ": cannot open file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(text.str());
+  if (!spec.ok()) {
+    return absl::Status(spec.status().code(), absl::StrCat(path, ": ", spec.status().message()));
+  }
+  return spec;
+}
+
+void ApplyJobDefaults(v1::JobSpec& spec) {
+  if (spec.job_id().empty()) spec.set_job_id("job");
+  if (spec.dataset().kind() == v1::DatasetSpec::FASHION_MNIST && spec.dataset().dir().empty()) {
+    spec.mutable_dataset()->set_dir("/usr/share/datasets/fashion-mnist");
+  }
+  if (spec.block_size() == 0) spec.set_block_size(1000);
+  if (spec.eval().interval_seconds() == 0) spec.mutable_eval()->set_interval_seconds(5);
+  if (spec.mode() == v1::MODE_UNSPECIFIED) spec.set_mode(v1::MODE_SYNC);
+  if (spec.seed() == 0) spec.set_seed(1);
+}
+
+absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
+  auto bad = [](std::string_view field, auto... why) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec: ", field, " ", why...));
+  };
+  if (spec.model().kind() != v1::ModelSpec::MLP) return bad("model.kind", "must be MLP");
+  for (int width : spec.model().hidden()) {
+    if (width <= 0) return bad("model.hidden", "widths must be positive, got ", width);
+  }
+  if (spec.dataset().kind() != v1::DatasetSpec::FASHION_MNIST) {
+    return bad("dataset.kind", "must be FASHION_MNIST");
+  }
+  if (spec.dataset().train_limit() < 0) return bad("dataset.train_limit", "must be >= 0");
+  if (spec.dataset().test_limit() < 0) return bad("dataset.test_limit", "must be >= 0");
+  if (spec.num_workers() <= 0) return bad("num_workers", "must be positive");
+  if (spec.num_shards() <= 0) return bad("num_shards", "must be positive");
+  if (spec.global_batch() <= 0) return bad("global_batch", "must be positive");
+  if (spec.global_batch() < spec.num_workers()) {
+    return bad("global_batch", "(", spec.global_batch(), ") must be at least num_workers (",
+               spec.num_workers(), "): every worker needs a share of it");
+  }
+  if (spec.mode() != v1::MODE_SYNC && spec.mode() != v1::MODE_ASYNC &&
+      spec.mode() != v1::MODE_GBA && spec.mode() != v1::MODE_AUTO) {
+    return bad("mode", "must be MODE_SYNC, MODE_GBA, MODE_ASYNC or MODE_AUTO");
+  }
+  if (spec.stop().epochs() <= 0 && spec.stop().max_examples() <= 0) {
+    return bad("stop", "needs epochs > 0 or max_examples > 0");
+  }
+  if (spec.stop().epochs() < 0 || spec.stop().max_examples() < 0) {
+    return bad("stop", "values must be >= 0");
+  }
+  if (spec.block_size() <= 0) return bad("block_size", "must be positive");
+  if (!(spec.eval().interval_seconds() > 0)) return bad("eval.interval_seconds", "must be > 0");
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> optimizer =
+      optim::CreateOptimizer(spec.optimizer(), 1);
+  if (!optimizer.ok()) {
+    return absl::InvalidArgumentError(absl::StrCat("job spec: ", optimizer.status().message()));
+  }
+  return absl::OkStatus();
+}
+
+std::string JobSpecToText(const v1::JobSpec& spec) {
+  std::string text;
+  google::protobuf::TextFormat::PrintToString(spec, &text);
+  return text;
+}
+
+absl::StatusOr<v1::Mode> ParseMode(std::string_view name) {
+  if (name == "sync") return v1::MODE_SYNC;
+  if (name == "gba") return v1::MODE_GBA;
+  if (name == "async") return v1::MODE_ASYNC;
+  if (name == "auto") return v1::MODE_AUTO;
+  return absl::InvalidArgumentError(
+      absl::StrCat("unknown mode '", name, "' (expected sync, gba, async or auto)"));
+}
+
+int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples) {
+  int64_t target = INT64_MAX;
+  if (spec.stop().epochs() > 0) target = spec.stop().epochs() * train_examples;
+  if (spec.stop().max_examples() > 0) target = std::min(target, spec.stop().max_examples());
+  return target;
+}
+
+}  // namespace syncopate::job

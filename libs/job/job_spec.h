@@ -1,0 +1,40 @@
+// Loading, defaulting and validating job specs (protobuf text format, see examples/).
+// A bad spec fails with one line that names the field (or the line and column of a syntax
+// error), so `syncopate-coordinator --job=...` fails at start rather than mid-run.
+// Thread-safety: free functions, thread-safe.
+#ifndef SYNCOPATE_LIBS_JOB_JOB_SPEC_H_
+#define SYNCOPATE_LIBS_JOB_JOB_SPEC_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "syncopate/v1/job.pb.h"
+
+namespace syncopate::job {
+
+// The default job (examples/fashion_mnist_mlp.textproto, compiled in).
+std::string_view DefaultJobText();
+
+// Parses text format, applies defaults and validates.
+absl::StatusOr<v1::JobSpec> ParseJobSpec(std::string_view text);
+absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path);
+
+// Fills unset optional fields (dataset dir, block size, eval interval, job id).
+void ApplyJobDefaults(v1::JobSpec& spec);
+// INVALID_ARGUMENT naming the first offending field.
+absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// Text format of a spec (what the launcher hands the coordinator).
+std::string JobSpecToText(const v1::JobSpec& spec);
+
+// "sync" | "gba" | "async" | "auto" -> Mode; INVALID_ARGUMENT otherwise.
+absl::StatusOr<v1::Mode> ParseMode(std::string_view name);
+
+// Examples the job trains on before it stops, given the training set size.
+int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples);
+
+}  // namespace syncopate::job
+
+#endif  // SYNCOPATE_LIBS_JOB_JOB_SPEC_H_

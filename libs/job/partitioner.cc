@@ -1,0 +1,58 @@
+#include "libs/job/partitioner.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+
+namespace syncopate::job {
+
+absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
+    std::span<const model::DenseTensorSpec> tensors, int num_shards) {
+  int64_t total = 0;
+  for (const model::DenseTensorSpec& t : tensors) total += t.size();
+  if (num_shards <= 0) return absl::InvalidArgumentError("num_shards must be positive");
+  if (total < num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot split ", total, " parameters across ",
+                                                   num_shards, " shards"));
+  }
+  std::vector<v1::ShardPartition> partitions(num_shards);
+  for (int s = 0; s < num_shards; ++s) {
+    v1::ShardPartition& p = partitions[s];
+    p.set_shard_id(s);
+    p.set_flat_begin(total * s / num_shards);
+    p.set_flat_end(total * (s + 1) / num_shards);
+  }
+  // Walk the tensors once, cutting each where it crosses a shard boundary.
+  int64_t flat = 0;
+  int shard = 0;
+  for (const model::DenseTensorSpec& t : tensors) {
+    int64_t done = 0;
+    while (done < t.size()) {
+      while (flat >= partitions[shard].flat_end()) ++shard;
+      const int64_t length = std::min(t.size() - done, partitions[shard].flat_end() - flat);
+      v1::TensorSlice* slice = partitions[shard].add_slices();
+      slice->set_tensor(t.name);
+      slice->set_tensor_offset(done);
+      slice->set_flat_offset(flat);
+      slice->set_length(length);
+      *slice->mutable_init() = t.init;
+      done += length;
+      flat += length;
+    }
+  }
+  return partitions;
+}
+
+absl::StatusOr<model::Mlp> ModelForJob(const v1::JobSpec& spec) {
+  if (spec.dataset().kind() != v1::DatasetSpec::FASHION_MNIST) {
+    return absl::InvalidArgumentError("only FASHION_MNIST jobs have a model yet");
+  }
+  constexpr int kPixels = 28 * 28;
+  constexpr int kClasses = 10;
+  return model::Mlp::Create(kPixels,
+                            std::vector<int>(spec.model().hidden().begin(),
+                                             spec.model().hidden().end()),
+                            kClasses);
+}
+
+}  // namespace syncopate::job

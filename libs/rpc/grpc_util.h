@@ -1,0 +1,63 @@
+// The gRPC edge: channels, servers, status conversion and the retry policy, each in one place.
+// Thread-safety: free functions are thread-safe; Backoff is thread-compatible.
+#ifndef SYNCOPATE_LIBS_RPC_GRPC_UTIL_H_
+#define SYNCOPATE_LIBS_RPC_GRPC_UTIL_H_
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+
+namespace syncopate::rpc {
+
+// Large enough for any dense shard slice we ship (the MLP is ~1 MiB); anything above is
+// refused with RESOURCE_EXHAUSTED by gRPC itself. gRPC's 4 MiB default is too small for big
+// models (and a 4 MiB payload already fails because of framing).
+inline constexpr int kMaxMessageBytes = 64 << 20;
+
+grpc::Status ToGrpcStatus(const absl::Status& status);
+absl::Status FromGrpcStatus(const grpc::Status& status);
+
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address);
+
+struct StartedServer {
+  std::unique_ptr<grpc::Server> server;
+  int port = 0;  // the bound port (useful with ":0")
+};
+
+// Starts a server on `listen_address` ("host:port", port 0 picks a free one) with the services,
+// the standard gRPC health service and our message-size limit. SO_REUSEPORT is off, so a busy
+// port is an error rather than a silent second server.
+absl::StatusOr<StartedServer> StartServer(const std::string& listen_address,
+                                          const std::vector<grpc::Service*>& services);
+
+// Retry policy for reconnecting streams. Retried: UNAVAILABLE (peer down or restarting),
+// DEADLINE_EXCEEDED and CANCELLED from our own timeouts, ABORTED. Everything else (bad
+// arguments, auth, precondition) is a bug or a configuration error and is not retried.
+bool IsRetryable(const grpc::Status& status);
+
+// Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And
+// Jitter"): spreads reconnects of many workers so a restarted shard is not stampeded.
+class Backoff {
+ public:
+  Backoff(absl::Duration initial = absl::Milliseconds(100), absl::Duration max = absl::Seconds(5),
+          uint64_t seed = std::random_device{}());
+  absl::Duration Next();
+  void Reset() { attempt_ = 0; }
+
+ private:
+  const absl::Duration initial_;
+  const absl::Duration max_;
+  int attempt_ = 0;
+  std::mt19937_64 rng_;
+};
+
+}  // namespace syncopate::rpc
+
+#endif  // SYNCOPATE_LIBS_RPC_GRPC_UTIL_H_

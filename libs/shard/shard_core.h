@@ -1,0 +1,111 @@
+// A parameter shard's state machine, independent of gRPC: its slice of the parameters, the
+// optimizer, the global-batch aggregator and the pulls waiting for a version.
+//
+// Every push is validated before it reaches the aggregator (size, finiteness, sample count,
+// membership, token); nothing invalid is ever applied, and each rejection is counted by reason.
+// Thread-safety: thread-safe. Pull callbacks run without the shard's lock held, on the thread
+// that made the version available (a push, a membership change or a mode switch).
+#ifndef SYNCOPATE_LIBS_SHARD_SHARD_CORE_H_
+#define SYNCOPATE_LIBS_SHARD_SHARD_CORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "libs/aggregation/global_batch_aggregator.h"
+#include "libs/common/clock.h"
+#include "libs/optim/optimizer.h"
+#include "libs/shard/shard_metrics.h"
+#include "syncopate/v1/coordinator.pb.h"
+#include "syncopate/v1/shard.pb.h"
+
+namespace syncopate::shard {
+
+struct ShardStats {
+  int64_t version = 0;
+  v1::Mode mode = v1::MODE_UNSPECIFIED;
+  int64_t updates = 0;
+  int64_t applied = 0;
+  int64_t decayed = 0;
+  int64_t dropped = 0;
+  int64_t rejected = 0;
+  std::vector<int32_t> barrier_waiting_for;
+  int64_t pending_pulls = 0;
+};
+
+class ShardCore {
+ public:
+  using PullCallback = std::function<void(v1::PullResponse)>;
+
+  // Initialises the partition from its initializers. `metrics` may be null (tests).
+  static absl::StatusOr<std::unique_ptr<ShardCore>> Create(const v1::ShardAssignment& assignment,
+                                                           Clock* clock, ShardMetrics* metrics);
+
+  // Validates and aggregates one gradient from `worker`; applies every update that becomes
+  // ready. The ack says what happened (rejections carry a gRPC status code and message).
+  v1::PushAck Push(int32_t worker, const v1::PushRequest& push);
+
+  // Answers with the parameters once the version is >= min_version; `done` runs immediately or
+  // when the version arrives (sync: when the barrier releases). A pending pull is dropped
+  // (never called) by CancelPulls with the same owner.
+  void Pull(const void* owner, int64_t request_id, int64_t min_version, PullCallback done);
+  void CancelPulls(const void* owner);
+
+  void SetMembership(const v1::Membership& membership);
+  void SetMode(v1::Mode mode);
+
+  ShardStats Stats() const;
+  int64_t flat_begin() const { return flat_begin_; }
+  int64_t flat_end() const { return flat_end_; }
+  int64_t size() const { return flat_end_ - flat_begin_; }
+  // A copy of the current parameters (tests, checkpoints).
+  std::vector<float> Parameters() const;
+
+ private:
+  struct PendingPull {
+    const void* owner;
+    int64_t request_id;
+    int64_t min_version;
+    absl::Time since;
+    PullCallback done;
+  };
+  struct ReadyPull {
+    PullCallback done;
+    v1::PullResponse response;
+  };
+
+  ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,
+            std::unique_ptr<optim::Optimizer> optimizer);
+
+  // Applies every ready update and collects the pulls that became answerable.
+  void ApplyReadyUpdates(std::vector<ReadyPull>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::PullResponse MakeResponse(int64_t request_id, absl::Time since) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::PushAck Reject(v1::PushAck ack, const absl::Status& status, const std::string& reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  static void Deliver(std::vector<ReadyPull>& ready);
+
+  const int64_t flat_begin_;
+  const int64_t flat_end_;
+  Clock* const clock_;
+  ShardMetrics* const metrics_;
+
+  mutable absl::Mutex mu_;
+  std::vector<float> params_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> mean_gradient_ ABSL_GUARDED_BY(mu_);  // scratch for one update
+  std::unique_ptr<optim::Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
+  aggregation::GlobalBatchAggregator aggregator_ ABSL_GUARDED_BY(mu_);
+  std::vector<PendingPull> pending_pulls_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> scratch_gradient_ ABSL_GUARDED_BY(mu_);
+  ShardStats counts_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace syncopate::shard
+
+#endif  // SYNCOPATE_LIBS_SHARD_SHARD_CORE_H_

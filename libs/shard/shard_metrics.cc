@@ -1,0 +1,127 @@
+#include "libs/shard/shard_metrics.h"
+
+#include "libs/metrics/metrics_server.h"
+
+namespace syncopate::shard {
+namespace {
+
+std::string OutcomeName(v1::PushOutcome outcome) {
+  switch (outcome) {
+    case v1::PUSH_APPLIED:
+      return "applied";
+    case v1::PUSH_DECAYED:
+      return "decayed";
+    case v1::PUSH_DROPPED:
+      return "dropped";
+    case v1::PUSH_REJECTED:
+      return "rejected";
+    default:
+      return "unknown";
+  }
+}
+
+prometheus::Histogram::BucketBoundaries StalenessBuckets() {
+  return {0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 64};
+}
+
+}  // namespace
+
+std::string ModeName(v1::Mode mode) {
+  switch (mode) {
+    case v1::MODE_SYNC:
+      return "sync";
+    case v1::MODE_GBA:
+      return "gba";
+    case v1::MODE_ASYNC:
+      return "async";
+    case v1::MODE_AUTO:
+      return "auto";
+    default:
+      return "unspecified";
+  }
+}
+
+ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
+    : shard_(std::to_string(shard_id)),
+      version_(prometheus::BuildGauge()
+                   .Name("syncopate_shard_version")
+                   .Help("Parameter version of the shard (updates applied since start)")
+                   .Register(registry)
+                   .Add({{"shard", shard_}})),
+      mode_(prometheus::BuildGauge()
+                .Name("syncopate_shard_mode")
+                .Help("1 for the shard's current aggregation mode, 0 for the others")
+                .Register(registry)),
+      updates_(prometheus::BuildCounter()
+                   .Name("syncopate_shard_updates_total")
+                   .Help("Updates applied (each consumes one global batch)")
+                   .Register(registry)
+                   .Add({{"shard", shard_}})),
+      gradients_(prometheus::BuildCounter()
+                     .Name("syncopate_shard_gradients_total")
+                     .Help("Pushed gradients by outcome (applied, decayed, dropped, rejected)")
+                     .Register(registry)),
+      rejections_(prometheus::BuildCounter()
+                      .Name("syncopate_shard_rejections_total")
+                      .Help("Rejected pushes and requests by reason; never applied")
+                      .Register(registry)),
+      staleness_(prometheus::BuildHistogram()
+                     .Name("syncopate_shard_staleness")
+                     .Help("Staleness (versions) of pushed gradients at arrival")
+                     .Register(registry)
+                     .Add({{"shard", shard_}}, StalenessBuckets())),
+      apply_seconds_(prometheus::BuildHistogram()
+                         .Name("syncopate_shard_apply_seconds")
+                         .Help("Time to apply one update (mean gradient + optimizer step)")
+                         .Register(registry)
+                         .Add({{"shard", shard_}}, metrics::SecondsBuckets())),
+      pull_held_seconds_(prometheus::BuildHistogram()
+                             .Name("syncopate_shard_pull_held_seconds")
+                             .Help("Time a pull waited for its version (sync barrier wait)")
+                             .Register(registry)
+                             .Add({{"shard", shard_}}, metrics::SecondsBuckets())),
+      parameter_bytes_(prometheus::BuildGauge()
+                           .Name("syncopate_shard_parameter_bytes")
+                           .Help("Bytes of parameters held by the shard")
+                           .Register(registry)
+                           .Add({{"shard", shard_}})),
+      optimizer_bytes_(prometheus::BuildGauge()
+                           .Name("syncopate_shard_optimizer_bytes")
+                           .Help("Bytes of optimizer state held by the shard")
+                           .Register(registry)
+                           .Add({{"shard", shard_}})) {
+  for (const char* outcome : {"applied", "decayed", "dropped", "rejected"}) {
+    gradients_.Add({{"shard", shard_}, {"outcome", outcome}});
+  }
+}
+
+void ShardMetrics::SetVersion(int64_t version) { version_.Set(static_cast<double>(version)); }
+
+void ShardMetrics::SetMode(v1::Mode mode) {
+  for (v1::Mode m : {v1::MODE_SYNC, v1::MODE_GBA, v1::MODE_ASYNC}) {
+    mode_.Add({{"shard", shard_}, {"mode", ModeName(m)}}).Set(m == mode ? 1 : 0);
+  }
+}
+
+void ShardMetrics::CountUpdate(double apply_seconds) {
+  updates_.Increment();
+  apply_seconds_.Observe(apply_seconds);
+}
+
+void ShardMetrics::CountOutcome(v1::PushOutcome outcome, int64_t staleness) {
+  gradients_.Add({{"shard", shard_}, {"outcome", OutcomeName(outcome)}}).Increment();
+  if (outcome != v1::PUSH_REJECTED) staleness_.Observe(static_cast<double>(staleness));
+}
+
+void ShardMetrics::CountRejection(const std::string& reason) {
+  rejections_.Add({{"shard", shard_}, {"reason", reason}}).Increment();
+}
+
+void ShardMetrics::ObservePullHeld(double seconds) { pull_held_seconds_.Observe(seconds); }
+
+void ShardMetrics::SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes) {
+  parameter_bytes_.Set(static_cast<double>(parameter_bytes));
+  optimizer_bytes_.Set(static_cast<double>(optimizer_bytes));
+}
+
+}  // namespace syncopate::shard

@@ -1,0 +1,49 @@
+// The shard's Prometheus metrics (names in docs/metrics.md).
+// Thread-safety: thread-safe (prometheus-cpp metrics are).
+#ifndef SYNCOPATE_LIBS_SHARD_SHARD_METRICS_H_
+#define SYNCOPATE_LIBS_SHARD_SHARD_METRICS_H_
+
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+#include "syncopate/v1/cluster.pb.h"
+#include "syncopate/v1/job.pb.h"
+
+namespace syncopate::shard {
+
+class ShardMetrics {
+ public:
+  ShardMetrics(prometheus::Registry& registry, int shard_id);
+
+  void SetVersion(int64_t version);
+  void SetMode(v1::Mode mode);
+  void CountUpdate(double apply_seconds);
+  void CountOutcome(v1::PushOutcome outcome, int64_t staleness);
+  void CountRejection(const std::string& reason);
+  void ObservePullHeld(double seconds);
+  void SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes);
+
+ private:
+  const std::string shard_;
+  prometheus::Gauge& version_;
+  prometheus::Family<prometheus::Gauge>& mode_;
+  prometheus::Counter& updates_;
+  prometheus::Family<prometheus::Counter>& gradients_;
+  prometheus::Family<prometheus::Counter>& rejections_;
+  prometheus::Histogram& staleness_;
+  prometheus::Histogram& apply_seconds_;
+  prometheus::Histogram& pull_held_seconds_;
+  prometheus::Gauge& parameter_bytes_;
+  prometheus::Gauge& optimizer_bytes_;
+};
+
+// "sync", "gba", "async": the label value and the word users see.
+std::string ModeName(v1::Mode mode);
+
+}  // namespace syncopate::shard
+
+#endif  // SYNCOPATE_LIBS_SHARD_SHARD_METRICS_H_
