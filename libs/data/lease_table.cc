@@ -1,0 +1,159 @@
+#include "libs/data/lease_table.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+
+namespace syncopate::data {
+namespace {
+
+// SplitMix64's finalizer (Steele, Lea & Flood 2014): a bijective mix that spreads every input bit
+// over the output, so nearby inputs (epoch 0, 1, 2...) give unrelated seeds.
+uint64_t SplitMix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Derives a child seed from a parent seed and a value. Distinct domain tags keep the epoch-order
+// seeds and the per-block shuffle seeds from ever coinciding for the same (seed, epoch).
+uint64_t DeriveSeed(uint64_t parent, uint64_t value) {
+  return SplitMix64(parent ^ SplitMix64(value));
+}
+constexpr uint64_t kEpochOrderDomain = 0x6f72646572;    // "order"
+constexpr uint64_t kBlockShuffleDomain = 0x626c6f636b;  // "block"
+
+uint64_t EpochOrderSeed(uint64_t seed, int32_t epoch) {
+  return DeriveSeed(DeriveSeed(seed, kEpochOrderDomain), static_cast<uint64_t>(epoch));
+}
+
+uint64_t BlockShuffleSeed(uint64_t seed, int32_t epoch, int64_t block) {
+  return DeriveSeed(DeriveSeed(DeriveSeed(seed, kBlockShuffleDomain), static_cast<uint64_t>(epoch)),
+                    static_cast<uint64_t>(block));
+}
+
+// Uniform in [0, bound) by rejection (no modulo bias); bound > 0. Written out because
+// std::uniform_int_distribution's algorithm differs between standard libraries.
+uint64_t UniformBelow(std::mt19937_64& rng, uint64_t bound) {
+  // Values below 2^64 mod bound are rejected so the rest split evenly into `bound` classes.
+  const uint64_t threshold = (0 - bound) % bound;
+  for (;;) {
+    const uint64_t r = rng();
+    if (r >= threshold) return r % bound;
+  }
+}
+
+// Fisher-Yates (Knuth, TAOCP vol. 2, Algorithm P), driven by mt19937_64(seed).
+void ShuffleDeterministically(std::vector<int64_t>& values, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  for (size_t i = values.size(); i > 1; --i) {
+    const size_t j = static_cast<size_t>(UniformBelow(rng, i));
+    std::swap(values[i - 1], values[j]);
+  }
+}
+
+std::vector<int64_t> ShuffledRange(int64_t begin, int64_t end, uint64_t seed) {
+  std::vector<int64_t> values(static_cast<size_t>(std::max<int64_t>(end - begin, 0)));
+  std::iota(values.begin(), values.end(), begin);
+  ShuffleDeterministically(values, seed);
+  return values;
+}
+
+}  // namespace
+
+absl::StatusOr<LeaseTable> LeaseTable::Create(int64_t num_examples, int64_t block_size,
+                                              uint64_t seed) {
+  if (num_examples <= 0 || block_size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a lease table needs num_examples > 0 and block_size > 0, got num_examples=", num_examples,
+        " block_size=", block_size));
+  }
+  return LeaseTable(num_examples, block_size, seed);
+}
+
+LeaseTable::LeaseTable(int64_t num_examples, int64_t block_size, uint64_t seed)
+    : num_examples_(num_examples),
+      block_size_(block_size),
+      num_blocks_((num_examples + block_size - 1) / block_size),
+      seed_(seed),
+      epoch_order_(ShuffledRange(0, num_blocks_, EpochOrderSeed(seed, 0))) {}
+
+int64_t LeaseTable::BlockEnd(int64_t index) const {
+  return std::min(BlockBegin(index) + block_size_, num_examples_);
+}
+
+LeaseTable::Block LeaseTable::NextFreshBlock() {
+  if (next_in_order_ == num_blocks_) {
+    ++epoch_;
+    epoch_order_ = ShuffledRange(0, num_blocks_, EpochOrderSeed(seed_, epoch_));
+    next_in_order_ = 0;
+  }
+  return Block{epoch_, epoch_order_[next_in_order_++]};
+}
+
+syncopate::v1::DataLease LeaseTable::Issue(const Block& block, int32_t worker) {
+  syncopate::v1::DataLease lease;
+  lease.set_lease_id(next_lease_id_++);
+  lease.set_epoch(block.epoch);
+  lease.set_begin(BlockBegin(block.index));
+  lease.set_end(BlockEnd(block.index));
+  lease.set_shuffle_seed(BlockShuffleSeed(seed_, block.epoch, block.index));
+  outstanding_.emplace(lease.lease_id(), Holder{worker, block});
+  return lease;
+}
+
+syncopate::v1::DataLease LeaseTable::Acquire(int32_t worker) {
+  if (!requeued_.empty()) {
+    const Block block = requeued_.front();
+    requeued_.pop_front();
+    return Issue(block, worker);
+  }
+  return Issue(NextFreshBlock(), worker);
+}
+
+absl::Status LeaseTable::Complete(int64_t lease_id, int32_t worker) {
+  if (lease_id <= 0 || lease_id >= next_lease_id_) {
+    return absl::NotFoundError(absl::StrCat("lease ", lease_id, " was never issued"));
+  }
+  auto it = outstanding_.find(lease_id);
+  if (it == outstanding_.end()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease ", lease_id,
+        " is no longer outstanding (already completed, or released when its worker departed)"));
+  }
+  if (it->second.worker != worker) {
+    return absl::FailedPreconditionError(absl::StrCat("lease ", lease_id, " is held by worker ",
+                                                      it->second.worker, ", not worker ", worker));
+  }
+  const int64_t block = it->second.block.index;
+  completed_examples_ += BlockEnd(block) - BlockBegin(block);
+  outstanding_.erase(it);
+  return absl::OkStatus();
+}
+
+int LeaseTable::ReleaseWorker(int32_t worker) {
+  int released = 0;
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    if (it->second.worker == worker) {
+      requeued_.push_back(it->second.block);
+      it = outstanding_.erase(it);
+      ++released;
+    } else {
+      ++it;
+    }
+  }
+  return released;
+}
+
+std::vector<int64_t> LeaseExampleOrder(const syncopate::v1::DataLease& lease) {
+  return ShuffledRange(lease.begin(), lease.end(), lease.shuffle_seed());
+}
+
+}  // namespace syncopate::data
