@@ -213,17 +213,35 @@ absl::StatusOr<Dataset> ReadIdxPair(const std::string& images_path, const std::s
   return dataset;
 }
 
+namespace {
+
+absl::string_view SplitPrefix(Split split) { return split == Split::kTrain ? "train" : "t10k"; }
+
+absl::Status WithInstallHint(const absl::Status& status) {
+  if (!absl::IsNotFound(status)) return status;
+  return absl::NotFoundError(
+      absl::StrCat(status.message(),
+                   "; Fashion-MNIST comes from Debian's package: apt-get install "
+                   "dataset-fashion-mnist (files land in /usr/share/datasets/fashion-mnist)"));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> CountFashionMnist(const std::string& dir, Split split) {
+  const std::string path = absl::StrCat(dir, "/", SplitPrefix(split), "-labels-idx1-ubyte.gz");
+  absl::StatusOr<IdxStream> stream = OpenIdx(path);
+  if (!stream.ok()) return WithInstallHint(stream.status());
+  absl::StatusOr<std::vector<uint32_t>> dims = ReadIdxHeader(*stream, kLabelsMagic, 1, "labels");
+  if (!dims.ok()) return dims.status();
+  return static_cast<int64_t>((*dims)[0]);
+}
+
 absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, Split split, int64_t limit) {
-  const absl::string_view prefix = split == Split::kTrain ? "train" : "t10k";
+  const absl::string_view prefix = SplitPrefix(split);
   absl::StatusOr<Dataset> dataset =
       ReadIdxPair(absl::StrCat(dir, "/", prefix, "-images-idx3-ubyte.gz"),
                   absl::StrCat(dir, "/", prefix, "-labels-idx1-ubyte.gz"), limit);
-  if (absl::IsNotFound(dataset.status())) {
-    return absl::NotFoundError(
-        absl::StrCat(dataset.status().message(),
-                     "; Fashion-MNIST comes from Debian's package: apt-get install "
-                     "dataset-fashion-mnist (files land in /usr/share/datasets/fashion-mnist)"));
-  }
+  if (!dataset.ok()) return WithInstallHint(dataset.status());
   return dataset;
 }
 

@@ -40,6 +40,9 @@ enum class Split { kTrain, kTest };
 // provides the files.
 absl::StatusOr<Dataset> LoadFashionMnist(const std::string& dir, Split split, int64_t limit);
 
+// The number of examples in a split, from the labels file's header alone (no pixels read).
+absl::StatusOr<int64_t> CountFashionMnist(const std::string& dir, Split split);
+
 }  // namespace syncopate::data
 
 #endif  // SYNCOPATE_LIBS_DATA_IDX_READER_H_

@@ -207,7 +207,8 @@ void ShardCore::Pull(const void* owner, int64_t request_id, int64_t min_version,
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    if (aggregator_.version() < min_version) {
+    // Only a sync barrier holds pulls; gba and async always serve the newest parameters.
+    if (aggregator_.mode() == v1::MODE_SYNC && aggregator_.version() < min_version) {
       pending_pulls_.push_back({owner, request_id, min_version, now, std::move(done)});
       return;
     }

@@ -279,6 +279,13 @@ TEST(FashionMnist, LoadsTestSplit) {
   EXPECT_THAT(per_class, ::testing::Each(1000));
 }
 
+TEST(FashionMnist, CountsExamplesFromTheHeaderAlone) {
+  EXPECT_EQ(*CountFashionMnist(kFashionMnistDir, Split::kTrain), 60000);
+  EXPECT_EQ(*CountFashionMnist(kFashionMnistDir, Split::kTest), 10000);
+  EXPECT_EQ(CountFashionMnist("/nonexistent", Split::kTrain).status().code(),
+            absl::StatusCode::kNotFound);
+}
+
 TEST(FashionMnist, LimitReadsAPrefix) {
   absl::StatusOr<Dataset> small = LoadFashionMnist(kFashionMnistDir, Split::kTrain, 100);
   absl::StatusOr<Dataset> larger = LoadFashionMnist(kFashionMnistDir, Split::kTrain, 250);

@@ -1,0 +1,474 @@
+#include "libs/coordinator/coordinator_core.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "libs/common/status_macros.h"
+#include "libs/job/partitioner.h"
+
+namespace syncopate::coordinator {
+namespace {
+
+// Recent steps kept per worker: enough for a stable median, short enough to follow a change.
+constexpr size_t kStepWindow = 16;
+// Throughput is averaged over this trailing window: long enough to smooth sync steps, short
+// enough to show a straggler's effect within a progress line or two.
+constexpr absl::Duration kThroughputWindow = absl::Seconds(5);
+
+double Median(std::deque<double> values) {
+  if (values.empty()) return 0;
+  const size_t mid = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + mid, values.end());
+  return values[mid];
+}
+
+}  // namespace
+
+void CoordinatorCore::Outbox::Flush() {
+  for (auto& [link, message] : to_shards) link->Send(std::move(message));
+  for (auto& [link, message] : to_workers) link->Send(std::move(message));
+  for (auto& [link, status] : closes) link->Close(status);
+}
+
+absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
+    CoordinatorOptions options) {
+  if (options.train_examples <= 0) {
+    return absl::InvalidArgumentError("the training set is empty");
+  }
+  SYNCOPATE_ASSIGN_OR_RETURN(model::Mlp model, job::ModelForJob(options.job));
+  SYNCOPATE_ASSIGN_OR_RETURN(std::vector<v1::ShardPartition> partitions,
+                             job::PartitionDense(model.tensors(), options.job.num_shards()));
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      data::LeaseTable leases,
+      data::LeaseTable::Create(options.train_examples, options.job.block_size(),
+                               options.job.seed()));
+  return std::unique_ptr<CoordinatorCore>(
+      new CoordinatorCore(std::move(options), std::move(partitions), std::move(leases)));
+}
+
+CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
+                                 std::vector<v1::ShardPartition> partitions,
+                                 data::LeaseTable leases)
+    : options_(std::move(options)),
+      partitions_(std::move(partitions)),
+      target_examples_(job::TargetExamples(options_.job, options_.train_examples)),
+      created_(options_.clock->Now()),
+      leases_(std::move(leases)) {
+  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_WAITING);
+}
+
+absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink> link,
+                                                     const v1::WorkerHello& hello) {
+  if (hello.role() != v1::ROLE_WORKER && hello.role() != v1::ROLE_EVALUATOR) {
+    return absl::InvalidArgumentError("hello.role must be ROLE_WORKER or ROLE_EVALUATOR");
+  }
+  Outbox out;
+  int32_t id = 0;
+  {
+    absl::MutexLock lock(&mu_);
+    if (state_ == v1::JOB_DONE || state_ == v1::JOB_FINISHING) {
+      return absl::FailedPreconditionError("the job has finished");
+    }
+    id = next_worker_id_++;
+    Worker& worker = workers_[id];
+    worker.id = id;
+    worker.name = hello.name().empty() ? absl::StrCat("worker-", id) : hello.name();
+    worker.role = hello.role();
+    worker.link = std::move(link);
+    worker.last_heard = options_.clock->Now();
+    LOG(INFO) << "hello from " << worker.name << " (id " << id << ", "
+              << v1::Role_Name(worker.role) << ")";
+    if (state_ == v1::JOB_RUNNING) {
+      if (worker.role == v1::ROLE_WORKER) {
+        worker.member = true;
+        ReshapeMembership(out);
+      }
+      Welcome(worker, out);
+    } else {
+      MaybeStart(out);
+    }
+  }
+  out.Flush();
+  return id;
+}
+
+void CoordinatorCore::MaybeStart(Outbox& out) {
+  if (state_ != v1::JOB_WAITING || !AllShardsConnected()) return;
+  const int workers = LiveWorkers(v1::ROLE_WORKER);
+  const bool grace_over = options_.clock->Now() - created_ >= options_.startup_grace;
+  if (workers < options_.job.num_workers() && !(grace_over && workers > 0)) return;
+  if (workers < options_.job.num_workers()) {
+    LOG(WARNING) << "starting with " << workers << " of " << options_.job.num_workers()
+                 << " workers after the startup grace period";
+  }
+  state_ = v1::JOB_RUNNING;
+  started_ = options_.clock->Now();
+  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_RUNNING);
+  for (auto& [id, worker] : workers_) {
+    if (worker.link != nullptr && worker.role == v1::ROLE_WORKER) worker.member = true;
+  }
+  ReshapeMembership(out);
+  for (auto& [id, worker] : workers_) {
+    if (worker.link != nullptr) Welcome(worker, out);
+  }
+  LOG(INFO) << "job " << options_.job.job_id() << " running with " << workers << " workers, "
+            << partitions_.size() << " shards, target " << target_examples_ << " examples";
+}
+
+void CoordinatorCore::Welcome(Worker& worker, Outbox& out) {
+  v1::CoordinatorToWorker message;
+  v1::Welcome* welcome = message.mutable_welcome();
+  welcome->set_worker_id(worker.id);
+  *welcome->mutable_job() = options_.job;
+  *welcome->mutable_shard_map() = MakeShardMap();
+  welcome->set_local_batch(worker.local_batch);
+  worker.welcomed = true;
+  out.to_workers.emplace_back(worker.link, std::move(message));
+}
+
+void CoordinatorCore::ReshapeMembership(Outbox& out) {
+  std::vector<Worker*> members;
+  for (auto& [id, worker] : workers_) {
+    if (worker.member) members.push_back(&worker);
+  }
+  membership_.set_generation(membership_.generation() + 1);
+  membership_.clear_worker_ids();
+  const int n = static_cast<int>(members.size());
+  const int g = options_.job.global_batch();
+  // G is split as evenly as integers allow, so the shares always sum to exactly G.
+  for (int i = 0; i < n; ++i) {
+    Worker& worker = *members[i];
+    membership_.add_worker_ids(worker.id);
+    const int32_t share = g / n + (i < g % n ? 1 : 0);
+    if (share != worker.local_batch && worker.welcomed && worker.link != nullptr) {
+      v1::CoordinatorToWorker message;
+      message.mutable_set_local_batch()->set_local_batch(share);
+      out.to_workers.emplace_back(worker.link, std::move(message));
+    }
+    worker.local_batch = share;
+  }
+  membership_.set_local_batch(n > 0 ? g / n : 0);
+  for (auto& [id, shard] : shards_) {
+    if (shard.link == nullptr) continue;
+    v1::CoordinatorToShard message;
+    *message.mutable_membership() = membership_;
+    out.to_shards.emplace_back(shard.link, std::move(message));
+  }
+  if (options_.metrics != nullptr) options_.metrics->SetMembers(n);
+}
+
+void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& message) {
+  Outbox out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || it->second.link == nullptr) return;
+    Worker& worker = it->second;
+    const absl::Time now = options_.clock->Now();
+    worker.last_heard = now;
+    switch (message.kind_case()) {
+      case v1::WorkerMessage::kStep: {
+        const v1::StepReport& step = message.step();
+        if (step.examples() <= 0 || state_ != v1::JOB_RUNNING) break;
+        worker.examples += step.examples();
+        worker.steps += 1;
+        worker.last_loss = step.loss();
+        worker.compute_seconds.push_back(step.compute_seconds());
+        if (worker.compute_seconds.size() > kStepWindow) worker.compute_seconds.pop_front();
+        examples_ += step.examples();
+        throughput_samples_.emplace_back(now, examples_);
+        while (!throughput_samples_.empty() &&
+               now - throughput_samples_.front().first > kThroughputWindow) {
+          throughput_samples_.pop_front();
+        }
+        if (options_.metrics != nullptr) {
+          options_.metrics->AddExamples(worker.name, static_cast<double>(step.examples()));
+          options_.metrics->SetWorkerLoss(worker.name, step.loss());
+        }
+        if (examples_ >= target_examples_) BeginFinishing(out);
+        break;
+      }
+      case v1::WorkerMessage::kLeaseRequest: {
+        for (int64_t completed : message.lease_request().completed_lease_ids()) {
+          absl::Status status = leases_.Complete(completed, worker_id);
+          if (!status.ok()) LOG(WARNING) << worker.name << ": " << status;
+        }
+        if (state_ != v1::JOB_RUNNING || !worker.member) break;
+        v1::CoordinatorToWorker reply;
+        *reply.mutable_lease() = leases_.Acquire(worker_id);
+        out.to_workers.emplace_back(worker.link, std::move(reply));
+        break;
+      }
+      case v1::WorkerMessage::kEval:
+        HandleEval(message.eval(), out);
+        break;
+      default:
+        break;
+    }
+  }
+  out.Flush();
+}
+
+void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
+  v1::EvalStatus eval;
+  eval.set_accuracy(report.accuracy());
+  eval.set_loss(report.loss());
+  eval.set_final(report.final());
+  eval.set_examples_at_eval(report.requested_at_examples());
+  eval.set_seconds_at_eval(report.requested_at_seconds());
+  *eval.mutable_shard_versions() = report.shard_versions();
+  evals_.push_back(eval);
+  if (options_.metrics != nullptr) options_.metrics->SetEval(report.accuracy(), report.loss());
+  LOG(INFO) << (report.final() ? "final " : "") << "evaluation: accuracy " << report.accuracy()
+            << ", loss " << report.loss();
+  if (report.final() && state_ == v1::JOB_FINISHING) MarkDone("final evaluation received", out);
+}
+
+void CoordinatorCore::BeginFinishing(Outbox& out) {
+  if (state_ != v1::JOB_RUNNING) return;
+  state_ = v1::JOB_FINISHING;
+  finishing_since_ = options_.clock->Now();
+  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_FINISHING);
+  LOG(INFO) << "target of " << target_examples_ << " examples reached; stopping workers";
+  for (auto& [id, worker] : workers_) {
+    if (worker.link == nullptr || worker.role != v1::ROLE_WORKER) continue;
+    v1::CoordinatorToWorker stop;
+    stop.mutable_stop()->set_reason("training target reached");
+    out.to_workers.emplace_back(worker.link, std::move(stop));
+  }
+}
+
+void CoordinatorCore::MarkDone(const std::string& why, Outbox& out) {
+  if (state_ == v1::JOB_DONE) return;
+  state_ = v1::JOB_DONE;
+  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_DONE);
+  LOG(INFO) << "job done: " << why;
+  for (auto& [id, worker] : workers_) {
+    if (worker.link == nullptr) continue;
+    v1::CoordinatorToWorker stop;
+    stop.mutable_stop()->set_reason("job done");
+    out.to_workers.emplace_back(worker.link, std::move(stop));
+  }
+  for (auto& [id, shard] : shards_) {
+    if (shard.link == nullptr) continue;
+    v1::CoordinatorToShard stop;
+    stop.mutable_stop()->set_reason("job done");
+    out.to_shards.emplace_back(shard.link, std::move(stop));
+  }
+}
+
+void CoordinatorCore::WorkerGone(int32_t worker_id, const std::string& reason) {
+  Outbox out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = workers_.find(worker_id);
+    if (it == workers_.end() || it->second.link == nullptr) return;
+    RemoveWorker(it->second, reason, out);
+  }
+  out.Flush();
+}
+
+void CoordinatorCore::RemoveWorker(Worker& worker, const std::string& reason, Outbox& out) {
+  LOG(INFO) << worker.name << " (id " << worker.id << ") left: " << reason;
+  worker.link = nullptr;
+  worker.departed_reason = reason;
+  const int requeued = leases_.ReleaseWorker(worker.id);
+  if (requeued > 0) LOG(INFO) << "re-issuing " << requeued << " leases of " << worker.name;
+  if (options_.metrics != nullptr) options_.metrics->CountDeparture(reason);
+  if (worker.member) {
+    worker.member = false;
+    if (state_ == v1::JOB_RUNNING) ReshapeMembership(out);
+  }
+}
+
+absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
+                                         const v1::ShardHello& hello) {
+  Outbox out;
+  {
+    absl::MutexLock lock(&mu_);
+    const int32_t id = hello.shard_id();
+    if (id < 0 || id >= static_cast<int32_t>(partitions_.size())) {
+      return absl::InvalidArgumentError(absl::StrCat("shard id ", id, " is outside [0, ",
+                                                     partitions_.size(), ") for this job"));
+    }
+    if (hello.address().empty()) return absl::InvalidArgumentError("shard hello has no address");
+    Shard& shard = shards_[id];
+    if (shard.link != nullptr) {
+      return absl::AlreadyExistsError(absl::StrCat("shard ", id, " is already connected"));
+    }
+    shard.link = link;
+    shard.address = hello.address();
+    LOG(INFO) << "shard " << id << " registered at " << shard.address;
+    v1::CoordinatorToShard message;
+    v1::ShardAssignment* assignment = message.mutable_assignment();
+    *assignment->mutable_job() = options_.job;
+    *assignment->mutable_partition() = partitions_[id];
+    *assignment->mutable_membership() = membership_;
+    // AUTO starts in sync: the mode policy moves shards to gba when stragglers make it pay.
+    assignment->set_mode(options_.job.mode() == v1::MODE_AUTO ? v1::MODE_SYNC
+                                                               : options_.job.mode());
+    out.to_shards.emplace_back(link, std::move(message));
+    MaybeStart(out);
+  }
+  out.Flush();
+  return absl::OkStatus();
+}
+
+void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& report) {
+  absl::MutexLock lock(&mu_);
+  auto it = shards_.find(shard_id);
+  if (it == shards_.end()) return;
+  it->second.last_report = report;
+}
+
+void CoordinatorCore::ShardGone(int32_t shard_id) {
+  absl::MutexLock lock(&mu_);
+  auto it = shards_.find(shard_id);
+  if (it == shards_.end()) return;
+  LOG(WARNING) << "shard " << shard_id << " disconnected";
+  it->second.link = nullptr;
+}
+
+void CoordinatorCore::Tick() {
+  Outbox out;
+  {
+    absl::MutexLock lock(&mu_);
+    const absl::Time now = options_.clock->Now();
+    MaybeStart(out);
+    for (auto& [id, worker] : workers_) {
+      if (worker.link == nullptr) continue;
+      const absl::Duration timeout =
+          std::max(options_.min_silence_timeout,
+                   absl::Seconds(10 * Median(worker.compute_seconds)));
+      if (now - worker.last_heard > timeout) {
+        const std::string reason = "silent for " + absl::FormatDuration(now - worker.last_heard);
+        out.closes.emplace_back(worker.link,
+                                absl::DeadlineExceededError("no message within " +
+                                                            absl::FormatDuration(timeout)));
+        RemoveWorker(worker, reason, out);
+      }
+    }
+    if (state_ == v1::JOB_FINISHING) {
+      const bool workers_left = LiveWorkers(v1::ROLE_WORKER) == 0;
+      const bool timed_out = now - finishing_since_ > options_.finish_timeout;
+      const int evaluators = LiveWorkers(v1::ROLE_EVALUATOR);
+      if ((workers_left || timed_out) && !final_eval_requested_ && evaluators > 0) {
+        final_eval_requested_ = true;
+        for (auto& [id, worker] : workers_) {
+          if (worker.link == nullptr || worker.role != v1::ROLE_EVALUATOR) continue;
+          v1::CoordinatorToWorker evaluate;
+          evaluate.mutable_evaluate()->set_final(true);
+          evaluate.mutable_evaluate()->set_at_examples(examples_);
+          evaluate.mutable_evaluate()->set_at_seconds(Elapsed());
+          out.to_workers.emplace_back(worker.link, std::move(evaluate));
+        }
+      }
+      if (workers_left && evaluators == 0) {
+        MarkDone("workers stopped (no evaluator)", out);
+      } else if (now - finishing_since_ > 2 * options_.finish_timeout) {
+        MarkDone("final evaluation timed out", out);
+      }
+    }
+  }
+  out.Flush();
+}
+
+v1::ShardMap CoordinatorCore::MakeShardMap() const {
+  v1::ShardMap map;
+  for (const v1::ShardPartition& p : partitions_) {
+    v1::ShardEndpoint* endpoint = map.add_shards();
+    endpoint->set_shard_id(p.shard_id());
+    endpoint->set_flat_begin(p.flat_begin());
+    endpoint->set_flat_end(p.flat_end());
+    auto it = shards_.find(p.shard_id());
+    if (it != shards_.end()) endpoint->set_address(it->second.address);
+  }
+  return map;
+}
+
+bool CoordinatorCore::AllShardsConnected() const {
+  for (const v1::ShardPartition& p : partitions_) {
+    auto it = shards_.find(p.shard_id());
+    if (it == shards_.end() || it->second.link == nullptr) return false;
+  }
+  return true;
+}
+
+int CoordinatorCore::LiveWorkers(v1::Role role) const {
+  int live = 0;
+  for (const auto& [id, worker] : workers_) {
+    if (worker.link != nullptr && worker.role == role) ++live;
+  }
+  return live;
+}
+
+double CoordinatorCore::ExamplesPerSecond() const {
+  if (throughput_samples_.size() < 2) return 0;
+  const auto& [t0, e0] = throughput_samples_.front();
+  const auto& [t1, e1] = throughput_samples_.back();
+  const double seconds = absl::ToDoubleSeconds(t1 - t0);
+  return seconds > 0 ? static_cast<double>(e1 - e0) / seconds : 0;
+}
+
+double CoordinatorCore::Elapsed() const {
+  if (state_ == v1::JOB_WAITING) return 0;
+  return absl::ToDoubleSeconds(options_.clock->Now() - started_);
+}
+
+v1::JobState CoordinatorCore::state() const {
+  absl::MutexLock lock(&mu_);
+  return state_;
+}
+
+v1::ClusterStatus CoordinatorCore::Status() const {
+  absl::MutexLock lock(&mu_);
+  v1::ClusterStatus status;
+  status.set_job_id(options_.job.job_id());
+  status.set_state(state_);
+  status.set_job_mode(options_.job.mode());
+  status.set_elapsed_seconds(Elapsed());
+  status.set_examples(examples_);
+  status.set_target_examples(target_examples_);
+  status.set_epoch(static_cast<double>(examples_) / static_cast<double>(options_.train_examples));
+  status.set_examples_per_second(ExamplesPerSecond());
+  status.set_global_batch(options_.job.global_batch());
+  *status.mutable_membership() = membership_;
+  for (const auto& [id, worker] : workers_) {
+    v1::WorkerStatus* w = status.add_workers();
+    w->set_worker_id(id);
+    w->set_name(worker.name);
+    w->set_role(worker.role);
+    w->set_alive(worker.link != nullptr);
+    w->set_examples(worker.examples);
+    w->set_steps(worker.steps);
+    w->set_median_compute_seconds(Median(worker.compute_seconds));
+    w->set_last_loss(worker.last_loss);
+    w->set_local_batch(worker.local_batch);
+    w->set_departed_reason(worker.departed_reason);
+  }
+  for (const v1::ShardPartition& p : partitions_) {
+    v1::ShardStatus* s = status.add_shards();
+    s->set_shard_id(p.shard_id());
+    s->set_flat_begin(p.flat_begin());
+    s->set_flat_end(p.flat_end());
+    auto it = shards_.find(p.shard_id());
+    if (it == shards_.end()) continue;
+    const v1::ShardReport& report = it->second.last_report;
+    s->set_address(it->second.address);
+    s->set_connected(it->second.link != nullptr);
+    s->set_version(report.version());
+    s->set_mode(report.mode());
+    s->set_updates(report.updates());
+    *s->mutable_barrier_waiting_for() = report.barrier_waiting_for();
+    s->set_gradients_applied(report.gradients_applied());
+    s->set_gradients_decayed(report.gradients_decayed());
+    s->set_gradients_dropped(report.gradients_dropped());
+    s->set_gradients_rejected(report.gradients_rejected());
+  }
+  if (!evals_.empty()) *status.mutable_last_eval() = evals_.back();
+  for (const v1::EvalStatus& eval : evals_) *status.add_eval_history() = eval;
+  return status;
+}
+
+}  // namespace syncopate::coordinator

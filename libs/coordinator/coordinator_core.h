@@ -1,0 +1,153 @@
+// The coordinator's state machine, independent of gRPC: the job's lifecycle, membership,
+// data leases, the stop condition and the cluster status. Sessions reach it through
+// WorkerLink/ShardLink, so tests drive it with fakes and a FakeClock.
+//
+// Lifecycle: WAITING (shards and workers register) -> RUNNING (membership fixed, workers
+// welcomed, leases handed out) -> FINISHING (target reached: workers stopped, final evaluation)
+// -> DONE.
+// Thread-safety: thread-safe. Messages to links are sent after the lock is released.
+#ifndef SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_CORE_H_
+#define SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_CORE_H_
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "libs/common/clock.h"
+#include "libs/coordinator/coordinator_metrics.h"
+#include "libs/data/lease_table.h"
+#include "syncopate/v1/coordinator.pb.h"
+
+namespace syncopate::coordinator {
+
+class WorkerLink {
+ public:
+  virtual ~WorkerLink() = default;
+  virtual void Send(v1::CoordinatorToWorker message) = 0;
+  virtual void Close(absl::Status status) = 0;
+};
+
+class ShardLink {
+ public:
+  virtual ~ShardLink() = default;
+  virtual void Send(v1::CoordinatorToShard message) = 0;
+  virtual void Close(absl::Status status) = 0;
+};
+
+struct CoordinatorOptions {
+  v1::JobSpec job;
+  int64_t train_examples = 0;  // size of the training set the leases cover
+  Clock* clock = Clock::Real();
+  CoordinatorMetrics* metrics = nullptr;  // may be null
+  // Once this long has passed with every shard but fewer than num_workers workers, the job
+  // starts with the workers it has rather than waiting forever.
+  absl::Duration startup_grace = absl::Seconds(60);
+  // A worker that sends nothing (no step, no heartbeat; workers beat every second) for
+  // max(this, 10 x its median step time) is declared gone.
+  absl::Duration min_silence_timeout = absl::Seconds(10);
+  // How long FINISHING waits for workers to leave and the final evaluation to arrive.
+  absl::Duration finish_timeout = absl::Seconds(60);
+};
+
+class CoordinatorCore {
+ public:
+  static absl::StatusOr<std::unique_ptr<CoordinatorCore>> Create(CoordinatorOptions options);
+
+  // A worker or evaluator said hello. Returns its id, or an error to close the session with.
+  absl::StatusOr<int32_t> WorkerHello(std::shared_ptr<WorkerLink> link,
+                                      const v1::WorkerHello& hello);
+  void WorkerMessage(int32_t worker_id, const v1::WorkerMessage& message);
+  // The worker's session ended (stream closed, cancelled, or timed out).
+  void WorkerGone(int32_t worker_id, const std::string& reason);
+
+  absl::Status ShardHello(std::shared_ptr<ShardLink> link, const v1::ShardHello& hello);
+  void ShardReport(int32_t shard_id, const v1::ShardReport& report);
+  void ShardGone(int32_t shard_id);
+
+  // Periodic work: start the job, time out silent workers, advance FINISHING. Call every
+  // ~100-500 ms; all decisions use the injected clock.
+  void Tick();
+
+  v1::ClusterStatus Status() const;
+  v1::JobState state() const;
+
+ private:
+  struct Worker {
+    int32_t id = 0;
+    std::string name;
+    v1::Role role = v1::ROLE_WORKER;
+    std::shared_ptr<WorkerLink> link;  // null once gone
+    bool welcomed = false;
+    bool member = false;
+    int32_t local_batch = 0;
+    int64_t examples = 0;
+    int64_t steps = 0;
+    float last_loss = 0;
+    absl::Time last_heard;
+    std::deque<double> compute_seconds;  // recent steps, for the median and the timeout
+    std::string departed_reason;
+  };
+  struct Shard {
+    std::shared_ptr<ShardLink> link;  // null while disconnected
+    std::string address;
+    v1::ShardReport last_report;
+  };
+  using WorkerOutbox = std::vector<std::pair<std::shared_ptr<WorkerLink>, v1::CoordinatorToWorker>>;
+  using ShardOutbox = std::vector<std::pair<std::shared_ptr<ShardLink>, v1::CoordinatorToShard>>;
+  struct Outbox {
+    WorkerOutbox to_workers;
+    ShardOutbox to_shards;
+    std::vector<std::pair<std::shared_ptr<WorkerLink>, absl::Status>> closes;
+    void Flush();
+  };
+
+  explicit CoordinatorCore(CoordinatorOptions options, std::vector<v1::ShardPartition> partitions,
+                           data::LeaseTable leases);
+
+  void MaybeStart(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void Welcome(Worker& worker, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Recomputes membership and local batches (G split across members) and tells everyone.
+  void ReshapeMembership(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RemoveWorker(Worker& worker, const std::string& reason, Outbox& out)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void BeginFinishing(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MarkDone(const std::string& why, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void HandleEval(const v1::EvalReport& report, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  v1::ShardMap MakeShardMap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool AllShardsConnected() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int LiveWorkers(v1::Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double ExamplesPerSecond() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  double Elapsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const CoordinatorOptions options_;
+  const std::vector<v1::ShardPartition> partitions_;
+  const int64_t target_examples_;
+  const absl::Time created_;
+
+  mutable absl::Mutex mu_;
+  v1::JobState state_ ABSL_GUARDED_BY(mu_) = v1::JOB_WAITING;
+  absl::Time started_ ABSL_GUARDED_BY(mu_);
+  absl::Time finishing_since_ ABSL_GUARDED_BY(mu_);
+  bool final_eval_requested_ ABSL_GUARDED_BY(mu_) = false;
+  data::LeaseTable leases_ ABSL_GUARDED_BY(mu_);
+  std::map<int32_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
+  std::map<int32_t, Shard> shards_ ABSL_GUARDED_BY(mu_);
+  int32_t next_worker_id_ ABSL_GUARDED_BY(mu_) = 1;
+  v1::Membership membership_ ABSL_GUARDED_BY(mu_);
+  int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
+  std::deque<std::pair<absl::Time, int64_t>> throughput_samples_ ABSL_GUARDED_BY(mu_);
+  std::vector<v1::EvalStatus> evals_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace syncopate::coordinator
+
+#endif  // SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_CORE_H_

@@ -1,0 +1,56 @@
+#include "libs/coordinator/coordinator_metrics.h"
+
+namespace syncopate::coordinator {
+
+CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
+    : members_(prometheus::BuildGauge()
+                   .Name("syncopate_coordinator_members")
+                   .Help("Workers in the training membership")
+                   .Register(registry)
+                   .Add({})),
+      job_state_(prometheus::BuildGauge()
+                     .Name("syncopate_coordinator_job_state")
+                     .Help("Job state: 1 waiting, 2 running, 3 finishing, 4 done")
+                     .Register(registry)
+                     .Add({})),
+      examples_(prometheus::BuildCounter()
+                    .Name("syncopate_coordinator_examples_total")
+                    .Help("Training examples reported by workers")
+                    .Register(registry)),
+      loss_(prometheus::BuildGauge()
+                .Name("syncopate_coordinator_worker_loss")
+                .Help("Latest training loss reported by each worker")
+                .Register(registry)),
+      eval_accuracy_(prometheus::BuildGauge()
+                         .Name("syncopate_eval_accuracy")
+                         .Help("Test accuracy of the latest evaluation (0..1)")
+                         .Register(registry)
+                         .Add({})),
+      eval_loss_(prometheus::BuildGauge()
+                     .Name("syncopate_eval_logloss")
+                     .Help("Test cross-entropy of the latest evaluation")
+                     .Register(registry)
+                     .Add({})),
+      departures_(prometheus::BuildCounter()
+                      .Name("syncopate_coordinator_worker_departures_total")
+                      .Help("Workers removed from membership, by reason")
+                      .Register(registry)) {}
+
+void CoordinatorMetrics::AddExamples(const std::string& worker, double examples) {
+  examples_.Add({{"worker", worker}}).Increment(examples);
+}
+
+void CoordinatorMetrics::SetWorkerLoss(const std::string& worker, double loss) {
+  loss_.Add({{"worker", worker}}).Set(loss);
+}
+
+void CoordinatorMetrics::SetEval(double accuracy, double loss) {
+  eval_accuracy_.Set(accuracy);
+  eval_loss_.Set(loss);
+}
+
+void CoordinatorMetrics::CountDeparture(const std::string& reason) {
+  departures_.Add({{"reason", reason}}).Increment();
+}
+
+}  // namespace syncopate::coordinator

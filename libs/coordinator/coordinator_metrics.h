@@ -1,0 +1,38 @@
+// The coordinator's Prometheus metrics (names in docs/metrics.md).
+// Thread-safety: thread-safe (prometheus-cpp metrics are).
+#ifndef SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_METRICS_H_
+#define SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_METRICS_H_
+
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/registry.h"
+
+namespace syncopate::coordinator {
+
+class CoordinatorMetrics {
+ public:
+  explicit CoordinatorMetrics(prometheus::Registry& registry);
+
+  void SetMembers(int workers) { members_.Set(workers); }
+  void SetJobState(int state) { job_state_.Set(state); }
+  void AddExamples(const std::string& worker, double examples);
+  void SetWorkerLoss(const std::string& worker, double loss);
+  void SetEval(double accuracy, double loss);
+  void CountDeparture(const std::string& reason);
+
+ private:
+  prometheus::Gauge& members_;
+  prometheus::Gauge& job_state_;
+  prometheus::Family<prometheus::Counter>& examples_;
+  prometheus::Family<prometheus::Gauge>& loss_;
+  prometheus::Gauge& eval_accuracy_;
+  prometheus::Gauge& eval_loss_;
+  prometheus::Family<prometheus::Counter>& departures_;
+};
+
+}  // namespace syncopate::coordinator
+
+#endif  // SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_METRICS_H_

@@ -1,0 +1,122 @@
+#include "libs/runtime/process_runtime.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
+#include "absl/flags/usage_config.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
+#include "glog/logging.h"
+
+namespace syncopate::runtime {
+namespace {
+
+absl::Notification& ShutdownNotification() {
+  static absl::Notification* const kNotification = new absl::Notification();
+  return *kNotification;
+}
+
+std::string& ProgramName() {
+  static std::string* const kName = new std::string("syncopate");
+  return *kName;
+}
+
+}  // namespace
+
+std::vector<char*> InitProcess(int argc, char** argv, const char* usage) {
+  const char* slash = strrchr(argv[0], '/');
+  ProgramName() = slash != nullptr ? slash + 1 : argv[0];
+
+  // `--help` lists the flags of our own sources (absl's default matches only a file named after
+  // the program).
+  absl::FlagsUsageConfig config;
+  config.contains_help_flags = [](absl::string_view file) {
+    return absl::StrContains(file, "services/") || absl::StrContains(file, "libs/");
+  };
+  config.contains_helpshort_flags = config.contains_help_flags;
+  config.normalize_filename = [](absl::string_view file) {
+    size_t pos = file.find("services/");
+    if (pos == absl::string_view::npos) pos = file.find("libs/");
+    return std::string(pos == absl::string_view::npos ? file : file.substr(pos));
+  };
+  absl::SetFlagsUsageConfig(config);
+  absl::SetProgramUsageMessage(usage);
+
+  // Unknown flags and bad values end the process with one "ERROR: ..." line from Abseil.
+  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+
+  FLAGS_logtostderr = true;
+  google::InitGoogleLogging(argv[0]);
+
+  // Only the signal thread receives SIGTERM/SIGINT: threads created later inherit this mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  std::thread([signals] {
+    int received = 0;
+    sigwait(&signals, &received);
+    LOG(INFO) << "received " << strsignal(received) << ", shutting down";
+    RequestShutdown();
+  }).detach();
+  signal(SIGPIPE, SIG_IGN);
+  return positional;
+}
+
+bool WaitForShutdown(absl::Duration timeout) {
+  return ShutdownNotification().WaitForNotificationWithTimeout(timeout);
+}
+
+bool ShutdownRequested() { return ShutdownNotification().HasBeenNotified(); }
+
+void RequestShutdown() {
+  static absl::once_flag once;
+  absl::call_once(once, [] { ShutdownNotification().Notify(); });
+}
+
+absl::Status WriteKeyValueFile(const std::string& path,
+                               const std::map<std::string, std::string>& values) {
+  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    if (!out) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+    for (const auto& [key, value] : values) out << key << "=" << value << "\n";
+    if (!out.flush()) return absl::UnavailableError(absl::StrCat("cannot write ", tmp));
+  }
+  if (rename(tmp.c_str(), path.c_str()) != 0) {
+    return absl::UnavailableError(absl::StrCat("cannot rename ", tmp, " to ", path));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ReadKeyValueFile(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  std::map<std::string, std::string> values;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::pair<std::string, std::string> kv = absl::StrSplit(line, absl::MaxSplits('=', 1));
+    if (!kv.first.empty()) values[kv.first] = kv.second;
+  }
+  return values;
+}
+
+void Die(const std::string& message, int code) {
+  fprintf(stderr, "%s: %s\n", ProgramName().c_str(), message.c_str());
+  fflush(stderr);
+  std::_Exit(code);
+}
+
+}  // namespace syncopate::runtime

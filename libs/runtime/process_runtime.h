@@ -1,0 +1,39 @@
+// What every Syncopate binary does at start and at stop: parse flags (a bad flag is one clear
+// line and exit code 2), set up logging, turn SIGTERM/SIGINT into an orderly shutdown, and
+// publish the ports it bound in a ready file for launchers.
+// Thread-safety: InitProcess must run first, in main, before any thread starts (it blocks the
+// shutdown signals so that only the dedicated signal thread receives them). The rest is
+// thread-safe.
+#ifndef SYNCOPATE_LIBS_RUNTIME_PROCESS_RUNTIME_H_
+#define SYNCOPATE_LIBS_RUNTIME_PROCESS_RUNTIME_H_
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace syncopate::runtime {
+
+// Parses flags and returns the positional arguments (argv[0] first).
+std::vector<char*> InitProcess(int argc, char** argv, const char* usage);
+
+// Blocks until SIGTERM/SIGINT arrives or RequestShutdown() is called, or `timeout` passes.
+// Returns true once shutdown was requested.
+bool WaitForShutdown(absl::Duration timeout = absl::InfiniteDuration());
+bool ShutdownRequested();
+void RequestShutdown();
+
+// Writes `key=value` lines atomically (temp file + rename) so a reader never sees half a file.
+absl::Status WriteKeyValueFile(const std::string& path,
+                               const std::map<std::string, std::string>& values);
+absl::StatusOr<std::map<std::string, std::string>> ReadKeyValueFile(const std::string& path);
+
+// Prints "<program>: <message>" to stderr and exits with `code` (bad flags, bad job specs).
+[[noreturn]] void Die(const std::string& message, int code = 2);
+
+}  // namespace syncopate::runtime
+
+#endif  // SYNCOPATE_LIBS_RUNTIME_PROCESS_RUNTIME_H_
