@@ -1,0 +1,224 @@
+#include "libs/model/mlp.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cmath>
+#include <utility>
+
+#include "Eigen/Core"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
+#include "libs/tensor/initializer.h"
+
+namespace syncopate::model {
+namespace {
+
+using ::syncopate::v1::Initializer;
+using MatrixMap = Eigen::Map<Eigen::MatrixXf>;
+using ConstMatrixMap = Eigen::Map<const Eigen::MatrixXf>;
+using VectorMap = Eigen::Map<Eigen::VectorXf>;
+using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
+
+// Examples per forward pass in Evaluate: bounds scratch to ~1000 x (sum of widths) floats while
+// keeping each matrix product large enough to run at full speed.
+constexpr int64_t kEvaluateChunk = 1000;
+
+}  // namespace
+
+absl::StatusOr<Mlp> Mlp::Create(int input_dim, std::vector<int> hidden, int num_classes) {
+  if (input_dim <= 0 || num_classes <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "MLP needs input_dim > 0 and num_classes > 0, got ", input_dim, " and ", num_classes));
+  }
+  std::vector<int> widths = std::move(hidden);
+  for (size_t i = 0; i < widths.size(); ++i) {
+    if (widths[i] <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("MLP hidden layer ", i, " needs a positive width, got ", widths[i]));
+    }
+  }
+  widths.push_back(num_classes);
+
+  std::vector<Layer> layers;
+  layers.reserve(widths.size());
+  int64_t offset = 0;
+  int inputs = input_dim;
+  for (const int outputs : widths) {
+    Layer layer{.inputs = inputs, .outputs = outputs, .weight_offset = offset, .bias_offset = 0};
+    offset += static_cast<int64_t>(outputs) * inputs;
+    layer.bias_offset = offset;
+    offset += outputs;
+    layers.push_back(layer);
+    inputs = outputs;
+  }
+  return Mlp(input_dim, num_classes, std::move(layers));
+}
+
+Mlp::Mlp(int input_dim, int num_classes, std::vector<Layer> layers)
+    : input_dim_(input_dim), num_classes_(num_classes), layers_(std::move(layers)) {
+  num_parameters_ = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = layers_[i];
+    Initializer weight_init;
+    weight_init.set_kind(Initializer::HE_UNIFORM);
+    weight_init.set_fan_in(layer.inputs);
+    weight_init.set_fan_out(layer.outputs);
+    Initializer bias_init;
+    bias_init.set_kind(Initializer::ZEROS);
+    tensors_.push_back({.name = absl::StrCat("dense", i, "/w"),
+                        .rows = layer.outputs,
+                        .cols = layer.inputs,
+                        .init = weight_init});
+    tensors_.push_back({.name = absl::StrCat("dense", i, "/b"),
+                        .rows = layer.outputs,
+                        .cols = 1,
+                        .init = bias_init});
+    num_parameters_ += tensors_[tensors_.size() - 2].size() + tensors_.back().size();
+  }
+  activations_.resize(layers_.size());
+}
+
+absl::Status Mlp::ValidateBatch(const BatchView& batch) const {
+  if (batch.size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch has ", batch.size, " examples"));
+  }
+  if (batch.features == nullptr || batch.labels == nullptr) {
+    return absl::InvalidArgumentError("batch has null features or labels");
+  }
+  for (int64_t i = 0; i < batch.size; ++i) {
+    if (batch.labels[i] < 0 || batch.labels[i] >= num_classes_) {
+      return absl::InvalidArgumentError(absl::StrCat("label ", batch.labels[i], " of example ", i,
+                                                     " is outside [0, ", num_classes_, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+void Mlp::ResizeScratch(int64_t batch_size) {
+  int64_t widest_hidden = 0;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    activations_[i].resize(layers_[i].outputs * batch_size);
+    if (i + 1 < layers_.size()) {
+      widest_hidden = std::max<int64_t>(widest_hidden, layers_[i].outputs);
+    }
+  }
+  delta_.resize(widest_hidden * batch_size);
+  next_delta_.resize(widest_hidden * batch_size);
+}
+
+void Mlp::Forward(const float* params, const float* features, int64_t batch_size) {
+  // The row-major [batch x input_dim] feature block is, read column-major, [input_dim x batch]
+  // with one example per column: mapped as is, never copied.
+  const float* inputs = features;
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = layers_[i];
+    const ConstMatrixMap weights(params + layer.weight_offset, layer.outputs, layer.inputs);
+    const ConstVectorMap bias(params + layer.bias_offset, layer.outputs);
+    const ConstMatrixMap in(inputs, layer.inputs, batch_size);
+    MatrixMap out(activations_[i].data(), layer.outputs, batch_size);
+    out.noalias() = weights * in;
+    out.colwise() += bias;
+    if (i + 1 < layers_.size()) out = out.cwiseMax(0.0f);  // ReLU; the output layer stays linear
+    inputs = activations_[i].data();
+  }
+}
+
+absl::StatusOr<float> Mlp::LossAndGradient(std::span<const float> params, const BatchView& batch,
+                                           std::span<float> grad) {
+  if (std::cmp_not_equal(params.size(), num_parameters_) ||
+      std::cmp_not_equal(grad.size(), num_parameters_)) {
+    return absl::InvalidArgumentError(absl::StrCat("params has ", params.size(), " and grad ",
+                                                   grad.size(), " floats; the model has ",
+                                                   num_parameters_, " parameters"));
+  }
+  SYNCOPATE_RETURN_IF_ERROR(ValidateBatch(batch));
+  const int64_t batch_size = batch.size;
+  ResizeScratch(batch_size);
+  Forward(params.data(), batch.features, batch_size);
+
+  // Softmax cross-entropy, stable form: shifting logits by their max leaves the softmax unchanged
+  // and keeps exp() from overflowing. The logits are overwritten with dLoss/dlogits =
+  // (softmax - onehot) / batch_size, the delta of the output layer.
+  MatrixMap logits(activations_.back().data(), num_classes_, batch_size);
+  const float inverse_batch = 1.0f / static_cast<float>(batch_size);
+  double loss_sum = 0.0;
+  for (int64_t j = 0; j < batch_size; ++j) {
+    auto column = logits.col(j);
+    const int label = batch.labels[j];
+    const float max_logit = column.maxCoeff();
+    const float shifted_label_logit = column(label) - max_logit;
+    column = (column.array() - max_logit).exp();
+    const float sum = column.sum();
+    loss_sum += std::log(static_cast<double>(sum)) - shifted_label_logit;
+    column *= inverse_batch / sum;
+    column(label) -= inverse_batch;
+  }
+
+  const float* delta = activations_.back().data();
+  std::vector<float>* free_buffer = &delta_;
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const Layer& layer = layers_[i];
+    const ConstMatrixMap d_out(delta, layer.outputs, batch_size);
+    const ConstMatrixMap in(i == 0 ? batch.features : activations_[i - 1].data(), layer.inputs,
+                            batch_size);
+    MatrixMap d_weights(grad.data() + layer.weight_offset, layer.outputs, layer.inputs);
+    VectorMap d_bias(grad.data() + layer.bias_offset, layer.outputs);
+    d_weights.noalias() = d_out * in.transpose();
+    d_bias = d_out.rowwise().sum();
+    if (i == 0) break;  // no gradient with respect to the features
+
+    // Back through the ReLU below: its derivative is 1 where its output is positive, else 0.
+    const ConstMatrixMap weights(params.data() + layer.weight_offset, layer.outputs, layer.inputs);
+    MatrixMap d_in(free_buffer->data(), layer.inputs, batch_size);
+    d_in.noalias() = weights.transpose() * d_out;
+    d_in = (in.array() > 0.0f).select(d_in, 0.0f);
+    delta = free_buffer->data();
+    free_buffer = (free_buffer == &delta_) ? &next_delta_ : &delta_;
+  }
+  return static_cast<float>(loss_sum / static_cast<double>(batch_size));
+}
+
+absl::StatusOr<Evaluation> Mlp::Evaluate(std::span<const float> params, const BatchView& data) {
+  if (std::cmp_not_equal(params.size(), num_parameters_)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "params has ", params.size(), " floats; the model has ", num_parameters_, " parameters"));
+  }
+  SYNCOPATE_RETURN_IF_ERROR(ValidateBatch(data));
+  int64_t correct = 0;
+  double loss_sum = 0.0;
+  for (int64_t begin = 0; begin < data.size; begin += kEvaluateChunk) {
+    const int64_t chunk = std::min(kEvaluateChunk, data.size - begin);
+    ResizeScratch(chunk);
+    Forward(params.data(), data.features + begin * input_dim_, chunk);
+    const ConstMatrixMap logits(activations_.back().data(), num_classes_, chunk);
+    for (int64_t j = 0; j < chunk; ++j) {
+      const int label = data.labels[begin + j];
+      Eigen::Index predicted = 0;
+      const float max_logit = logits.col(j).maxCoeff(&predicted);
+      correct += (predicted == label) ? 1 : 0;
+      const double sum_exp = (logits.col(j).array() - max_logit).exp().sum();
+      loss_sum += std::log(sum_exp) - (logits(label, j) - max_logit);
+    }
+  }
+  const double examples = static_cast<double>(data.size);
+  return Evaluation{.accuracy = static_cast<double>(correct) / examples,
+                    .mean_loss = loss_sum / examples,
+                    .examples = data.size};
+}
+
+std::vector<float> InitialParameters(const Mlp& mlp, uint64_t seed) {
+  std::vector<float> params(mlp.num_parameters());
+  int64_t offset = 0;
+  for (const DenseTensorSpec& spec : mlp.tensors()) {
+    // Cannot fail: Mlp::Create admits only positive widths, so every fan is positive.
+    [[maybe_unused]] const absl::Status status =
+        tensor::InitializeSlice(spec.init, seed, spec.name, /*tensor_offset=*/0,
+                                std::span<float>(params.data() + offset, spec.size()));
+    assert(status.ok());
+    offset += spec.size();
+  }
+  return params;
+}
+
+}  // namespace syncopate::model

@@ -1,0 +1,68 @@
+#include "libs/tensor/packed.h"
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+
+namespace syncopate::tensor {
+namespace {
+
+// The wire format is little-endian; a memcpy is only a correct encoder on a little-endian host.
+static_assert(std::endian::native == std::endian::little,
+              "PackFloats/UnpackFloatsInto assume a little-endian host");
+static_assert(sizeof(float) == 4 && std::numeric_limits<float>::is_iec559);
+
+// IEEE-754 binary32: a value is NaN or +-Inf exactly when all 8 exponent bits are set.
+constexpr uint32_t kExponentMask = 0x7f800000u;
+
+// Values scanned between early-exit checks: large enough for the OR-reduction to vectorise,
+// small enough that a NaN near the front of a big gradient is found without reading all of it.
+constexpr size_t kFiniteScanBlock = 1024;
+
+bool BlockAllFinite(const float* values, size_t n) {
+  uint32_t any_non_finite = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t bits = std::bit_cast<uint32_t>(values[i]);
+    any_non_finite |= static_cast<uint32_t>((bits & kExponentMask) == kExponentMask);
+  }
+  return any_non_finite == 0;
+}
+
+}  // namespace
+
+std::string PackFloats(std::span<const float> values) {
+  std::string bytes(values.size_bytes(), '\0');
+  if (!values.empty()) std::memcpy(bytes.data(), values.data(), values.size_bytes());
+  return bytes;
+}
+
+absl::Status UnpackFloatsInto(std::string_view bytes, std::span<float> out) {
+  if (bytes.size() != out.size_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("packed float payload has ", bytes.size(),
+                                                   " bytes, expected ", out.size_bytes(), " (",
+                                                   out.size(), " floats)"));
+  }
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
+bool AllFinite(std::span<const float> values) {
+  for (size_t begin = 0; begin < values.size(); begin += kFiniteScanBlock) {
+    const size_t n = std::min(kFiniteScanBlock, values.size() - begin);
+    if (!BlockAllFinite(values.data() + begin, n)) return false;
+  }
+  return true;
+}
+
+int64_t FirstNonFinite(std::span<const float> values) {
+  for (size_t i = 0; i < values.size(); ++i) {
+    if (!std::isfinite(values[i])) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
+}  // namespace syncopate::tensor

@@ -1,0 +1,33 @@
+// Dense float tensors on the wire: packing into protobuf `bytes` and validating what arrives.
+// Thread-safety: free functions without shared state; safe to call concurrently.
+#ifndef SYNCOPATE_LIBS_TENSOR_PACKED_H_
+#define SYNCOPATE_LIBS_TENSOR_PACKED_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+
+namespace syncopate::tensor {
+
+// The values as little-endian IEEE-754 float32, 4 bytes each, in order.
+std::string PackFloats(std::span<const float> values);
+
+// Inverse of PackFloats. INVALID_ARGUMENT, leaving `out` untouched, unless
+// bytes.size() == 4 * out.size(): a wrong-sized payload means sender and receiver disagree on the
+// layout, and silently truncating it would corrupt parameters.
+absl::Status UnpackFloatsInto(std::string_view bytes, std::span<float> out);
+
+// True when no value is NaN or +-Inf. Meant for every gradient a shard receives, so it is a
+// branch-free scan over the exponent bits.
+bool AllFinite(std::span<const float> values);
+
+// Index of the first NaN or +-Inf, or -1 when all values are finite. For error messages: slower
+// than AllFinite, call it only once AllFinite has said no.
+int64_t FirstNonFinite(std::span<const float> values);
+
+}  // namespace syncopate::tensor
+
+#endif  // SYNCOPATE_LIBS_TENSOR_PACKED_H_

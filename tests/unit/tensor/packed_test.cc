@@ -1,0 +1,94 @@
+#include "libs/tensor/packed.h"
+
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+
+namespace syncopate::tensor {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+TEST(PackFloats, RoundTripsExactBits) {
+  const std::vector<float> values = {0.0f,
+                                     -0.0f,
+                                     1.5f,
+                                     -3.25e-20f,
+                                     std::numeric_limits<float>::denorm_min(),
+                                     std::numeric_limits<float>::max(),
+                                     std::numeric_limits<float>::infinity()};
+  const std::string bytes = PackFloats(values);
+  ASSERT_EQ(bytes.size(), values.size() * 4);
+
+  std::vector<float> out(values.size(), 42.0f);
+  ASSERT_TRUE(UnpackFloatsInto(bytes, out).ok());
+  EXPECT_EQ(std::memcmp(out.data(), values.data(), bytes.size()), 0);
+}
+
+TEST(PackFloats, IsLittleEndianFloat32) {
+  const std::vector<float> one = {1.0f};  // 0x3f800000
+  EXPECT_EQ(PackFloats(one), std::string("\x00\x00\x80\x3f", 4));
+}
+
+TEST(PackFloats, EmptyRoundTrips) {
+  EXPECT_TRUE(PackFloats({}).empty());
+  EXPECT_TRUE(UnpackFloatsInto("", {}).ok());
+}
+
+TEST(UnpackFloatsInto, RejectsSizeMismatchNamingBothSizes) {
+  const std::vector<float> values = {1.0f, 2.0f, 3.0f};
+  std::vector<float> out(4, 7.0f);
+  const absl::Status status = UnpackFloatsInto(PackFloats(values), out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(status.message()), AllOf(HasSubstr("12"), HasSubstr("16")));
+  EXPECT_EQ(out, std::vector<float>(4, 7.0f)) << "output must be untouched on error";
+}
+
+TEST(UnpackFloatsInto, RejectsPayloadNotAMultipleOfFour) {
+  std::vector<float> out(1);
+  EXPECT_EQ(UnpackFloatsInto(std::string(5, '\0'), out).code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST(AllFinite, AcceptsFiniteValuesIncludingExtremes) {
+  std::vector<float> values(5000, 1.0f);
+  values[10] = std::numeric_limits<float>::max();
+  values[11] = -std::numeric_limits<float>::max();
+  values[12] = std::numeric_limits<float>::denorm_min();
+  values[13] = -0.0f;
+  EXPECT_TRUE(AllFinite(values));
+  EXPECT_EQ(FirstNonFinite(values), -1);
+  EXPECT_TRUE(AllFinite({}));
+  EXPECT_EQ(FirstNonFinite({}), -1);
+}
+
+TEST(AllFinite, FindsNanAndInfAnywhere) {
+  const float bad_values[] = {
+      std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+      std::numeric_limits<float>::signaling_NaN(), std::numeric_limits<float>::infinity(),
+      -std::numeric_limits<float>::infinity()};
+  // First, last, block boundaries of the scan and odd positions in between.
+  const size_t kSize = 3001;
+  const size_t positions[] = {0, 1, 1023, 1024, 1025, 2047, 2048, 2999, kSize - 1};
+  for (const float bad : bad_values) {
+    for (const size_t position : positions) {
+      std::vector<float> values(kSize, 0.5f);
+      values[position] = bad;
+      EXPECT_FALSE(AllFinite(values)) << "value " << bad << " at " << position;
+      EXPECT_EQ(FirstNonFinite(values), static_cast<int64_t>(position));
+    }
+  }
+}
+
+TEST(FirstNonFinite, ReportsTheEarliestOfSeveral) {
+  std::vector<float> values(100, 0.0f);
+  values[70] = std::numeric_limits<float>::infinity();
+  values[30] = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(FirstNonFinite(values), 30);
+}
+
+}  // namespace
+}  // namespace syncopate::tensor
