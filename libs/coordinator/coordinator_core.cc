@@ -5,6 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/common/status_macros.h"
+#include "libs/job/job_spec.h"
 #include "libs/job/partitioner.h"
 
 namespace syncopate::coordinator {

@@ -28,7 +28,7 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
-absl::StatusOr<v1::JobSpec> ParseJobSpec(std::string_view text) {
+absl::StatusOr<v1::JobSpec> ParseJobSpec(absl::string_view text) {
   v1::JobSpec spec;
   google::protobuf::TextFormat::Parser parser;
   FirstErrorCollector errors;
@@ -65,7 +65,7 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
-  auto bad = [](std::string_view field, auto... why) {
+  auto bad = [](absl::string_view field, auto... why) {
     return absl::InvalidArgumentError(absl::StrCat("job spec: ", field, " ", why...));
   };
   if (spec.model().kind() != v1::ModelSpec::MLP) return bad("model.kind", "must be MLP");
@@ -110,7 +110,7 @@ std::string JobSpecToText(const v1::JobSpec& spec) {
   return text;
 }
 
-absl::StatusOr<v1::Mode> ParseMode(std::string_view name) {
+absl::StatusOr<v1::Mode> ParseMode(absl::string_view name) {
   if (name == "sync") return v1::MODE_SYNC;
   if (name == "gba") return v1::MODE_GBA;
   if (name == "async") return v1::MODE_ASYNC;

@@ -7,7 +7,7 @@
 
 #include <cstdint>
 #include <string>
-#include <string_view>
+#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
 #include "syncopate/v1/job.pb.h"
@@ -15,10 +15,10 @@
 namespace syncopate::job {
 
 // The default job (examples/fashion_mnist_mlp.textproto, compiled in).
-std::string_view DefaultJobText();
+absl::string_view DefaultJobText();
 
 // Parses text format, applies defaults and validates.
-absl::StatusOr<v1::JobSpec> ParseJobSpec(std::string_view text);
+absl::StatusOr<v1::JobSpec> ParseJobSpec(absl::string_view text);
 absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path);
 
 // Fills unset optional fields (dataset dir, block size, eval interval, job id).
@@ -30,7 +30,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 std::string JobSpecToText(const v1::JobSpec& spec);
 
 // "sync" | "gba" | "async" | "auto" -> Mode; INVALID_ARGUMENT otherwise.
-absl::StatusOr<v1::Mode> ParseMode(std::string_view name);
+absl::StatusOr<v1::Mode> ParseMode(absl::string_view name);
 
 // Examples the job trains on before it stops, given the training set size.
 int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples);
