@@ -1,0 +1,41 @@
+#include "libs/straggler/staleness.h"
+
+#include <limits>
+
+#include "absl/numeric/int128.h"
+
+namespace syncopate {
+
+// Why ι = ⌈N·B/G⌉ + 1 (DESIGN §5). GBA (Su et al., "GBA: A Tuning-free Approach to Switch
+// between Synchronous and Asynchronous Training for Recommendation Models", NeurIPS 2022,
+// arXiv:2205.11048) keeps the global batch and decays gradients "with severe staleness"; this is
+// our derivation of where severe begins, from the cluster's own shape rather than a knob:
+//
+// Under GBA the shard bumps its version each time G samples have arrived. Let a healthy worker's
+// step (compute + pull/push) take T. All N workers together push N·B samples per T, so the shard
+// completes x = N·B/G global batches — versions — during one healthy step. A worker pulls version
+// t when its step starts and pushes one step later, by when the shard has bumped ⌊x⌋ or ⌈x⌉
+// times depending on phase: a healthy gradient's τ ≤ ⌈x⌉. The "+1" is one version of slack for
+// message ordering: a concurrent push can complete a global batch while this worker's pull
+// response or push is in flight. So healthy workers never exceed ι.
+//
+// A worker k times slower spans k·T per step; the other N−1 push k·(N−1)·B samples meanwhile and
+// it pushes its own B, so τ ≈ (k·(N−1) + 1)·B/G. At a switch B = G/N (x = 1, ι = 2), and τ > ι
+// exactly when k > 2 + 1/(N−1): for any sizeable cluster a worker twice as slow as the rest sits
+// on the edge of the band and anything slower is decayed (N = 4: beyond 2.33×).
+int64_t StalenessThreshold(int num_workers, int64_t local_batch, int64_t global_batch) {
+  if (num_workers <= 0 || local_batch <= 0 || global_batch <= 0) return 1;
+  const absl::int128 samples_per_round = absl::int128(num_workers) * local_batch;
+  const absl::int128 rounds = (samples_per_round + global_batch - 1) / global_batch;
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  if (rounds >= kMax) return kMax;
+  return static_cast<int64_t>(rounds) + 1;
+}
+
+double StalenessWeight(int64_t staleness, int64_t threshold) {
+  if (staleness <= threshold) return 1.0;
+  // τ − ι + 1 ≥ 2 here; computed in double so extreme values cannot overflow.
+  return 1.0 / (static_cast<double>(staleness) - static_cast<double>(threshold) + 1.0);
+}
+
+}  // namespace syncopate

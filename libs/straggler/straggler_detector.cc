@@ -1,0 +1,169 @@
+#include "libs/straggler/straggler_detector.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "libs/straggler/robust_statistics.h"
+
+namespace syncopate {
+
+const WorkerAssessment* Assessment::Find(int32_t worker) const {
+  for (const WorkerAssessment& w : workers) {
+    if (w.worker == worker) return &w;
+  }
+  return nullptr;
+}
+
+std::vector<int32_t> Assessment::Stragglers() const {
+  std::vector<int32_t> ids;
+  for (const WorkerAssessment& w : workers) {
+    if (w.straggler) ids.push_back(w.worker);
+  }
+  return ids;
+}
+
+StragglerDetector::StragglerDetector(Clock* clock) : clock_(clock) {}
+
+// W = max(8, 2N) (DESIGN §6), fixed by the code, never by the job:
+// - 8 is the statistical floor. The median of 8 steps ignores up to 3 outlying ones, and its
+//   standard error is √(π/2)·σ/√8 ≈ 0.44σ, so a worker's median moves by well under one noise σ
+//   between windows while a 2× straggler moves it by 100%.
+// - 2N grows the window with the cluster because the verdict is taken N times per assessment at
+//   a fixed cutoff (kStragglerZ): for the cluster-wide false-alarm rate to stay put, each worker's
+//   median must get more precise as N grows. A fixed cutoff absorbs a Bonferroni-style growth of
+//   √(2·ln N) in the largest of N noise z-scores only if the per-worker noise shrinks at least as
+//   fast; 1/√W = 1/√(2N) shrinks faster, with margin. The window is also ModePolicy's minimum
+//   dwell, so larger clusters, where a switch re-forms a barrier across more workers, switch less
+//   often.
+int StragglerDetector::WindowForWorkers(int num_workers) { return std::max(8, 2 * num_workers); }
+
+int StragglerDetector::window() const {
+  return WindowForWorkers(static_cast<int>(workers_.size()));
+}
+
+void StragglerDetector::Append(std::deque<Sample>& window, double seconds) {
+  window.push_back(Sample{seconds, clock_->Now()});
+  // Trim to the current W; a shrinking cluster shrinks the window, a growing one lets it refill.
+  const size_t w = static_cast<size_t>(this->window());
+  while (window.size() > w) window.pop_front();
+}
+
+absl::Status StragglerDetector::AddStep(int32_t worker, double compute_seconds) {
+  if (!std::isfinite(compute_seconds) || compute_seconds <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", worker, ": compute time must be finite and > 0, got ", compute_seconds));
+  }
+  WorkerWindows& windows = workers_[worker];
+  Append(windows.compute, compute_seconds);
+  ++windows.steps_recorded;
+  return absl::OkStatus();
+}
+
+absl::Status StragglerDetector::AddCommunication(int32_t worker, double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "worker ", worker, ": communication time must be finite and >= 0, got ", seconds));
+  }
+  Append(workers_[worker].communication, seconds);
+  return absl::OkStatus();
+}
+
+void StragglerDetector::RemoveWorker(int32_t worker) { workers_.erase(worker); }
+
+namespace {
+
+// The last `w` samples' values (all of them if fewer), and when the oldest of those was taken.
+template <typename SampleDeque>
+std::vector<double> LastValues(const SampleDeque& samples, size_t w, absl::Time* oldest_at) {
+  const size_t n = std::min(samples.size(), w);
+  std::vector<double> values;
+  values.reserve(n);
+  auto first = samples.end() - static_cast<std::ptrdiff_t>(n);
+  *oldest_at = n == 0 ? absl::InfinitePast() : first->at;
+  for (auto it = first; it != samples.end(); ++it) values.push_back(it->seconds);
+  return values;
+}
+
+}  // namespace
+
+// The verdict, per DESIGN §6:
+//   m_i = median of worker i's window, r = median_i m_i, s_i = m_i / r,
+//   z_i = (log m_i − median_j log m_j) / σ,  σ = max(σ_between, σ_noise),
+//   straggler ⇔ z_i > kStragglerZ and s_i > 1.
+// Logs, because slowness is multiplicative: a 2× slower and a 2× faster worker are equally far
+// from the centre, and the noise of a step time scales with the step.
+// σ_between = 1.4826·MAD_j(log m_j) is Iglewicz & Hoaglin's modified z-score (0.6745 = 1/1.4826)
+// with the workers' medians as the sample.
+// σ_noise is the floor that keeps identical workers from looking different: if all workers were
+// alike, their medians would still scatter by the sampling error of a median, √(π/2)·σ_i/√n_i
+// for n_i samples of noise σ_i (the median's asymptotic variance for normal data). σ_i is each
+// worker's own within-window robust σ of log step time, so the floor is measured, not set. We
+// take the median of that standard error over workers so that the straggler's own (often
+// noisier) window cannot inflate the floor and hide itself. Without the floor, N identical
+// workers with tiny noise have a tiny MAD and a noise blip would score a huge z.
+// With exactly zero dispersion everywhere σ = 0: any difference is then certain (z = ±inf) and
+// no difference scores 0. Two workers can never be told apart (their z is at most 0.6745): a
+// straggler needs at least three workers to be outvoted.
+Assessment StragglerDetector::Assess() const {
+  Assessment out;
+  out.at = clock_->Now();
+  out.window = window();
+  const size_t w = static_cast<size_t>(out.window);
+
+  std::vector<double> eligible_log_medians;
+  std::vector<double> eligible_medians;
+  std::vector<double> median_standard_errors;
+  for (const auto& [id, windows] : workers_) {
+    WorkerAssessment a;
+    a.worker = id;
+    a.steps_recorded = windows.steps_recorded;
+    const std::vector<double> compute = LastValues(windows.compute, w, &a.oldest_compute_at);
+    const std::vector<double> communication =
+        LastValues(windows.communication, w, &a.oldest_communication_at);
+    a.compute_samples = static_cast<int>(compute.size());
+    a.communication_samples = static_cast<int>(communication.size());
+    if (!communication.empty()) {
+      a.median_communication_seconds = Median(communication);
+      a.communication_sigma_seconds = RobustSigma(communication);
+    }
+    if (!compute.empty()) {
+      a.median_compute_seconds = Median(compute);
+      a.compute_sigma_seconds = RobustSigma(compute);
+    }
+    a.enough_data = a.compute_samples >= kMinSamples;
+    if (a.enough_data) {
+      std::vector<double> logs;
+      logs.reserve(compute.size());
+      for (double x : compute) logs.push_back(std::log(x));
+      eligible_medians.push_back(a.median_compute_seconds);
+      eligible_log_medians.push_back(std::log(a.median_compute_seconds));
+      median_standard_errors.push_back(MedianStandardError(RobustSigma(logs), logs.size()));
+    }
+    out.workers.push_back(a);
+  }
+  if (eligible_medians.empty()) return out;
+
+  out.cluster_median_seconds = Median(eligible_medians);
+  const double log_centre = Median(eligible_log_medians);
+  out.log_sigma_between_workers = RobustSigma(eligible_log_medians);
+  out.log_sigma_noise_floor = Median(median_standard_errors);
+  out.log_sigma = std::max(out.log_sigma_between_workers, out.log_sigma_noise_floor);
+
+  for (WorkerAssessment& a : out.workers) {
+    if (!a.enough_data) continue;
+    a.slowdown = a.median_compute_seconds / out.cluster_median_seconds;
+    const double deviation = std::log(a.median_compute_seconds) - log_centre;
+    if (out.log_sigma > 0) {
+      a.robust_z = deviation / out.log_sigma;
+    } else if (deviation != 0) {
+      a.robust_z = std::copysign(std::numeric_limits<double>::infinity(), deviation);
+    }
+    a.straggler = a.robust_z > kStragglerZ && a.slowdown > 1;
+  }
+  return out;
+}
+
+}  // namespace syncopate

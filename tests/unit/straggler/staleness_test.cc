@@ -1,0 +1,53 @@
+#include "libs/straggler/staleness.h"
+
+#include <cstdint>
+#include <limits>
+
+#include "gtest/gtest.h"
+
+namespace syncopate {
+namespace {
+
+TEST(StalenessThreshold, IsCeilOfRoundsPerStepPlusOne) {
+  EXPECT_EQ(StalenessThreshold(4, 100, 400), 2);  // B = G/N: one version per healthy step
+  EXPECT_EQ(StalenessThreshold(4, 128, 400), 3);  // ⌈1.28⌉ + 1
+  EXPECT_EQ(StalenessThreshold(8, 100, 400), 3);  // two versions per healthy step
+  EXPECT_EQ(StalenessThreshold(3, 100, 400), 2);  // ⌈0.75⌉ + 1
+  EXPECT_EQ(StalenessThreshold(1, 1, 1000), 2);   // a lone worker still gets one version slack
+  EXPECT_EQ(StalenessThreshold(16, 64, 256), 5);  // ⌈4⌉ + 1
+}
+
+TEST(StalenessThreshold, DegenerateInputsReturnOne) {
+  EXPECT_EQ(StalenessThreshold(0, 100, 400), 1);
+  EXPECT_EQ(StalenessThreshold(-2, 100, 400), 1);
+  EXPECT_EQ(StalenessThreshold(4, 0, 400), 1);
+  EXPECT_EQ(StalenessThreshold(4, -5, 400), 1);
+  EXPECT_EQ(StalenessThreshold(4, 100, 0), 1);
+  EXPECT_EQ(StalenessThreshold(4, 100, -400), 1);
+}
+
+TEST(StalenessThreshold, SaturatesInsteadOfOverflowing) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  EXPECT_EQ(StalenessThreshold(std::numeric_limits<int>::max(), kMax, 1), kMax);
+  EXPECT_EQ(StalenessThreshold(2, kMax / 2, kMax), 2);  // ⌈(kMax − 1)/kMax⌉ + 1, no overflow
+}
+
+TEST(StalenessWeight, IsOneInsideTheBandThenHarmonic) {
+  EXPECT_EQ(StalenessWeight(0, 2), 1.0);
+  EXPECT_EQ(StalenessWeight(1, 2), 1.0);
+  EXPECT_EQ(StalenessWeight(2, 2), 1.0);
+  EXPECT_EQ(StalenessWeight(3, 2), 1.0 / 2);
+  EXPECT_EQ(StalenessWeight(4, 2), 1.0 / 3);
+  EXPECT_EQ(StalenessWeight(12, 2), 1.0 / 11);
+  EXPECT_EQ(StalenessWeight(6, 5), 1.0 / 2);
+  EXPECT_EQ(StalenessWeight(-1, 2), 1.0);  // impossible on a correct shard; treated as fresh
+}
+
+TEST(StalenessWeight, StaysPositiveForExtremeStaleness) {
+  const double w = StalenessWeight(std::numeric_limits<int64_t>::max(), 1);
+  EXPECT_GT(w, 0.0);
+  EXPECT_LT(w, 1e-18);
+}
+
+}  // namespace
+}  // namespace syncopate
