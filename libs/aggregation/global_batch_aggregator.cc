@@ -16,7 +16,7 @@ GlobalBatchAggregator::GlobalBatchAggregator(int64_t dim, int64_t global_batch, 
       weighted_sum_(static_cast<size_t>(dim), 0.0f) {}
 
 int64_t GlobalBatchAggregator::staleness_threshold() const {
-  return straggler::StalenessThreshold(static_cast<int>(members_.size()), local_batch_,
+  return StalenessThreshold(static_cast<int>(members_.size()), local_batch_,
                                        global_batch_);
 }
 
@@ -57,7 +57,7 @@ PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {
       verdict.weight = 1.0;
       return verdict;
     case v1::MODE_GBA: {
-      const double weight = straggler::StalenessWeight(verdict.staleness, staleness_threshold());
+      const double weight = StalenessWeight(verdict.staleness, staleness_threshold());
       Accumulate(push, weight);
       verdict.outcome = weight < 1.0 ? v1::PUSH_DECAYED : v1::PUSH_APPLIED;
       verdict.weight = weight;
