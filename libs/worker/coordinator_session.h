@@ -1,0 +1,60 @@
+// A worker's (or evaluator's) session with the coordinator: hello, then the welcome; commands
+// (leases, batch changes, evaluate, stop) queue up for the training loop; a heartbeat every
+// second lets the coordinator tell a busy worker from a dead one.
+// Thread-safety: thread-safe.
+#ifndef SYNCOPATE_LIBS_WORKER_COORDINATOR_SESSION_H_
+#define SYNCOPATE_LIBS_WORKER_COORDINATOR_SESSION_H_
+
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "libs/rpc/client_stream.h"
+#include "syncopate/v1/coordinator.grpc.pb.h"
+
+namespace syncopate::worker {
+
+class CoordinatorSession {
+ public:
+  // Connects, says hello and waits (up to `timeout`) for the welcome. UNAVAILABLE when the
+  // coordinator cannot be reached; the coordinator's own error when it refuses the hello.
+  static absl::StatusOr<std::unique_ptr<CoordinatorSession>> Open(const std::string& address,
+                                                                  const v1::WorkerHello& hello,
+                                                                  absl::Duration timeout);
+  ~CoordinatorSession();
+
+  const v1::Welcome& welcome() const { return welcome_; }
+  bool Send(const v1::WorkerMessage& message);
+  // The next command, waiting up to `timeout`; nullopt on timeout. UNAVAILABLE once the session
+  // has ended and every queued command was taken.
+  absl::StatusOr<std::optional<v1::CoordinatorToWorker>> NextCommand(absl::Duration timeout);
+
+ private:
+  CoordinatorSession() = default;
+  void OnMessage(v1::CoordinatorToWorker& message);
+  void OnEnd(const grpc::Status& status);
+  void HeartbeatLoop();
+
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+  std::unique_ptr<rpc::ClientStream<v1::WorkerMessage, v1::CoordinatorToWorker>> stream_;
+  v1::Welcome welcome_;
+  absl::Notification stop_heartbeat_;
+  std::thread heartbeat_;
+
+  absl::Mutex mu_;
+  std::deque<v1::CoordinatorToWorker> commands_ ABSL_GUARDED_BY(mu_);
+  std::optional<v1::Welcome> pending_welcome_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace syncopate::worker
+
+#endif  // SYNCOPATE_LIBS_WORKER_COORDINATOR_SESSION_H_

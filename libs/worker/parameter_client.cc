@@ -1,0 +1,208 @@
+#include "libs/worker/parameter_client.h"
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "libs/rpc/grpc_util.h"
+#include "libs/tensor/packed.h"
+
+namespace syncopate::worker {
+
+ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id,
+                                 v1::Role role)
+    : endpoint_(endpoint),
+      worker_id_(worker_id),
+      role_(role),
+      stub_(v1::ParameterShard::NewStub(rpc::CreateChannel(endpoint.address()))) {}
+
+ShardConnection::~ShardConnection() { stream_.reset(); }
+
+absl::Status ShardConnection::Connect(absl::Duration timeout) {
+  stream_.reset();
+  {
+    absl::MutexLock lock(&mu_);
+    replies_.clear();
+    ended_ = false;
+  }
+  stream_ = std::make_unique<rpc::ClientStream<v1::WorkerToShard, v1::ShardToWorker>>(
+      [this](grpc::ClientContext* context) { return stub_->Train(context); },
+      [this](v1::ShardToWorker& message) { OnMessage(message); },
+      [this](const grpc::Status& status) { OnEnd(status); });
+  v1::WorkerToShard hello;
+  hello.mutable_hello()->set_worker_id(worker_id_);
+  hello.mutable_hello()->set_role(role_);
+  if (!stream_->Write(hello)) {
+    stream_->WaitForEnd(timeout);
+    return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), " at ",
+                                               endpoint_.address(), " is unreachable"));
+  }
+  absl::StatusOr<v1::ShardToWorker> ack = WaitReply(0, timeout);
+  if (!ack.ok()) return ack.status();
+  return absl::OkStatus();
+}
+
+void ShardConnection::OnMessage(v1::ShardToWorker& message) {
+  int64_t id = 0;  // the hello ack has no request id
+  if (message.has_pull()) id = message.pull().request_id();
+  if (message.has_ack()) id = message.ack().request_id();
+  absl::MutexLock lock(&mu_);
+  replies_[id] = std::move(message);
+}
+
+void ShardConnection::OnEnd(const grpc::Status& status) {
+  absl::MutexLock lock(&mu_);
+  ended_ = true;
+  end_status_ = status;
+}
+
+bool ShardConnection::broken() const {
+  absl::MutexLock lock(&mu_);
+  return stream_ == nullptr || ended_;
+}
+
+absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version) {
+  v1::WorkerToShard message;
+  const int64_t id = next_request_id_++;
+  message.mutable_pull()->set_request_id(id);
+  message.mutable_pull()->set_min_version(min_version);
+  if (stream_ == nullptr || !stream_->Write(message)) {
+    return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
+  }
+  return id;
+}
+
+absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples,
+                                                  std::string gradient) {
+  v1::WorkerToShard message;
+  const int64_t id = next_request_id_++;
+  v1::PushRequest* push = message.mutable_push();
+  push->set_request_id(id);
+  push->set_token(token);
+  push->set_samples(samples);
+  push->set_gradient(std::move(gradient));
+  if (stream_ == nullptr || !stream_->Write(message)) {
+    return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
+  }
+  return id;
+}
+
+absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
+                                                             absl::Duration timeout) {
+  absl::MutexLock lock(&mu_);
+  auto arrived = [this, request_id]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
+    return replies_.contains(request_id) || ended_;
+  };
+  if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), timeout)) {
+    return absl::DeadlineExceededError(absl::StrCat(
+        "shard ", endpoint_.shard_id(), " did not answer within ", absl::FormatDuration(timeout)));
+  }
+  auto it = replies_.find(request_id);
+  if (it == replies_.end()) {
+    return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(),
+                                               " stream ended: ", end_status_.error_message()));
+  }
+  v1::ShardToWorker reply = std::move(it->second);
+  replies_.erase(it);
+  return reply;
+}
+
+ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role)
+    : map_(map),
+      worker_id_(worker_id),
+      role_(role),
+      tokens_(map.shards_size(), 0),
+      min_versions_(map.shards_size(), 0),
+      modes_(map.shards_size(), v1::MODE_UNSPECIFIED) {
+  for (const v1::ShardEndpoint& endpoint : map.shards()) {
+    shards_.push_back(std::make_unique<ShardConnection>(endpoint, worker_id, role));
+  }
+}
+
+absl::Status ParameterClient::Connect(absl::Duration timeout) {
+  for (auto& shard : shards_) {
+    if (!shard->broken()) continue;
+    absl::Status status = shard->Connect(timeout);
+    if (!status.ok()) return status;
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl::Duration timeout,
+                                                   bool newest) {
+  std::vector<int64_t> ids(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    absl::StatusOr<int64_t> id = shards_[s]->SendPull(newest ? 0 : min_versions_[s]);
+    if (!id.ok()) return id.status();
+    ids[s] = *id;
+  }
+  PullStats stats;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(ids[s], timeout);
+    if (!reply.ok()) return reply.status();
+    const v1::PullResponse& pull = reply->pull();
+    const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
+    absl::Status unpacked = tensor::UnpackFloatsInto(
+        pull.values(),
+        params.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
+    if (!unpacked.ok()) return unpacked;
+    tokens_[s] = pull.version();
+    modes_[s] = pull.mode();
+    stats.held_seconds = std::max(stats.held_seconds, pull.held_seconds());
+    stats.versions.push_back(pull.version());
+    stats.modes.push_back(pull.mode());
+  }
+  return stats;
+}
+
+absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradient, int64_t samples,
+                                                   absl::Duration timeout) {
+  PushStats stats;
+  std::vector<size_t> pending(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) pending[s] = s;
+  // A push can race the coordinator's membership notice to the shard (the worker was welcomed
+  // a moment before the shard heard of it); FAILED_PRECONDITION is retried briefly for that.
+  constexpr int kMembershipRetries = 20;
+  for (int attempt = 0; !pending.empty(); ++attempt) {
+    std::vector<std::pair<size_t, int64_t>> ids;
+    for (size_t s : pending) {
+      const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
+      std::string bytes = tensor::PackFloats(
+          gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
+      absl::StatusOr<int64_t> id = shards_[s]->SendPush(tokens_[s], samples, std::move(bytes));
+      if (!id.ok()) return id.status();
+      ids.emplace_back(s, *id);
+    }
+    pending.clear();
+    for (auto [s, id] : ids) {
+      absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(id, timeout);
+      if (!reply.ok()) return reply.status();
+      const v1::PushAck& ack = reply->ack();
+      switch (ack.outcome()) {
+        case v1::PUSH_APPLIED:
+          ++stats.applied;
+          break;
+        case v1::PUSH_DECAYED:
+          ++stats.decayed;
+          break;
+        case v1::PUSH_DROPPED:
+          ++stats.dropped;
+          break;
+        default:
+          if (ack.code() == static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION) &&
+              attempt < kMembershipRetries) {
+            pending.push_back(s);
+            continue;
+          }
+          ++stats.rejected;
+          stats.rejections.push_back(ack);
+          break;
+      }
+      // Sync: the next pull waits for the barrier this gradient belongs to.
+      min_versions_[s] = modes_[s] == v1::MODE_SYNC ? tokens_[s] + 1 : 0;
+    }
+    if (!pending.empty()) absl::SleepFor(absl::Milliseconds(100));
+  }
+  return stats;
+}
+
+}  // namespace syncopate::worker

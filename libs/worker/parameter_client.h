@@ -1,0 +1,103 @@
+// A worker's (or evaluator's) view of the parameter shards: one Train stream per shard, pulls
+// and pushes fanned out to all shards in parallel, replies matched by request id.
+//
+// Every wait is bounded by a timeout; a broken stream surfaces as UNAVAILABLE and the caller
+// reconnects with rpc::Backoff. The client tracks, per shard, the version its parameters came
+// from (the token of the next push) and the version the next pull must wait for (sync: the
+// next barrier).
+// Thread-safety: thread-compatible (one training loop uses it).
+#ifndef SYNCOPATE_LIBS_WORKER_PARAMETER_CLIENT_H_
+#define SYNCOPATE_LIBS_WORKER_PARAMETER_CLIENT_H_
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "libs/rpc/client_stream.h"
+#include "syncopate/v1/shard.grpc.pb.h"
+
+namespace syncopate::worker {
+
+// One Train stream to one shard.
+class ShardConnection {
+ public:
+  ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id, v1::Role role);
+  ~ShardConnection();
+
+  // Opens the stream and waits for the shard's hello ack.
+  absl::Status Connect(absl::Duration timeout);
+  absl::StatusOr<int64_t> SendPull(int64_t min_version);
+  absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string gradient);
+  absl::StatusOr<v1::ShardToWorker> WaitReply(int64_t request_id, absl::Duration timeout);
+
+  const v1::ShardEndpoint& endpoint() const { return endpoint_; }
+  bool broken() const;
+
+ private:
+  void OnMessage(v1::ShardToWorker& message);
+  void OnEnd(const grpc::Status& status);
+
+  const v1::ShardEndpoint endpoint_;
+  const int32_t worker_id_;
+  const v1::Role role_;
+  std::unique_ptr<v1::ParameterShard::Stub> stub_;
+  std::unique_ptr<rpc::ClientStream<v1::WorkerToShard, v1::ShardToWorker>> stream_;
+  int64_t next_request_id_ = 1;
+
+  mutable absl::Mutex mu_;
+  std::map<int64_t, v1::ShardToWorker> replies_ ABSL_GUARDED_BY(mu_);
+  bool ended_ ABSL_GUARDED_BY(mu_) = false;
+  grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
+};
+
+struct PullStats {
+  double held_seconds = 0;  // longest time a shard held the pull (barrier wait)
+  std::vector<int64_t> versions;
+  std::vector<v1::Mode> modes;
+};
+
+struct PushStats {
+  int applied = 0;
+  int decayed = 0;
+  int dropped = 0;
+  int rejected = 0;
+  std::vector<v1::PushAck> rejections;
+};
+
+class ParameterClient {
+ public:
+  ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role);
+
+  // (Re)connects every broken or unopened shard stream.
+  absl::Status Connect(absl::Duration timeout);
+
+  // Pulls every shard's slice into `params` (the full flat vector).
+  absl::StatusOr<PullStats> PullAll(std::span<float> params, absl::Duration timeout,
+                                    bool newest = false);
+  // Pushes each shard its slice of `gradient` (a mean over `samples` examples), computed on
+  // the versions of the last pull.
+  absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,
+                                    absl::Duration timeout);
+
+  int64_t token(size_t shard) const { return tokens_[shard]; }
+  size_t num_shards() const { return shards_.size(); }
+
+ private:
+  std::vector<std::unique_ptr<ShardConnection>> shards_;
+  const v1::ShardMap map_;
+  const int32_t worker_id_;
+  const v1::Role role_;
+  std::vector<int64_t> tokens_;        // version of the last pulled parameters
+  std::vector<int64_t> min_versions_;  // what the next pull waits for
+  std::vector<v1::Mode> modes_;
+};
+
+}  // namespace syncopate::worker
+
+#endif  // SYNCOPATE_LIBS_WORKER_PARAMETER_CLIENT_H_

@@ -1,0 +1,82 @@
+// syncopate-coordinator: owns the job spec, membership, data leases and the stop condition;
+// serves the worker and shard sessions and GetStatus.
+#include <memory>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "glog/logging.h"
+#include "libs/coordinator/coordinator_core.h"
+#include "libs/data/idx_reader.h"
+#include "libs/job/job_spec.h"
+#include "libs/metrics/metrics_server.h"
+#include "libs/rpc/grpc_util.h"
+#include "libs/runtime/process_runtime.h"
+#include "services/coordinator/coordinator_service.h"
+
+ABSL_FLAG(std::string, job, "", "Job spec (protobuf text format); empty = the built-in default");
+ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "gRPC listen address; port 0 picks a free port");
+ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9100", "Prometheus /metrics address");
+ABSL_FLAG(std::string, ready_file, "", "If set, write grpc_port/metrics_port here once serving");
+ABSL_FLAG(int, startup_grace_seconds, 60,
+          "Start with fewer than num_workers workers after waiting this long");
+
+namespace syncopate::coordinator {
+namespace {
+
+int Main() {
+  const std::string job_path = absl::GetFlag(FLAGS_job);
+  absl::StatusOr<v1::JobSpec> job =
+      job_path.empty() ? job::ParseJobSpec(job::DefaultJobText()) : job::LoadJobSpecFile(job_path);
+  if (!job.ok()) runtime::Die(std::string(job.status().message()));
+  absl::StatusOr<int64_t> train_examples =
+      data::CountFashionMnist(job->dataset().dir(), data::Split::kTrain);
+  if (!train_examples.ok()) runtime::Die(std::string(train_examples.status().message()));
+  if (job->dataset().train_limit() > 0) {
+    *train_examples = std::min(*train_examples, job->dataset().train_limit());
+  }
+
+  absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
+      metrics::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen));
+  if (!metrics_server.ok()) runtime::Die(std::string(metrics_server.status().message()), 1);
+  CoordinatorMetrics metrics((*metrics_server)->registry());
+
+  CoordinatorOptions options;
+  options.job = *job;
+  options.train_examples = *train_examples;
+  options.metrics = &metrics;
+  options.startup_grace = absl::Seconds(absl::GetFlag(FLAGS_startup_grace_seconds));
+  absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
+  if (!core.ok()) runtime::Die(std::string(core.status().message()));
+
+  CoordinatorService service(core->get());
+  absl::StatusOr<rpc::StartedServer> server =
+      rpc::StartServer(absl::GetFlag(FLAGS_listen), {&service});
+  if (!server.ok()) runtime::Die(std::string(server.status().message()), 1);
+  LOG(INFO) << "coordinator for job " << job->job_id() << " serving on port " << server->port
+            << ", metrics on " << (*metrics_server)->port() << "; " << *train_examples
+            << " training examples";
+  if (!absl::GetFlag(FLAGS_ready_file).empty()) {
+    absl::Status written =
+        runtime::WriteKeyValueFile(absl::GetFlag(FLAGS_ready_file),
+                                   {{"grpc_port", std::to_string(server->port)},
+                                    {"metrics_port", std::to_string((*metrics_server)->port())}});
+    if (!written.ok()) runtime::Die(std::string(written.message()), 1);
+  }
+  // The coordinator keeps serving after the job is done, so status stays readable until the
+  // launcher (or Kubernetes) stops it.
+  while (!runtime::WaitForShutdown(absl::Milliseconds(200))) (*core)->Tick();
+  server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  LOG(INFO) << "coordinator stopped";
+  return 0;
+}
+
+}  // namespace
+}  // namespace syncopate::coordinator
+
+int main(int argc, char** argv) {
+  syncopate::runtime::InitProcess(argc, argv,
+                                  "syncopate-coordinator [--job=FILE] [flags]\n"
+                                  "Coordinates a Syncopate training job.");
+  return syncopate::coordinator::Main();
+}

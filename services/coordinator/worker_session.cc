@@ -1,0 +1,73 @@
+// Coordinator.WorkerSession: hello -> welcome, then step reports up and commands down.
+#include "libs/rpc/bidi_stream.h"
+#include "libs/rpc/grpc_util.h"
+#include "services/coordinator/coordinator_service.h"
+
+namespace syncopate::coordinator {
+namespace {
+
+class WorkerSessionStream final
+    : public rpc::BidiStream<v1::WorkerMessage, v1::CoordinatorToWorker> {
+ public:
+  using Base = rpc::BidiStream<v1::WorkerMessage, v1::CoordinatorToWorker>;
+
+ public:
+  explicit WorkerSessionStream(CoordinatorCore* core) : core_(core) {}
+  void set_weak_self(std::weak_ptr<WorkerSessionStream> self) { weak_self_ = std::move(self); }
+
+ private:
+  // The core talks to the stream through this link; it holds the stream weakly so a finished
+  // stream is freed even while the core still remembers the worker.
+  class Link final : public WorkerLink {
+   public:
+    explicit Link(std::weak_ptr<WorkerSessionStream> stream) : stream_(std::move(stream)) {}
+    void Send(v1::CoordinatorToWorker message) override {
+      if (auto s = stream_.lock()) s->Base::Send(std::move(message));
+    }
+    void Close(absl::Status status) override {
+      if (auto s = stream_.lock()) s->Base::Close(rpc::ToGrpcStatus(status));
+    }
+
+   private:
+    std::weak_ptr<WorkerSessionStream> stream_;
+  };
+
+  void OnRequest(const v1::WorkerMessage& message) override {
+    if (worker_id_ == 0) {
+      if (!message.has_hello()) {
+        Close(grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                           "the first message of a worker session must be a hello"));
+        return;
+      }
+      absl::StatusOr<int32_t> id =
+          core_->WorkerHello(std::make_shared<Link>(weak_self_), message.hello());
+      if (!id.ok()) {
+        Close(rpc::ToGrpcStatus(id.status()));
+        return;
+      }
+      worker_id_ = *id;
+      return;
+    }
+    core_->WorkerMessage(worker_id_, message);
+  }
+
+  void OnStreamDone() override {
+    if (worker_id_ != 0) core_->WorkerGone(worker_id_, "session closed");
+  }
+
+  CoordinatorCore* const core_;
+  std::weak_ptr<WorkerSessionStream> weak_self_;
+  int32_t worker_id_ = 0;  // 0 until the hello is accepted (ids start at 1)
+};
+
+}  // namespace
+
+grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorToWorker>*
+CoordinatorService::WorkerSession(grpc::CallbackServerContext* context) {
+  auto stream = std::make_shared<WorkerSessionStream>(core_);
+  stream->set_weak_self(stream);
+  stream->Begin(stream);
+  return stream.get();
+}
+
+}  // namespace syncopate::coordinator

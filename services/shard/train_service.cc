@@ -1,0 +1,107 @@
+#include "services/shard/train_service.h"
+
+#include "glog/logging.h"
+#include "libs/rpc/bidi_stream.h"
+
+namespace syncopate::shard {
+namespace {
+
+class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToWorker> {
+ public:
+  explicit TrainStream(TrainService* service) : service_(service) {}
+  void set_weak_self(std::weak_ptr<TrainStream> self) { weak_self_ = std::move(self); }
+
+ private:
+  void OnRequest(const v1::WorkerToShard& request) override {
+    switch (request.kind_case()) {
+      case v1::WorkerToShard::kHello:
+        OnHello(request.hello());
+        return;
+      case v1::WorkerToShard::kPull:
+      case v1::WorkerToShard::kPush:
+        if (core_ == nullptr) {
+          Refuse(grpc::StatusCode::FAILED_PRECONDITION, "no_hello",
+                 "the first message on a Train stream must be a hello");
+          return;
+        }
+        if (request.has_pull()) {
+          OnPull(request.pull());
+        } else {
+          v1::ShardToWorker reply;
+          *reply.mutable_ack() = core_->Push(worker_id_, request.push());
+          if (reply.ack().outcome() == v1::PUSH_REJECTED) {
+            LOG_EVERY_N(WARNING, 100)
+                << "rejected push from worker " << worker_id_ << ": " << reply.ack().message();
+          }
+          Send(std::move(reply));
+        }
+        return;
+      default:
+        Refuse(grpc::StatusCode::INVALID_ARGUMENT, "empty_message", "empty WorkerToShard message");
+    }
+  }
+
+  void OnHello(const v1::TrainHello& hello) {
+    core_ = service_->core();
+    if (core_ == nullptr) {
+      Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shard has no partition assigned yet"));
+      return;
+    }
+    worker_id_ = hello.worker_id();
+    const ShardStats stats = core_->Stats();
+    v1::ShardToWorker reply;
+    v1::TrainHelloAck* ack = reply.mutable_hello();
+    ack->set_version(stats.version);
+    ack->set_mode(stats.mode);
+    ack->set_flat_begin(core_->flat_begin());
+    ack->set_flat_end(core_->flat_end());
+    Send(std::move(reply));
+  }
+
+  void OnPull(const v1::PullRequest& pull) {
+    std::weak_ptr<TrainStream> weak = weak_self_;
+    core_->Pull(this, pull.request_id(), pull.min_version(), [weak](v1::PullResponse response) {
+      if (auto self = weak.lock()) {
+        v1::ShardToWorker reply;
+        *reply.mutable_pull() = std::move(response);
+        self->Send(std::move(reply));
+      }
+    });
+  }
+
+  void Refuse(grpc::StatusCode code, const std::string& reason, const std::string& message) {
+    if (service_->metrics() != nullptr) service_->metrics()->CountRejection(reason);
+    Close(grpc::Status(code, message));
+  }
+
+  void OnStreamDone() override {
+    if (core_ != nullptr) core_->CancelPulls(this);
+  }
+
+  TrainService* const service_;
+  std::weak_ptr<TrainStream> weak_self_;
+  std::shared_ptr<ShardCore> core_;  // only touched from OnRequest/OnStreamDone (serialised)
+  int32_t worker_id_ = -1;
+};
+
+}  // namespace
+
+void TrainService::SetCore(std::shared_ptr<ShardCore> core) {
+  absl::MutexLock lock(&mu_);
+  core_ = std::move(core);
+}
+
+std::shared_ptr<ShardCore> TrainService::core() const {
+  absl::MutexLock lock(&mu_);
+  return core_;
+}
+
+grpc::ServerBidiReactor<v1::WorkerToShard, v1::ShardToWorker>* TrainService::Train(
+    grpc::CallbackServerContext* context) {
+  auto stream = std::make_shared<TrainStream>(this);
+  stream->set_weak_self(stream);
+  stream->Begin(stream);
+  return stream.get();
+}
+
+}  // namespace syncopate::shard

@@ -1,0 +1,37 @@
+// The ParameterShard gRPC service: one Train stream per worker, wired to a ShardCore.
+// Thread-safety: thread-safe.
+#ifndef SYNCOPATE_SERVICES_SHARD_TRAIN_SERVICE_H_
+#define SYNCOPATE_SERVICES_SHARD_TRAIN_SERVICE_H_
+
+#include <memory>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "libs/shard/shard_core.h"
+#include "libs/shard/shard_metrics.h"
+#include "syncopate/v1/shard.grpc.pb.h"
+
+namespace syncopate::shard {
+
+class TrainService final : public v1::ParameterShard::CallbackService {
+ public:
+  explicit TrainService(ShardMetrics* metrics) : metrics_(metrics) {}
+
+  // The core exists once the coordinator has assigned a partition; until then streams are
+  // refused with UNAVAILABLE (workers retry).
+  void SetCore(std::shared_ptr<ShardCore> core);
+  std::shared_ptr<ShardCore> core() const;
+  ShardMetrics* metrics() const { return metrics_; }
+
+  grpc::ServerBidiReactor<v1::WorkerToShard, v1::ShardToWorker>* Train(
+      grpc::CallbackServerContext* context) override;
+
+ private:
+  ShardMetrics* const metrics_;
+  mutable absl::Mutex mu_;
+  std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace syncopate::shard
+
+#endif  // SYNCOPATE_SERVICES_SHARD_TRAIN_SERVICE_H_
