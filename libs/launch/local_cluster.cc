@@ -1,0 +1,90 @@
+#include "libs/launch/local_cluster.h"
+
+#include <filesystem>
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
+#include "libs/job/job_spec.h"
+#include "libs/rpc/grpc_util.h"
+
+namespace syncopate::launch {
+
+absl::StatusOr<int> LocalCluster::StartChild(const std::string& name, std::vector<std::string> argv,
+                                             const std::string& port_key) {
+  const std::string ready = absl::StrCat(options_.run_dir, "/ready/", name);
+  argv.push_back("--ready_file=" + ready);
+  argv.push_back("--metrics_listen=127.0.0.1:0");
+  SYNCOPATE_RETURN_IF_ERROR(
+      processes_
+          .Spawn({name, std::move(argv), absl::StrCat(options_.run_dir, "/logs/", name, ".log")})
+          .status());
+  SYNCOPATE_ASSIGN_OR_RETURN(auto values,
+                             processes_.WaitForReadyFile(name, ready, options_.ready_timeout));
+  metrics_ports_[name] = std::atoi(values["metrics_port"].c_str());
+  return port_key.empty() ? 0 : std::atoi(values[port_key].c_str());
+}
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions options) {
+  auto cluster = std::unique_ptr<LocalCluster>(new LocalCluster());
+  cluster->options_ = std::move(options);
+  const LocalClusterOptions& o = cluster->options_;
+  std::error_code error;
+  std::filesystem::create_directories(o.run_dir + "/logs", error);
+  std::filesystem::create_directories(o.run_dir + "/ready", error);
+  if (error) return absl::UnavailableError("cannot create " + o.run_dir + ": " + error.message());
+  const std::string job_path = o.run_dir + "/job.textproto";
+  {
+    std::ofstream out(job_path);
+    out << job::JobSpecToText(o.job);
+    if (!out) return absl::UnavailableError("cannot write " + job_path);
+  }
+  const std::string bin = o.bin_dir + "/";
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      int coordinator_port, cluster->StartChild("coordinator",
+                                                {bin + "syncopate-coordinator", "--job=" + job_path,
+                                                 "--listen=127.0.0.1:0"},
+                                                "grpc_port"));
+  cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", coordinator_port);
+  cluster->stub_ = v1::Coordinator::NewStub(rpc::CreateChannel(cluster->coordinator_address_));
+  const std::string coordinator = "--coordinator=" + cluster->coordinator_address_;
+  for (int s = 0; s < o.job.num_shards(); ++s) {
+    SYNCOPATE_RETURN_IF_ERROR(
+        cluster
+            ->StartChild(ShardName(s),
+                         {bin + "syncopate-shard", coordinator, absl::StrCat("--shard_id=", s),
+                          "--listen=127.0.0.1:0"},
+                         "grpc_port")
+            .status());
+  }
+  for (int w = 0; w < o.job.num_workers(); ++w) {
+    const double slowdown = w < static_cast<int>(o.slowdowns.size()) ? o.slowdowns[w] : 1.0;
+    SYNCOPATE_RETURN_IF_ERROR(
+        cluster
+            ->StartChild(WorkerName(w),
+                         {bin + "syncopate-worker", coordinator, "--name=" + WorkerName(w),
+                          absl::StrCat("--slowdown=", slowdown)},
+                         "")
+            .status());
+  }
+  if (o.evaluator) {
+    SYNCOPATE_RETURN_IF_ERROR(
+        cluster
+            ->StartChild(
+                "evaluator",
+                {bin + "syncopate-worker", coordinator, "--name=evaluator", "--role=evaluator"}, "")
+            .status());
+  }
+  return cluster;
+}
+
+absl::StatusOr<v1::ClusterStatus> LocalCluster::Status(absl::Duration timeout) {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + timeout));
+  v1::ClusterStatus status;
+  grpc::Status rpc = stub_->GetStatus(&context, v1::GetStatusRequest(), &status);
+  if (!rpc.ok()) return rpc::FromGrpcStatus(rpc);
+  return status;
+}
+
+}  // namespace syncopate::launch

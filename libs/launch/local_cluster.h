@@ -1,0 +1,57 @@
+// A whole Syncopate cluster as child processes on loopback: coordinator, shards, workers and
+// an evaluator, each on a free port, each logging to <run_dir>/logs/<name>.log. The engine of
+// `syncopate local` and of the integration tests.
+// Thread-safety: thread-compatible.
+#ifndef SYNCOPATE_LIBS_LAUNCH_LOCAL_CLUSTER_H_
+#define SYNCOPATE_LIBS_LAUNCH_LOCAL_CLUSTER_H_
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "libs/launch/process_group.h"
+#include "syncopate/v1/coordinator.grpc.pb.h"
+
+namespace syncopate::launch {
+
+struct LocalClusterOptions {
+  v1::JobSpec job;
+  std::string bin_dir;  // where syncopate-coordinator, -shard and -worker live
+  std::string run_dir;
+  std::vector<double> slowdowns;  // per worker; missing entries mean 1
+  bool evaluator = true;
+  absl::Duration ready_timeout = absl::Seconds(30);
+};
+
+class LocalCluster {
+ public:
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(LocalClusterOptions options);
+
+  absl::StatusOr<v1::ClusterStatus> Status(absl::Duration timeout = absl::Seconds(5));
+  ProcessGroup& processes() { return processes_; }
+  const std::string& coordinator_address() const { return coordinator_address_; }
+  // name -> metrics port, for every process.
+  const std::map<std::string, int>& metrics_ports() const { return metrics_ports_; }
+  static std::string WorkerName(int i) { return "worker-" + std::to_string(i); }
+  static std::string ShardName(int i) { return "shard-" + std::to_string(i); }
+
+  std::vector<Exit> Stop() { return processes_.TerminateAll(); }
+
+ private:
+  LocalCluster() = default;
+  absl::StatusOr<int> StartChild(const std::string& name, std::vector<std::string> argv,
+                                 const std::string& port_key);
+
+  LocalClusterOptions options_;
+  ProcessGroup processes_;
+  std::string coordinator_address_;
+  std::map<std::string, int> metrics_ports_;
+  std::unique_ptr<v1::Coordinator::Stub> stub_;
+};
+
+}  // namespace syncopate::launch
+
+#endif  // SYNCOPATE_LIBS_LAUNCH_LOCAL_CLUSTER_H_

@@ -1,0 +1,117 @@
+#include "libs/launch/process_group.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "libs/runtime/process_runtime.h"
+
+extern char** environ;
+
+namespace syncopate::launch {
+
+std::string Exit::Describe() const {
+  if (WIFEXITED(status)) return absl::StrCat(name, " exited with code ", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) return absl::StrCat(name, " killed by ", strsignal(WTERMSIG(status)));
+  return absl::StrCat(name, " ended (status ", status, ")");
+}
+
+absl::StatusOr<pid_t> ProcessGroup::Spawn(const ChildSpec& spec) {
+  if (children_.contains(spec.name)) {
+    return absl::AlreadyExistsError(absl::StrCat(spec.name, " is already running"));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, spec.log_path.c_str(),
+                                   O_WRONLY | O_CREAT | O_APPEND, 0644);
+  posix_spawn_file_actions_adddup2(&actions, STDOUT_FILENO, STDERR_FILENO);
+  // The launcher blocks SIGTERM/SIGINT for its signal thread; children must get the default.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETSIGMASK);
+  std::vector<char*> argv;
+  for (const std::string& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  pid_t pid = 0;
+  const int error = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  if (error != 0) {
+    return absl::UnavailableError(
+        absl::StrCat("cannot start ", spec.name, " (", spec.argv[0], "): ", strerror(error)));
+  }
+  children_[spec.name] = pid;
+  return pid;
+}
+
+std::vector<Exit> ProcessGroup::Reap() {
+  std::vector<Exit> exits;
+  for (auto it = children_.begin(); it != children_.end();) {
+    int status = 0;
+    if (waitpid(it->second, &status, WNOHANG) == it->second) {
+      exits.push_back({it->first, status});
+      it = children_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  return exits;
+}
+
+pid_t ProcessGroup::Pid(const std::string& name) const {
+  auto it = children_.find(name);
+  return it == children_.end() ? -1 : it->second;
+}
+
+void ProcessGroup::Signal(const std::string& name, int signal) {
+  auto it = children_.find(name);
+  if (it != children_.end()) kill(it->second, signal);
+}
+
+std::vector<Exit> ProcessGroup::TerminateAll(absl::Duration grace) {
+  std::vector<Exit> exits;
+  for (const auto& [name, pid] : children_) kill(pid, SIGTERM);
+  const absl::Time deadline = absl::Now() + grace;
+  while (!children_.empty() && absl::Now() < deadline) {
+    for (Exit& e : Reap()) exits.push_back(std::move(e));
+    if (!children_.empty()) absl::SleepFor(absl::Milliseconds(20));
+  }
+  for (const auto& [name, pid] : children_) {
+    kill(pid, SIGKILL);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    exits.push_back({name, status});
+  }
+  children_.clear();
+  return exits;
+}
+
+absl::StatusOr<std::map<std::string, std::string>> ProcessGroup::WaitForReadyFile(
+    const std::string& name, const std::string& path, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    absl::StatusOr<std::map<std::string, std::string>> values = runtime::ReadKeyValueFile(path);
+    if (values.ok()) return values;
+    auto it = children_.find(name);
+    int status = 0;
+    if (it == children_.end()) return absl::UnavailableError(absl::StrCat(name, " is not running"));
+    if (waitpid(it->second, &status, WNOHANG) == it->second) {
+      children_.erase(it);
+      return absl::UnavailableError(Exit{name, status}.Describe());
+    }
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return absl::DeadlineExceededError(
+      absl::StrCat(name, " did not become ready within ", absl::FormatDuration(timeout)));
+}
+
+}  // namespace syncopate::launch

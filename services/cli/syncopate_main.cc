@@ -1,0 +1,324 @@
+// syncopate: the user's command line.
+//   syncopate local  [flags]              train a job on a local cluster of child processes
+//   syncopate status --coordinator=H:P     live view of a running cluster
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "libs/job/job_spec.h"
+#include "libs/launch/local_cluster.h"
+#include "libs/rpc/grpc_util.h"
+#include "libs/runtime/process_runtime.h"
+#include "libs/shard/shard_metrics.h"
+
+ABSL_FLAG(std::string, job, "", "Job spec file (text proto); empty = the built-in default job");
+ABSL_FLAG(int, workers, 0, "Override the job's number of workers");
+ABSL_FLAG(int, shards, 0, "Override the job's number of shards");
+ABSL_FLAG(int, epochs, 0, "Override the job's epochs");
+ABSL_FLAG(std::string, mode, "", "Override the aggregation mode: sync | gba | async");
+ABSL_FLAG(int, global_batch, 0, "Override the global batch G");
+ABSL_FLAG(std::string, slowdowns, "",
+          "Per-worker slowdown factors, e.g. 1,1,1,4 (worker 3 four times slower)");
+ABSL_FLAG(int64_t, train_limit, -1, "Use only the first N training examples (0 = all)");
+ABSL_FLAG(int64_t, test_limit, -1, "Evaluate on the first N test examples (0 = all)");
+ABSL_FLAG(bool, evaluator, true, "Run an evaluator");
+ABSL_FLAG(std::string, run_dir, "", "Where logs and reports go (default runs/<timestamp>)");
+ABSL_FLAG(std::string, bin_dir, "", "Directory of the service binaries (default: next to this)");
+ABSL_FLAG(int, timeout_seconds, 3600, "Give up (exit 1) if the job has not finished by then");
+ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "status: the coordinator's address");
+
+namespace syncopate::cli {
+namespace {
+
+using launch::LocalCluster;
+
+std::string ModeList(const v1::ClusterStatus& status) {
+  std::vector<std::string> parts;
+  for (const v1::ShardStatus& s : status.shards()) {
+    parts.push_back(absl::StrCat("v", s.version(), " ", shard::ModeName(s.mode())));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+std::string ProgressLine(const v1::ClusterStatus& status) {
+  std::string accuracy = "-";
+  if (status.has_last_eval()) {
+    accuracy = absl::StrFormat("%.2f%%", 100 * status.last_eval().accuracy());
+  }
+  return absl::StrFormat("[%6.1fs] epoch %.2f  examples %d  %.0f ex/s  shards: %s  test acc %s",
+                         status.elapsed_seconds(), status.epoch(), status.examples(),
+                         status.examples_per_second(), ModeList(status), accuracy);
+}
+
+absl::StatusOr<v1::JobSpec> JobFromFlags() {
+  const std::string path = absl::GetFlag(FLAGS_job);
+  absl::StatusOr<v1::JobSpec> job =
+      path.empty() ? job::ParseJobSpec(job::DefaultJobText()) : job::LoadJobSpecFile(path);
+  if (!job.ok()) return job.status();
+  if (absl::GetFlag(FLAGS_workers) > 0) job->set_num_workers(absl::GetFlag(FLAGS_workers));
+  if (absl::GetFlag(FLAGS_shards) > 0) job->set_num_shards(absl::GetFlag(FLAGS_shards));
+  if (absl::GetFlag(FLAGS_epochs) > 0) job->mutable_stop()->set_epochs(absl::GetFlag(FLAGS_epochs));
+  if (absl::GetFlag(FLAGS_global_batch) > 0)
+    job->set_global_batch(absl::GetFlag(FLAGS_global_batch));
+  if (absl::GetFlag(FLAGS_train_limit) >= 0) {
+    job->mutable_dataset()->set_train_limit(absl::GetFlag(FLAGS_train_limit));
+  }
+  if (absl::GetFlag(FLAGS_test_limit) >= 0) {
+    job->mutable_dataset()->set_test_limit(absl::GetFlag(FLAGS_test_limit));
+  }
+  if (!absl::GetFlag(FLAGS_mode).empty()) {
+    absl::StatusOr<v1::Mode> mode = job::ParseMode(absl::GetFlag(FLAGS_mode));
+    if (!mode.ok()) return mode.status();
+    job->set_mode(*mode);
+  }
+  absl::Status valid = job::ValidateJobSpec(*job);
+  if (!valid.ok()) return valid;
+  return job;
+}
+
+absl::StatusOr<std::vector<double>> SlowdownsFromFlag(int workers) {
+  std::vector<double> slowdowns;
+  const std::string text = absl::GetFlag(FLAGS_slowdowns);
+  if (text.empty()) return slowdowns;
+  for (absl::string_view part : absl::StrSplit(text, ',')) {
+    double f = 0;
+    if (!absl::SimpleAtod(part, &f) || !(f >= 1.0)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--slowdowns: '", part, "' is not a factor >= 1"));
+    }
+    slowdowns.push_back(f);
+  }
+  if (static_cast<int>(slowdowns.size()) > workers) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--slowdowns lists ", slowdowns.size(), " factors for ", workers, " workers"));
+  }
+  return slowdowns;
+}
+
+std::string SelfDir() {
+  std::error_code error;
+  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? "." : self.parent_path().string();
+}
+
+void WriteReports(const std::string& run_dir, const v1::ClusterStatus& status, double wall_seconds,
+                  const std::vector<double>& slowdowns) {
+  const double training = status.elapsed_seconds();
+  const double rate = training > 0 ? static_cast<double>(status.examples()) / training : 0;
+  const bool has_eval = status.has_last_eval();
+  std::ofstream json(run_dir + "/report.json");
+  json << "{\n";
+  json << absl::StrFormat("  \"job_id\": \"%s\",\n", status.job_id());
+  json << absl::StrFormat("  \"mode\": \"%s\",\n", shard::ModeName(status.job_mode()));
+  json << absl::StrFormat("  \"state\": \"%s\",\n", v1::JobState_Name(status.state()));
+  if (has_eval) {
+    json << absl::StrFormat("  \"final_accuracy\": %.6f,\n", status.last_eval().accuracy());
+    json << absl::StrFormat("  \"final_loss\": %.6f,\n", status.last_eval().loss());
+  } else {
+    json << "  \"final_accuracy\": null,\n";
+  }
+  json << absl::StrFormat("  \"wall_seconds\": %.3f,\n", wall_seconds);
+  json << absl::StrFormat("  \"training_seconds\": %.3f,\n", training);
+  json << absl::StrFormat("  \"examples\": %d,\n", status.examples());
+  json << absl::StrFormat("  \"examples_per_second\": %.1f,\n", rate);
+  json << absl::StrFormat("  \"global_batch\": %d,\n", status.global_batch());
+  json << "  \"workers\": [\n";
+  std::vector<std::string> rows;
+  int index = 0;
+  for (const v1::WorkerStatus& w : status.workers()) {
+    if (w.role() != v1::ROLE_WORKER) continue;
+    const double slowdown = index < static_cast<int>(slowdowns.size()) ? slowdowns[index] : 1.0;
+    ++index;
+    rows.push_back(absl::StrFormat(
+        "    {\"name\": \"%s\", \"examples\": %d, \"steps\": %d, \"median_compute_seconds\": "
+        "%.5f, \"slowdown\": %.2f, \"alive_at_end\": %s}",
+        w.name(), w.examples(), w.steps(), w.median_compute_seconds(), slowdown,
+        w.alive() ? "true" : "false"));
+  }
+  json << absl::StrJoin(rows, ",\n") << "\n  ],\n  \"shards\": [\n";
+  rows.clear();
+  for (const v1::ShardStatus& s : status.shards()) {
+    rows.push_back(absl::StrFormat(
+        "    {\"shard\": %d, \"version\": %d, \"mode\": \"%s\", \"applied\": %d, \"dropped\": %d, "
+        "\"rejected\": %d}",
+        s.shard_id(), s.version(), shard::ModeName(s.mode()), s.gradients_applied(),
+        s.gradients_dropped(), s.gradients_rejected()));
+  }
+  json << absl::StrJoin(rows, ",\n") << "\n  ],\n  \"eval_history\": [\n";
+  rows.clear();
+  for (const v1::EvalStatus& e : status.eval_history()) {
+    rows.push_back(absl::StrFormat(
+        "    {\"accuracy\": %.6f, \"loss\": %.6f, \"final\": %s, \"shard_versions\": [%s]}",
+        e.accuracy(), e.loss(), e.final() ? "true" : "false",
+        absl::StrJoin(e.shard_versions(), ", ")));
+  }
+  json << absl::StrJoin(rows, ",\n") << "\n  ]\n}\n";
+
+  std::ofstream md(run_dir + "/report.md");
+  md << "# Syncopate run: " << status.job_id() << "\n\n";
+  md << "| | |\n|---|---|\n";
+  md << "| mode | " << shard::ModeName(status.job_mode()) << " |\n";
+  md << "| final test accuracy | "
+     << (has_eval ? absl::StrFormat("%.2f%%", 100 * status.last_eval().accuracy()) : "n/a")
+     << " |\n";
+  md << absl::StrFormat("| wall time | %.1f s (training %.1f s) |\n", wall_seconds, training);
+  md << absl::StrFormat("| examples | %d (%.2f epochs) |\n", status.examples(), status.epoch());
+  md << absl::StrFormat("| throughput | %.0f examples/s |\n\n", rate);
+  md << "| worker | examples | steps | median compute (s) |\n|---|---|---|---|\n";
+  for (const v1::WorkerStatus& w : status.workers()) {
+    if (w.role() != v1::ROLE_WORKER) continue;
+    md << absl::StrFormat("| %s | %d | %d | %.4f |\n", w.name(), w.examples(), w.steps(),
+                          w.median_compute_seconds());
+  }
+  md << "\n| shard | version | mode |\n|---|---|---|\n";
+  for (const v1::ShardStatus& s : status.shards()) {
+    md << absl::StrFormat("| %d | %d | %s |\n", s.shard_id(), s.version(),
+                          shard::ModeName(s.mode()));
+  }
+}
+
+int Local() {
+  absl::StatusOr<v1::JobSpec> job = JobFromFlags();
+  if (!job.ok()) runtime::Die(std::string(job.status().message()));
+  absl::StatusOr<std::vector<double>> slowdowns = SlowdownsFromFlag(job->num_workers());
+  if (!slowdowns.ok()) runtime::Die(std::string(slowdowns.status().message()));
+  std::string run_dir = absl::GetFlag(FLAGS_run_dir);
+  if (run_dir.empty()) {
+    run_dir = "runs/" + absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
+  }
+  std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
+  if (bin_dir.empty()) bin_dir = SelfDir();
+
+  const absl::Time start = absl::Now();
+  printf("syncopate local: job %s, %d workers, %d shards, mode %s, G=%d; run dir %s\n",
+         job->job_id().c_str(), job->num_workers(), job->num_shards(),
+         shard::ModeName(job->mode()).c_str(), job->global_batch(), run_dir.c_str());
+  fflush(stdout);
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
+      LocalCluster::Start({*job, bin_dir, run_dir, *slowdowns, absl::GetFlag(FLAGS_evaluator)});
+  if (!cluster.ok()) {
+    fprintf(stderr, "syncopate local: %s (logs in %s/logs)\n",
+            std::string(cluster.status().message()).c_str(), run_dir.c_str());
+    return 1;
+  }
+  printf("coordinator at %s; metrics:", (*cluster)->coordinator_address().c_str());
+  for (const auto& [name, port] : (*cluster)->metrics_ports()) {
+    printf(" %s=http://127.0.0.1:%d/metrics", name.c_str(), port);
+  }
+  printf("\n");
+  fflush(stdout);
+
+  const absl::Time deadline = start + absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
+  absl::Time next_print = absl::Now();
+  v1::ClusterStatus last;
+  int exit_code = 0;
+  while (true) {
+    if (runtime::WaitForShutdown(absl::Milliseconds(250))) {
+      printf("interrupted; stopping the cluster\n");
+      exit_code = 130;
+      break;
+    }
+    for (const launch::Exit& exit : (*cluster)->processes().Reap()) {
+      printf("%s\n", exit.Describe().c_str());
+      if (exit.name == "coordinator" || exit.name.starts_with("shard-")) {
+        fprintf(stderr, "syncopate local: %s died; see %s/logs/%s.log\n", exit.name.c_str(),
+                run_dir.c_str(), exit.name.c_str());
+        exit_code = 1;
+      }
+    }
+    if (exit_code != 0) break;
+    absl::StatusOr<v1::ClusterStatus> status = (*cluster)->Status();
+    if (status.ok()) last = *status;
+    if (absl::Now() >= next_print && status.ok()) {
+      printf("%s\n", ProgressLine(last).c_str());
+      fflush(stdout);
+      next_print = absl::Now() + absl::Seconds(2);
+    }
+    if (status.ok() && last.state() == v1::JOB_DONE) break;
+    if (absl::Now() > deadline) {
+      fprintf(stderr, "syncopate local: timed out after %d s\n",
+              absl::GetFlag(FLAGS_timeout_seconds));
+      exit_code = 1;
+      break;
+    }
+  }
+  (*cluster)->Stop();
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+  WriteReports(run_dir, last, wall, *slowdowns);
+  printf("%s\n", ProgressLine(last).c_str());
+  if (last.has_last_eval()) {
+    printf(
+        "done: final test accuracy %.2f%%, %ld examples in %.1f s wall (%.0f examples/s "
+        "training); report: %s/report.json\n",
+        100 * last.last_eval().accuracy(), static_cast<long>(last.examples()), wall,
+        last.elapsed_seconds() > 0 ? last.examples() / last.elapsed_seconds() : 0.0,
+        run_dir.c_str());
+  }
+  return exit_code;
+}
+
+int Status() {
+  auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(absl::GetFlag(FLAGS_coordinator)));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
+  v1::ClusterStatus s;
+  grpc::Status rpc = stub->GetStatus(&context, v1::GetStatusRequest(), &s);
+  if (!rpc.ok()) {
+    runtime::Die(
+        absl::StrCat("cannot reach ", absl::GetFlag(FLAGS_coordinator), ": ", rpc.error_message()),
+        1);
+  }
+  printf("job %s: %s, %.1f s, epoch %.2f, %ld examples, %.0f ex/s, G=%d\n", s.job_id().c_str(),
+         v1::JobState_Name(s.state()).c_str(), s.elapsed_seconds(), s.epoch(),
+         static_cast<long>(s.examples()), s.examples_per_second(), s.global_batch());
+  printf("\n%-12s %-4s %-9s %-6s %10s %7s %12s %8s\n", "worker", "id", "role", "alive", "examples",
+         "batch", "compute(s)", "loss");
+  for (const v1::WorkerStatus& w : s.workers()) {
+    printf("%-12s %-4d %-9s %-6s %10ld %7d %12.4f %8.4f\n", w.name().c_str(), w.worker_id(),
+           w.role() == v1::ROLE_EVALUATOR ? "evaluator" : "worker", w.alive() ? "yes" : "no",
+           static_cast<long>(w.examples()), w.local_batch(), w.median_compute_seconds(),
+           w.last_loss());
+  }
+  printf("\n%-6s %-22s %-9s %8s %-6s %9s %8s %9s  %s\n", "shard", "address", "connected", "version",
+         "mode", "applied", "dropped", "rejected", "barrier waits for");
+  for (const v1::ShardStatus& sh : s.shards()) {
+    printf("%-6d %-22s %-9s %8ld %-6s %9ld %8ld %9ld  %s\n", sh.shard_id(), sh.address().c_str(),
+           sh.connected() ? "yes" : "no", static_cast<long>(sh.version()),
+           shard::ModeName(sh.mode()).c_str(), static_cast<long>(sh.gradients_applied()),
+           static_cast<long>(sh.gradients_dropped()), static_cast<long>(sh.gradients_rejected()),
+           absl::StrJoin(sh.barrier_waiting_for(), ",").c_str());
+  }
+  if (s.has_last_eval()) {
+    printf("\nlast evaluation: accuracy %.2f%%, loss %.4f%s\n", 100 * s.last_eval().accuracy(),
+           s.last_eval().loss(), s.last_eval().final() ? " (final)" : "");
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace syncopate::cli
+
+int main(int argc, char** argv) {
+  std::vector<char*> args = syncopate::runtime::InitProcess(
+      argc, argv,
+      "syncopate <command> [flags]\n"
+      "  local   train a job on a local cluster of child processes (see flags below)\n"
+      "  status  show a running cluster: --coordinator=HOST:PORT");
+  const std::string command = args.size() > 1 ? args[1] : "";
+  if (command == "local") return syncopate::cli::Local();
+  if (command == "status") return syncopate::cli::Status();
+  syncopate::runtime::Die(command.empty()
+                              ? "missing command: local or status (see --help)"
+                              : "unknown command '" + command + "' (expected local or status)");
+}
