@@ -241,10 +241,9 @@ void CoordinatorCore::BeginFinishing(Outbox& out) {
 }
 
 void CoordinatorCore::MarkDone(const std::string& why, Outbox& out) {
-  if (state_ == v1::JOB_DONE) return;
-  state_ = v1::JOB_DONE;
-  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_DONE);
-  LOG(INFO) << "job done: " << why;
+  if (state_ == v1::JOB_DONE || draining_shards_since_.has_value()) return;
+  draining_shards_since_ = options_.clock->Now();
+  done_reason_ = why;
   for (auto& [id, worker] : workers_) {
     if (worker.link == nullptr) continue;
     v1::CoordinatorToWorker stop;
@@ -321,14 +320,34 @@ void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& repor
   auto it = shards_.find(shard_id);
   if (it == shards_.end()) return;
   it->second.last_report = report;
+  it->second.final_report = it->second.final_report || report.final();
+  MaybeFinishDraining();
+}
+
+void CoordinatorCore::MaybeFinishDraining() {
+  if (!draining_shards_since_.has_value() || state_ == v1::JOB_DONE) return;
+  // A shard's final report makes the job's status exact; a dead shard cannot send one, and a
+  // bounded wait keeps a stuck shard from holding the job open.
+  constexpr absl::Duration kShardDrainTimeout = absl::Seconds(5);
+  bool drained = true;
+  for (const auto& [id, shard] : shards_) {
+    if (shard.link != nullptr && !shard.final_report) drained = false;
+  }
+  if (!drained && options_.clock->Now() - *draining_shards_since_ < kShardDrainTimeout) return;
+  state_ = v1::JOB_DONE;
+  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_DONE);
+  LOG(INFO) << "job done: " << done_reason_;
 }
 
 void CoordinatorCore::ShardGone(int32_t shard_id) {
   absl::MutexLock lock(&mu_);
   auto it = shards_.find(shard_id);
   if (it == shards_.end()) return;
-  LOG(WARNING) << "shard " << shard_id << " disconnected";
+  if (state_ != v1::JOB_DONE && !draining_shards_since_.has_value()) {
+    LOG(WARNING) << "shard " << shard_id << " disconnected";
+  }
   it->second.link = nullptr;
+  MaybeFinishDraining();
 }
 
 void CoordinatorCore::Tick() {
@@ -350,7 +369,8 @@ void CoordinatorCore::Tick() {
         RemoveWorker(worker, reason, out);
       }
     }
-    if (state_ == v1::JOB_FINISHING) {
+    MaybeFinishDraining();
+    if (state_ == v1::JOB_FINISHING && !draining_shards_since_.has_value()) {
       const bool workers_left = LiveWorkers(v1::ROLE_WORKER) == 0;
       const bool timed_out = now - finishing_since_ > options_.finish_timeout;
       const int evaluators = LiveWorkers(v1::ROLE_EVALUATOR);

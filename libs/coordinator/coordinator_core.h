@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -100,6 +101,7 @@ class CoordinatorCore {
     std::shared_ptr<ShardLink> link;  // null while disconnected
     std::string address;
     v1::ShardReport last_report;
+    bool final_report = false;
   };
   using WorkerOutbox = std::vector<std::pair<std::shared_ptr<WorkerLink>, v1::CoordinatorToWorker>>;
   using ShardOutbox = std::vector<std::pair<std::shared_ptr<ShardLink>, v1::CoordinatorToShard>>;
@@ -120,7 +122,10 @@ class CoordinatorCore {
   void RemoveWorker(Worker& worker, const std::string& reason, Outbox& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BeginFinishing(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Training and the final evaluation are over: stop everyone, then drain the shards' final
+  // reports before the state becomes DONE.
   void MarkDone(const std::string& why, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeFinishDraining() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleEval(const v1::EvalReport& report, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ShardMap MakeShardMap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllShardsConnected() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -138,6 +143,10 @@ class CoordinatorCore {
   absl::Time started_ ABSL_GUARDED_BY(mu_);
   absl::Time finishing_since_ ABSL_GUARDED_BY(mu_);
   bool final_eval_requested_ ABSL_GUARDED_BY(mu_) = false;
+  // Set when training and evaluation are over and shards were told to stop; DONE follows once
+  // every shard sent its final report (or kShardDrainTimeout passed).
+  std::optional<absl::Time> draining_shards_since_ ABSL_GUARDED_BY(mu_);
+  std::string done_reason_ ABSL_GUARDED_BY(mu_);
   data::LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, Shard> shards_ ABSL_GUARDED_BY(mu_);

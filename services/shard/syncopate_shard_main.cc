@@ -80,17 +80,23 @@ bool RunSession(v1::Coordinator::Stub& stub, const std::string& address, TrainSe
   hello.mutable_hello()->set_shard_id(shard_id);
   hello.mutable_hello()->set_address(address);
   session.Write(hello);
-  // Report once a second: the coordinator's status view and mode policy feed on it.
-  while (!runtime::WaitForShutdown(absl::Seconds(1)) && !session.done()) {
+  // Report twice a second: the coordinator's status view and mode policy feed on it. The last
+  // report (after the coordinator's stop) is marked final so the job's status is exact.
+  bool final = false;
+  while (!final && !session.done()) {
+    const bool shutdown = runtime::WaitForShutdown(absl::Milliseconds(500));
     {
       absl::MutexLock lock(&mu);
-      if (stopped || !error.empty()) break;
+      if (!error.empty()) break;
+      final = stopped;
     }
+    if (shutdown && !final) break;
     std::shared_ptr<ShardCore> core = train.core();
     if (core == nullptr) continue;
     const ShardStats stats = core->Stats();
     v1::ShardMessage report;
     v1::ShardReport* r = report.mutable_report();
+    r->set_final(final);
     r->set_version(stats.version);
     r->set_mode(stats.mode);
     r->set_updates(stats.updates);
@@ -100,6 +106,10 @@ bool RunSession(v1::Coordinator::Stub& stub, const std::string& address, TrainSe
     r->set_gradients_dropped(stats.dropped);
     r->set_gradients_rejected(stats.rejected);
     session.Write(report);
+  }
+  if (final) {
+    session.WritesDone();
+    session.WaitForEnd(absl::Seconds(2));
   }
   absl::MutexLock lock(&mu);
   if (!error.empty()) runtime::Die(error, 1);

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Runs the CLI as a user does. Usage: cli_test.sh SYNCOPATE_BINARY REPO_ROOT
+set -euo pipefail
+bin="$1"
+root="$2"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+fail() { echo "FAIL: $*" >&2; exit 1; }
+
+# One line and a non-zero exit code for each kind of bad input at start.
+expect_usage_error() {
+  local expected="$1"; shift
+  set +e
+  "$bin" "$@" >"$tmp/out" 2>"$tmp/err"
+  local code=$?
+  set -e
+  [[ $code -ne 0 ]] || fail "'$*' exited 0"
+  [[ $(wc -l <"$tmp/err") -eq 1 ]] || fail "'$*' printed more than one line: $(cat "$tmp/err")"
+  grep -q -- "$expected" "$tmp/err" || fail "'$*': '$(cat "$tmp/err")' lacks '$expected'"
+}
+expect_usage_error "unknown mode 'bogus'" local --mode=bogus
+expect_usage_error "global_batch" local --global_batch=2 --workers=4
+expect_usage_error "--slowdowns" local --slowdowns=1,0.5
+expect_usage_error "Unknown command line flag" local --no_such_flag
+printf 'job_id: "x"\nglobal_batch: "many"\n' >"$tmp/bad.textproto"
+expect_usage_error "line 2" local --job="$tmp/bad.textproto"
+expect_usage_error "unknown command" launch
+
+# A small job end to end: exit 0, both reports, an accuracy well above chance.
+"$bin" local --job="$root/examples/fashion_mnist_mlp.textproto" --workers=2 --shards=1 \
+  --epochs=1 --train_limit=4000 --test_limit=1000 --run_dir="$tmp/run" >"$tmp/local.out" 2>&1 ||
+  { cat "$tmp/local.out"; fail "syncopate local exited non-zero"; }
+grep -q "final test accuracy" "$tmp/local.out" || fail "no final accuracy line"
+[[ -f "$tmp/run/report.md" ]] || fail "no report.md"
+python3 - "$tmp/run/report.json" <<'PY' || fail "report.json check failed"
+import json, sys
+r = json.load(open(sys.argv[1]))
+assert r["state"] == "JOB_DONE", r["state"]
+assert r["final_accuracy"] > 0.6, r["final_accuracy"]
+assert r["examples"] >= 4000, r["examples"]
+assert len(r["workers"]) == 2 and all(w["examples"] > 0 for w in r["workers"]), r["workers"]
+for key in ("wall_seconds", "examples_per_second"):
+    assert r[key] > 0, key
+PY
+echo "cli_local_test: 1 passed, 0 failed"
