@@ -38,7 +38,9 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   auto core = std::unique_ptr<ShardCore>(
       new ShardCore(assignment, clock, metrics, std::move(optimizer)));
   absl::MutexLock lock(&core->mu_);
-  int64_t covered = 0;
+  // (offset, length) of every slice: they must tile the range exactly, so a total that adds up
+  // is not enough (an overlap could hide a gap that would stay uninitialised).
+  std::vector<std::pair<int64_t, int64_t>> spans;
   for (const v1::TensorSlice& slice : partition.slices()) {
     const int64_t offset = slice.flat_offset() - partition.flat_begin();
     if (offset < 0 || slice.length() < 0 || offset + slice.length() > size) {
@@ -48,7 +50,17 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
     SYNCOPATE_RETURN_IF_ERROR(tensor::InitializeSlice(
         slice.init(), assignment.job().seed(), slice.tensor(), slice.tensor_offset(),
         std::span<float>(core->params_).subspan(offset, slice.length())));
-    covered += slice.length();
+    spans.emplace_back(offset, slice.length());
+  }
+  std::sort(spans.begin(), spans.end());
+  int64_t covered = 0;
+  for (const auto& [offset, length] : spans) {
+    if (offset != covered) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("slices ", offset < covered ? "overlap" : "leave a gap", " at flat offset ",
+                       partition.flat_begin() + std::min(offset, covered)));
+    }
+    covered += length;
   }
   if (covered != size) {
     return absl::InvalidArgumentError(

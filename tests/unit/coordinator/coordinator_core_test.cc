@@ -1,0 +1,628 @@
+#include "libs/coordinator/coordinator_core.h"
+
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+#include "libs/common/clock.h"
+#include "libs/job/job_spec.h"
+#include "libs/job/partitioner.h"
+
+namespace syncopate::coordinator {
+namespace {
+
+using ::google::protobuf::util::MessageDifferencer;
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+
+constexpr int64_t kTrainExamples = 100;
+
+class FakeWorkerLink : public WorkerLink {
+ public:
+  void Send(v1::CoordinatorToWorker message) override { sent.push_back(std::move(message)); }
+  void Close(absl::Status status) override { closed = std::move(status); }
+
+  // Messages of one kind, in order.
+  std::vector<v1::CoordinatorToWorker> Of(v1::CoordinatorToWorker::KindCase kind) const {
+    std::vector<v1::CoordinatorToWorker> out;
+    for (const auto& m : sent) {
+      if (m.kind_case() == kind) out.push_back(m);
+    }
+    return out;
+  }
+  std::vector<v1::CoordinatorToWorker> sent;
+  std::optional<absl::Status> closed;
+};
+
+class FakeShardLink : public ShardLink {
+ public:
+  void Send(v1::CoordinatorToShard message) override { sent.push_back(std::move(message)); }
+  void Close(absl::Status status) override { closed = std::move(status); }
+
+  std::vector<v1::CoordinatorToShard> Of(v1::CoordinatorToShard::KindCase kind) const {
+    std::vector<v1::CoordinatorToShard> out;
+    for (const auto& m : sent) {
+      if (m.kind_case() == kind) out.push_back(m);
+    }
+    return out;
+  }
+  // The membership the shard was last told about (assignment or membership message).
+  v1::Membership LastMembership() const {
+    v1::Membership last;
+    for (const auto& m : sent) {
+      if (m.has_assignment()) last = m.assignment().membership();
+      if (m.has_membership()) last = m.membership();
+    }
+    return last;
+  }
+  std::vector<v1::CoordinatorToShard> sent;
+  std::optional<absl::Status> closed;
+};
+
+// The default job shrunk: 2 workers, 2 shards, G = 8, stop after 40 examples.
+v1::JobSpec SmallJob(v1::Mode mode = v1::MODE_SYNC) {
+  absl::StatusOr<v1::JobSpec> spec = job::ParseJobSpec(job::DefaultJobText());
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  spec->set_num_workers(2);
+  spec->set_num_shards(2);
+  spec->set_global_batch(8);
+  spec->set_block_size(25);
+  spec->set_mode(mode);
+  spec->mutable_stop()->set_epochs(0);
+  spec->mutable_stop()->set_max_examples(40);
+  EXPECT_TRUE(job::ValidateJobSpec(*spec).ok());
+  return *spec;
+}
+
+v1::WorkerHello Hello(const std::string& name, v1::Role role = v1::ROLE_WORKER) {
+  v1::WorkerHello hello;
+  hello.set_name(name);
+  hello.set_role(role);
+  return hello;
+}
+
+v1::WorkerMessage Step(int64_t examples, double compute_seconds = 0.1, float loss = 1.5f) {
+  v1::WorkerMessage m;
+  m.mutable_step()->set_step(1);
+  m.mutable_step()->set_examples(examples);
+  m.mutable_step()->set_loss(loss);
+  m.mutable_step()->set_compute_seconds(compute_seconds);
+  return m;
+}
+
+v1::WorkerMessage LeaseRequest() {
+  v1::WorkerMessage m;
+  m.mutable_lease_request();
+  return m;
+}
+
+v1::WorkerMessage Heartbeat() {
+  v1::WorkerMessage m;
+  m.mutable_heartbeat();
+  return m;
+}
+
+class CoordinatorCoreTest : public ::testing::Test {
+ protected:
+  void Create(v1::JobSpec job = SmallJob()) {
+    CoordinatorOptions options;
+    options.job = std::move(job);
+    options.train_examples = kTrainExamples;
+    options.clock = &clock_;
+    absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
+    ASSERT_TRUE(core.ok()) << core.status();
+    core_ = std::move(*core);
+  }
+
+  std::shared_ptr<FakeShardLink> ConnectShard(int id) {
+    auto link = std::make_shared<FakeShardLink>();
+    v1::ShardHello hello;
+    hello.set_shard_id(id);
+    hello.set_address(absl::StrCat("shard-", id, ":7000"));
+    absl::Status status = core_->ShardHello(link, hello);
+    EXPECT_TRUE(status.ok()) << status;
+    shards_.push_back(link);
+    return link;
+  }
+
+  std::shared_ptr<FakeWorkerLink> Join(const std::string& name, int32_t* id_out = nullptr,
+                                       v1::Role role = v1::ROLE_WORKER) {
+    auto link = std::make_shared<FakeWorkerLink>();
+    absl::StatusOr<int32_t> id = core_->WorkerHello(link, Hello(name, role));
+    EXPECT_TRUE(id.ok()) << id.status();
+    if (id_out != nullptr && id.ok()) *id_out = *id;
+    return link;
+  }
+
+  // Two shards and two workers (ids 1 and 2): the job is running.
+  void StartJob() {
+    ConnectShard(0);
+    ConnectShard(1);
+    w1_ = Join("w1", &id1_);
+    w2_ = Join("w2", &id2_);
+    ASSERT_EQ(core_->state(), v1::JOB_RUNNING);
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<CoordinatorCore> core_;
+  std::vector<std::shared_ptr<FakeShardLink>> shards_;
+  std::shared_ptr<FakeWorkerLink> w1_, w2_;
+  int32_t id1_ = 0, id2_ = 0;
+};
+
+TEST_F(CoordinatorCoreTest, CreateRejectsAnEmptyTrainingSet) {
+  CoordinatorOptions options;
+  options.job = SmallJob();
+  options.train_examples = 0;
+  options.clock = &clock_;
+  EXPECT_EQ(CoordinatorCore::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+TEST_F(CoordinatorCoreTest, ShardsGetTheirPartitionAndTheJobMode) {
+  Create();
+  auto s1 = ConnectShard(1);
+  auto s0 = ConnectShard(0);
+  absl::StatusOr<model::Mlp> mlp = job::ModelForJob(SmallJob());
+  ASSERT_TRUE(mlp.ok());
+  absl::StatusOr<std::vector<v1::ShardPartition>> parts = job::PartitionDense(mlp->tensors(), 2);
+  ASSERT_TRUE(parts.ok());
+  for (int id : {0, 1}) {
+    const FakeShardLink& link = id == 0 ? *s0 : *s1;
+    auto assignments = link.Of(v1::CoordinatorToShard::kAssignment);
+    ASSERT_EQ(assignments.size(), 1u) << id;
+    const v1::ShardAssignment& a = assignments[0].assignment();
+    EXPECT_TRUE(MessageDifferencer::Equals(a.partition(), (*parts)[id])) << id;
+    EXPECT_EQ(a.partition().shard_id(), id);
+    EXPECT_EQ(a.mode(), v1::MODE_SYNC);
+    EXPECT_TRUE(MessageDifferencer::Equals(a.job(), SmallJob()));
+    EXPECT_THAT(a.membership().worker_ids(), IsEmpty()) << "no workers yet";
+  }
+  EXPECT_EQ(core_->state(), v1::JOB_WAITING);
+}
+
+TEST_F(CoordinatorCoreTest, AutoModeStartsShardsInSync) {
+  Create(SmallJob(v1::MODE_AUTO));
+  auto s0 = ConnectShard(0);
+  EXPECT_EQ(s0->Of(v1::CoordinatorToShard::kAssignment)[0].assignment().mode(), v1::MODE_SYNC);
+  EXPECT_EQ(core_->Status().job_mode(), v1::MODE_AUTO);
+}
+
+TEST_F(CoordinatorCoreTest, GbaModeIsPassedThrough) {
+  Create(SmallJob(v1::MODE_GBA));
+  auto s0 = ConnectShard(0);
+  EXPECT_EQ(s0->Of(v1::CoordinatorToShard::kAssignment)[0].assignment().mode(), v1::MODE_GBA);
+}
+
+TEST_F(CoordinatorCoreTest, NothingIsWelcomedUntilAllShardsAndWorkersJoined) {
+  Create();
+  int32_t id1 = 0, id2 = 0;
+  auto w1 = Join("w1", &id1);
+  auto s0 = ConnectShard(0);
+  auto w2 = Join("w2", &id2);
+  EXPECT_TRUE(w1->sent.empty());
+  EXPECT_TRUE(w2->sent.empty());
+  EXPECT_EQ(core_->state(), v1::JOB_WAITING);
+  core_->Tick();
+  EXPECT_TRUE(w1->sent.empty());
+
+  auto s1 = ConnectShard(1);
+  EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
+  EXPECT_EQ(id1, 1);
+  EXPECT_EQ(id2, 2);
+  for (const auto& shard : {s0, s1}) {
+    v1::Membership m = shard->LastMembership();
+    EXPECT_EQ(m.generation(), 1);
+    EXPECT_THAT(m.worker_ids(), ElementsAre(1, 2));
+    EXPECT_EQ(m.local_batch(), 4);
+  }
+  ASSERT_EQ(w1->sent.size(), 1u);
+  ASSERT_EQ(w2->sent.size(), 1u);
+  EXPECT_EQ(w1->sent[0].welcome().worker_id(), 1);
+  EXPECT_EQ(w2->sent[0].welcome().worker_id(), 2);
+}
+
+TEST_F(CoordinatorCoreTest, WelcomeCarriesTheShardMapAndLocalBatchesSumToG) {
+  v1::JobSpec job = SmallJob();
+  job.set_num_workers(3);  // G = 8 over 3 workers: 3 + 3 + 2
+  Create(job);
+  ConnectShard(0);
+  ConnectShard(1);
+  std::vector<std::shared_ptr<FakeWorkerLink>> workers = {Join("a"), Join("b"), Join("c")};
+  int total = 0;
+  std::vector<int> shares;
+  for (const auto& w : workers) {
+    ASSERT_EQ(w->sent.size(), 1u);
+    const v1::Welcome& welcome = w->sent[0].welcome();
+    EXPECT_TRUE(MessageDifferencer::Equals(welcome.job(), job));
+    const v1::ShardMap& map = welcome.shard_map();
+    ASSERT_EQ(map.shards_size(), 2);
+    EXPECT_EQ(map.shards(0).shard_id(), 0);
+    EXPECT_EQ(map.shards(0).address(), "shard-0:7000");
+    EXPECT_EQ(map.shards(1).shard_id(), 1);
+    EXPECT_EQ(map.shards(1).address(), "shard-1:7000");
+    EXPECT_EQ(map.shards(0).flat_begin(), 0);
+    EXPECT_EQ(map.shards(0).flat_end(), map.shards(1).flat_begin());
+    EXPECT_EQ(map.shards(1).flat_end(), 235146);
+    shares.push_back(welcome.local_batch());
+    total += welcome.local_batch();
+  }
+  EXPECT_THAT(shares, ElementsAre(3, 3, 2));
+  EXPECT_EQ(total, 8);
+}
+
+TEST_F(CoordinatorCoreTest, LeaseRequestsGetLeasesOnlyWhileRunning) {
+  Create();
+  ConnectShard(0);
+  ConnectShard(1);
+  int32_t id1 = 0;
+  auto w1 = Join("w1", &id1);
+  core_->WorkerMessage(id1, LeaseRequest());
+  EXPECT_TRUE(w1->Of(v1::CoordinatorToWorker::kLease).empty()) << "job not running yet";
+  auto w2 = Join("w2");
+  ASSERT_EQ(core_->state(), v1::JOB_RUNNING);
+
+  core_->WorkerMessage(id1, LeaseRequest());
+  core_->WorkerMessage(id1, LeaseRequest());
+  auto leases = w1->Of(v1::CoordinatorToWorker::kLease);
+  ASSERT_EQ(leases.size(), 2u);
+  for (const auto& m : leases) {
+    EXPECT_GT(m.lease().lease_id(), 0);
+    EXPECT_EQ(m.lease().end() - m.lease().begin(), 25);
+    EXPECT_GE(m.lease().begin(), 0);
+    EXPECT_LE(m.lease().end(), kTrainExamples);
+  }
+  EXPECT_NE(leases[0].lease().lease_id(), leases[1].lease().lease_id());
+  EXPECT_NE(leases[0].lease().begin(), leases[1].lease().begin());
+}
+
+TEST_F(CoordinatorCoreTest, EvaluatorsGetNoLeases) {
+  Create();
+  StartJob();
+  int32_t eval = 0;
+  auto e = Join("eval", &eval, v1::ROLE_EVALUATOR);
+  ASSERT_EQ(e->Of(v1::CoordinatorToWorker::kWelcome).size(), 1u);
+  core_->WorkerMessage(eval, LeaseRequest());
+  EXPECT_TRUE(e->Of(v1::CoordinatorToWorker::kLease).empty());
+  // An evaluator is not a member: the shards' membership is unchanged.
+  EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(1, 2));
+}
+
+TEST_F(CoordinatorCoreTest, FullLifecycleEndsWithTheFinalEvaluation) {
+  Create();
+  StartJob();
+  int32_t eval = 0;
+  auto e = Join("eval", &eval, v1::ROLE_EVALUATOR);
+
+  // 4 steps of 4 examples each per worker: 32 < 40.
+  for (int i = 0; i < 4; ++i) {
+    core_->WorkerMessage(id1_, Step(4));
+    core_->WorkerMessage(id2_, Step(4));
+  }
+  EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
+  EXPECT_EQ(core_->Status().examples(), 32);
+  EXPECT_TRUE(w1_->Of(v1::CoordinatorToWorker::kStop).empty());
+
+  core_->WorkerMessage(id1_, Step(4));
+  core_->WorkerMessage(id2_, Step(4));  // 40: the target
+  EXPECT_EQ(core_->state(), v1::JOB_FINISHING);
+  ASSERT_EQ(w1_->Of(v1::CoordinatorToWorker::kStop).size(), 1u);
+  ASSERT_EQ(w2_->Of(v1::CoordinatorToWorker::kStop).size(), 1u);
+  EXPECT_TRUE(e->Of(v1::CoordinatorToWorker::kStop).empty()) << "the evaluator stays";
+  EXPECT_TRUE(shards_[0]->Of(v1::CoordinatorToShard::kStop).empty());
+
+  // Steps after the target do not count; nobody new may join.
+  core_->WorkerMessage(id1_, Step(4));
+  EXPECT_EQ(core_->Status().examples(), 40);
+  auto late = std::make_shared<FakeWorkerLink>();
+  EXPECT_EQ(core_->WorkerHello(late, Hello("late")).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+
+  core_->WorkerGone(id1_, "stopped");
+  core_->Tick();
+  EXPECT_TRUE(e->Of(v1::CoordinatorToWorker::kEvaluate).empty()) << "w2 still running";
+  core_->WorkerGone(id2_, "stopped");
+  core_->Tick();
+  auto evaluate = e->Of(v1::CoordinatorToWorker::kEvaluate);
+  ASSERT_EQ(evaluate.size(), 1u);
+  EXPECT_TRUE(evaluate[0].evaluate().final());
+  EXPECT_EQ(evaluate[0].evaluate().at_examples(), 40);
+  core_->Tick();
+  EXPECT_EQ(e->Of(v1::CoordinatorToWorker::kEvaluate).size(), 1u) << "asked once";
+  EXPECT_EQ(core_->state(), v1::JOB_FINISHING);
+
+  v1::WorkerMessage report;
+  report.mutable_eval()->set_accuracy(0.75);
+  report.mutable_eval()->set_loss(0.5);
+  report.mutable_eval()->set_final(true);
+  report.mutable_eval()->set_requested_at_examples(40);
+  core_->WorkerMessage(eval, report);
+  EXPECT_EQ(core_->state(), v1::JOB_DONE);
+  for (const auto& shard : shards_) {
+    ASSERT_EQ(shard->Of(v1::CoordinatorToShard::kStop).size(), 1u);
+  }
+  EXPECT_EQ(e->Of(v1::CoordinatorToWorker::kStop).size(), 1u);
+  v1::ClusterStatus status = core_->Status();
+  EXPECT_EQ(status.state(), v1::JOB_DONE);
+  EXPECT_EQ(status.last_eval().accuracy(), 0.75);
+  EXPECT_TRUE(status.last_eval().final());
+  EXPECT_EQ(status.last_eval().examples_at_eval(), 40);
+  EXPECT_EQ(status.eval_history_size(), 1);
+}
+
+TEST_F(CoordinatorCoreTest, WithoutAnEvaluatorTheJobIsDoneWhenWorkersLeave) {
+  Create();
+  StartJob();
+  core_->WorkerMessage(id1_, Step(40));
+  ASSERT_EQ(core_->state(), v1::JOB_FINISHING);
+  core_->WorkerGone(id1_, "stopped");
+  core_->WorkerGone(id2_, "stopped");
+  core_->Tick();
+  EXPECT_EQ(core_->state(), v1::JOB_DONE);
+  EXPECT_EQ(shards_[1]->Of(v1::CoordinatorToShard::kStop).size(), 1u);
+}
+
+TEST_F(CoordinatorCoreTest, AWorkerLeavingMidRunReshapesMembershipAndLocalBatches) {
+  v1::JobSpec job = SmallJob();
+  job.set_num_workers(3);
+  Create(job);
+  ConnectShard(0);
+  ConnectShard(1);
+  int32_t a = 0, b = 0, c = 0;
+  auto la = Join("a", &a);
+  auto lb = Join("b", &b);
+  auto lc = Join("c", &c);
+  ASSERT_EQ(core_->state(), v1::JOB_RUNNING);
+  core_->WorkerMessage(b, LeaseRequest());
+
+  core_->WorkerGone(b, "stream closed");
+  for (const auto& shard : shards_) {
+    v1::Membership m = shard->LastMembership();
+    EXPECT_EQ(m.generation(), 2);
+    EXPECT_THAT(m.worker_ids(), ElementsAre(a, c));
+    EXPECT_EQ(m.local_batch(), 4);
+  }
+  // a had 3, c had 2: both now get G / 2 = 4.
+  auto sa = la->Of(v1::CoordinatorToWorker::kSetLocalBatch);
+  auto sc = lc->Of(v1::CoordinatorToWorker::kSetLocalBatch);
+  ASSERT_EQ(sa.size(), 1u);
+  ASSERT_EQ(sc.size(), 1u);
+  EXPECT_EQ(sa[0].set_local_batch().local_batch() + sc[0].set_local_batch().local_batch(), 8);
+  EXPECT_EQ(sa[0].set_local_batch().local_batch(), 4);
+  EXPECT_TRUE(lb->Of(v1::CoordinatorToWorker::kSetLocalBatch).empty());
+
+  // b's lease is re-issued to the next worker that asks.
+  const v1::DataLease b_lease = lb->Of(v1::CoordinatorToWorker::kLease)[0].lease();
+  core_->WorkerMessage(a, LeaseRequest());
+  const v1::DataLease reissued = la->Of(v1::CoordinatorToWorker::kLease)[0].lease();
+  EXPECT_EQ(reissued.begin(), b_lease.begin());
+  EXPECT_EQ(reissued.end(), b_lease.end());
+  EXPECT_NE(reissued.lease_id(), b_lease.lease_id());
+
+  v1::ClusterStatus status = core_->Status();
+  ASSERT_EQ(status.workers_size(), 3);
+  EXPECT_FALSE(status.workers(1).alive());
+  EXPECT_EQ(status.workers(1).departed_reason(), "stream closed");
+  EXPECT_EQ(status.workers(0).local_batch(), 4);
+}
+
+TEST_F(CoordinatorCoreTest, AWorkerJoiningMidRunIsWelcomedAndTheOthersReshaped) {
+  Create();
+  StartJob();
+  int32_t id3 = 0;
+  auto w3 = Join("w3", &id3);
+  ASSERT_EQ(w3->sent.size(), 1u);
+  EXPECT_EQ(w3->sent[0].welcome().local_batch(), 2);  // 3 + 3 + 2
+  EXPECT_EQ(w1_->Of(v1::CoordinatorToWorker::kSetLocalBatch)[0].set_local_batch().local_batch(), 3);
+  EXPECT_EQ(w2_->Of(v1::CoordinatorToWorker::kSetLocalBatch)[0].set_local_batch().local_batch(), 3);
+  EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(1, 2, id3));
+}
+
+TEST_F(CoordinatorCoreTest, ASilentWorkerIsTimedOut) {
+  Create();
+  StartJob();
+  clock_.Advance(absl::Seconds(5));
+  core_->WorkerMessage(id1_, Heartbeat());
+  clock_.Advance(absl::Seconds(5));  // w2 silent for exactly 10 s: not yet
+  core_->Tick();
+  EXPECT_FALSE(w2_->closed.has_value());
+  EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(1, 2));
+
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  ASSERT_TRUE(w2_->closed.has_value());
+  EXPECT_EQ(w2_->closed->code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_FALSE(w1_->closed.has_value()) << "w1 spoke 6 s ago";
+  for (const auto& shard : shards_) {
+    EXPECT_THAT(shard->LastMembership().worker_ids(), ElementsAre(1));
+    EXPECT_EQ(shard->LastMembership().local_batch(), 8);
+  }
+  auto set = w1_->Of(v1::CoordinatorToWorker::kSetLocalBatch);
+  ASSERT_EQ(set.size(), 1u);
+  EXPECT_EQ(set[0].set_local_batch().local_batch(), 8);
+  v1::ClusterStatus status = core_->Status();
+  EXPECT_FALSE(status.workers(1).alive());
+  EXPECT_THAT(status.workers(1).departed_reason(), testing::HasSubstr("silent"));
+  // Messages from the departed worker are ignored.
+  core_->WorkerMessage(id2_, Step(4));
+  EXPECT_EQ(core_->Status().examples(), 0);
+}
+
+TEST_F(CoordinatorCoreTest, SilenceTimeoutGrowsWithTheObservedStepTime) {
+  Create();
+  StartJob();
+  core_->WorkerMessage(id1_, Step(4, /*compute_seconds=*/3.0));
+  core_->WorkerMessage(id2_, Step(4, /*compute_seconds=*/0.1));
+  clock_.Advance(absl::Seconds(25));  // beyond 10 s, within 10 x 3 s
+  core_->Tick();
+  EXPECT_FALSE(w1_->closed.has_value());
+  ASSERT_TRUE(w2_->closed.has_value());
+  clock_.Advance(absl::Seconds(6));
+  core_->Tick();
+  EXPECT_TRUE(w1_->closed.has_value());
+}
+
+TEST_F(CoordinatorCoreTest, StartsWithFewerWorkersAfterTheStartupGrace) {
+  Create();
+  ConnectShard(0);
+  ConnectShard(1);
+  int32_t id = 0;
+  auto w = Join("only", &id);
+  clock_.Advance(absl::Seconds(59));
+  core_->WorkerMessage(id, Heartbeat());
+  core_->Tick();
+  EXPECT_EQ(core_->state(), v1::JOB_WAITING);
+  EXPECT_TRUE(w->sent.empty());
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
+  ASSERT_EQ(w->sent.size(), 1u);
+  EXPECT_EQ(w->sent[0].welcome().local_batch(), 8);
+  EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(id));
+  EXPECT_EQ(shards_[0]->LastMembership().local_batch(), 8);
+}
+
+TEST_F(CoordinatorCoreTest, NoStartWithoutWorkersOrWithAShardMissing) {
+  Create();
+  ConnectShard(0);
+  clock_.Advance(absl::Seconds(120));
+  core_->Tick();
+  EXPECT_EQ(core_->state(), v1::JOB_WAITING) << "no workers at all";
+  auto w = Join("w");
+  EXPECT_EQ(core_->state(), v1::JOB_WAITING) << "shard 1 missing";
+  ConnectShard(1);
+  EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
+}
+
+TEST_F(CoordinatorCoreTest, BadHellosGetPreciseErrors) {
+  Create();
+  auto link = std::make_shared<FakeWorkerLink>();
+  EXPECT_EQ(core_->WorkerHello(link, Hello("x", v1::ROLE_UNSPECIFIED)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(core_->WorkerHello(link, Hello("x", static_cast<v1::Role>(9))).status().code(),
+            absl::StatusCode::kInvalidArgument);
+
+  auto shard = std::make_shared<FakeShardLink>();
+  v1::ShardHello hello;
+  hello.set_address("s:1");
+  for (int bad : {-1, 2, 100}) {
+    hello.set_shard_id(bad);
+    EXPECT_EQ(core_->ShardHello(shard, hello).code(), absl::StatusCode::kInvalidArgument) << bad;
+  }
+  hello.set_shard_id(0);
+  hello.clear_address();
+  EXPECT_EQ(core_->ShardHello(shard, hello).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(shard->sent.empty());
+
+  ConnectShard(0);
+  auto dup = std::make_shared<FakeShardLink>();
+  hello.set_address("elsewhere:1");
+  EXPECT_EQ(core_->ShardHello(dup, hello).code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_TRUE(dup->sent.empty());
+  EXPECT_EQ(core_->Status().shards(0).address(), "shard-0:7000");
+
+  // After the shard's session ends, the same id may register again.
+  core_->ShardGone(0);
+  EXPECT_TRUE(core_->ShardHello(dup, hello).ok());
+  EXPECT_EQ(core_->Status().shards(0).address(), "elsewhere:1");
+}
+
+TEST_F(CoordinatorCoreTest, AReconnectingShardGetsTheCurrentMembership) {
+  Create();
+  StartJob();
+  core_->ShardGone(1);
+  EXPECT_FALSE(core_->Status().shards(1).connected());
+  core_->WorkerGone(id2_, "stream closed");
+  auto again = std::make_shared<FakeShardLink>();
+  v1::ShardHello hello;
+  hello.set_shard_id(1);
+  hello.set_address("shard-1:7001");
+  ASSERT_TRUE(core_->ShardHello(again, hello).ok());
+  auto assignments = again->Of(v1::CoordinatorToShard::kAssignment);
+  ASSERT_EQ(assignments.size(), 1u);
+  EXPECT_THAT(assignments[0].assignment().membership().worker_ids(), ElementsAre(1));
+  EXPECT_EQ(assignments[0].assignment().membership().generation(), 2);
+}
+
+TEST_F(CoordinatorCoreTest, StatusReportsProgressWorkersAndShards) {
+  Create();
+  StartJob();
+  core_->WorkerMessage(id1_, Step(4, 0.5, 2.0f));
+  core_->WorkerMessage(id1_, Step(4, 0.25, 1.0f));
+  core_->WorkerMessage(id2_, Step(6, 1.0, 3.0f));
+  v1::ShardReport report;
+  report.set_version(7);
+  report.set_mode(v1::MODE_GBA);
+  report.set_updates(7);
+  report.add_barrier_waiting_for(2);
+  report.set_gradients_applied(11);
+  report.set_gradients_decayed(3);
+  report.set_gradients_dropped(2);
+  report.set_gradients_rejected(1);
+  core_->ShardReport(1, report);
+  core_->ShardReport(5, report);  // unknown shard: ignored
+  clock_.Advance(absl::Seconds(3));
+
+  v1::ClusterStatus status = core_->Status();
+  EXPECT_EQ(status.job_id(), "fashion-mnist-mlp");
+  EXPECT_EQ(status.state(), v1::JOB_RUNNING);
+  EXPECT_EQ(status.job_mode(), v1::MODE_SYNC);
+  EXPECT_EQ(status.examples(), 14);
+  EXPECT_EQ(status.target_examples(), 40);
+  EXPECT_DOUBLE_EQ(status.epoch(), 0.14);
+  EXPECT_EQ(status.global_batch(), 8);
+  EXPECT_EQ(status.elapsed_seconds(), 3.0);
+  EXPECT_THAT(status.membership().worker_ids(), ElementsAre(1, 2));
+
+  ASSERT_EQ(status.workers_size(), 2);
+  int alive = 0;
+  for (const v1::WorkerStatus& w : status.workers()) alive += w.alive() ? 1 : 0;
+  EXPECT_EQ(alive, 2);
+  const v1::WorkerStatus& w1 = status.workers(0);
+  EXPECT_EQ(w1.worker_id(), 1);
+  EXPECT_EQ(w1.name(), "w1");
+  EXPECT_EQ(w1.role(), v1::ROLE_WORKER);
+  EXPECT_EQ(w1.examples(), 8);
+  EXPECT_EQ(w1.steps(), 2);
+  EXPECT_EQ(w1.last_loss(), 1.0f);
+  EXPECT_EQ(w1.local_batch(), 4);
+  EXPECT_EQ(w1.median_compute_seconds(), 0.5);  // upper median of {0.5, 0.25}
+  EXPECT_EQ(status.workers(1).examples(), 6);
+
+  ASSERT_EQ(status.shards_size(), 2);
+  const v1::ShardStatus& s0 = status.shards(0);
+  EXPECT_TRUE(s0.connected());
+  EXPECT_EQ(s0.address(), "shard-0:7000");
+  EXPECT_EQ(s0.version(), 0);
+  const v1::ShardStatus& s1 = status.shards(1);
+  EXPECT_EQ(s1.shard_id(), 1);
+  EXPECT_EQ(s1.version(), 7);
+  EXPECT_EQ(s1.mode(), v1::MODE_GBA);
+  EXPECT_EQ(s1.updates(), 7);
+  EXPECT_THAT(s1.barrier_waiting_for(), ElementsAre(2));
+  EXPECT_EQ(s1.gradients_applied(), 11);
+  EXPECT_EQ(s1.gradients_decayed(), 3);
+  EXPECT_EQ(s1.gradients_dropped(), 2);
+  EXPECT_EQ(s1.gradients_rejected(), 1);
+  EXPECT_EQ(s0.flat_end(), s1.flat_begin());
+}
+
+TEST_F(CoordinatorCoreTest, ThroughputIsMeasuredOnTheFakeClock) {
+  Create();
+  StartJob();
+  core_->WorkerMessage(id1_, Step(4));
+  clock_.Advance(absl::Seconds(2));
+  core_->WorkerMessage(id1_, Step(8));
+  // 8 examples between the first and last sample, 2 s apart.
+  EXPECT_EQ(core_->Status().examples_per_second(), 4.0);
+}
+
+}  // namespace
+}  // namespace syncopate::coordinator

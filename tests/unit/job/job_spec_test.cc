@@ -1,0 +1,206 @@
+#include "libs/job/job_spec.h"
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_replace.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace syncopate::job {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using ::testing::StartsWith;
+
+// The smallest spec that validates; every field the defaults fill is left unset.
+constexpr char kMinimalJob[] = R"pb(
+  model { kind: MLP }
+  dataset { kind: FASHION_MNIST }
+  optimizer { kind: SGD learning_rate: 0.1 }
+  global_batch: 8
+  num_workers: 2
+  num_shards: 1
+  stop { epochs: 1 }
+)pb";
+
+v1::JobSpec ValidSpec() {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(kMinimalJob);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  return *spec;
+}
+
+// Validating `spec` fails with INVALID_ARGUMENT whose message names `field`.
+void ExpectRejectsField(const v1::JobSpec& spec, const std::string& field) {
+  absl::Status status = ValidateJobSpec(spec);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << status;
+  EXPECT_THAT(std::string(status.message()), HasSubstr("job spec: " + field)) << status;
+}
+
+TEST(ParseJobSpec, DefaultJobParsesAndValidates) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(DefaultJobText());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->job_id(), "fashion-mnist-mlp");
+  EXPECT_EQ(spec->model().kind(), v1::ModelSpec::MLP);
+  EXPECT_THAT(spec->model().hidden(), ElementsAre(256, 128));
+  EXPECT_EQ(spec->optimizer().kind(), v1::OptimizerSpec::MOMENTUM);
+  EXPECT_EQ(spec->global_batch(), 256);
+  EXPECT_EQ(spec->num_workers(), 4);
+  EXPECT_EQ(spec->num_shards(), 2);
+  EXPECT_EQ(spec->mode(), v1::MODE_SYNC);
+  EXPECT_EQ(spec->stop().epochs(), 5);
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok());
+}
+
+TEST(ParseJobSpec, AppliesDefaultsToUnsetFields) {
+  v1::JobSpec spec = ValidSpec();
+  EXPECT_EQ(spec.job_id(), "job");
+  EXPECT_EQ(spec.dataset().dir(), "/usr/share/datasets/fashion-mnist");
+  EXPECT_EQ(spec.block_size(), 1000);
+  EXPECT_EQ(spec.eval().interval_seconds(), 5);
+  EXPECT_EQ(spec.mode(), v1::MODE_SYNC);
+  EXPECT_EQ(spec.seed(), 1u);
+}
+
+TEST(ParseJobSpec, SyntaxErrorNamesLineAndColumn) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec("global_batch: 8\nnum_workers: two\n");
+  ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), StartsWith("job spec: line 2:14: "));
+}
+
+TEST(ParseJobSpec, UnknownFieldNamesLineAndColumn) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec("global_batch: 8\n  bogus: 1\n");
+  ASSERT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), StartsWith("job spec: line 2:"));
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("bogus"));
+}
+
+TEST(ValidateJobSpec, GlobalBatchSmallerThanWorkersNamesGlobalBatch) {
+  v1::JobSpec spec = ValidSpec();
+  spec.set_global_batch(1);
+  ExpectRejectsField(spec, "global_batch");
+  spec.set_global_batch(2);  // exactly one sample per worker is enough
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+}
+
+TEST(ValidateJobSpec, MissingStopNamesStop) {
+  v1::JobSpec spec = ValidSpec();
+  spec.clear_stop();
+  ExpectRejectsField(spec, "stop");
+  spec.mutable_stop()->set_max_examples(10);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+  spec.mutable_stop()->set_epochs(-1);
+  ExpectRejectsField(spec, "stop");
+}
+
+TEST(ValidateJobSpec, BadOptimizerNamesOptimizerField) {
+  v1::JobSpec spec = ValidSpec();
+  spec.mutable_optimizer()->set_kind(v1::OptimizerSpec::KIND_UNSPECIFIED);
+  ExpectRejectsField(spec, "optimizer.kind");
+  spec.mutable_optimizer()->set_kind(v1::OptimizerSpec::MOMENTUM);
+  spec.mutable_optimizer()->set_momentum(1.0f);
+  ExpectRejectsField(spec, "optimizer.momentum");
+}
+
+TEST(ValidateJobSpec, BadModeNamesMode) {
+  v1::JobSpec spec = ValidSpec();
+  spec.set_mode(static_cast<v1::Mode>(42));
+  ExpectRejectsField(spec, "mode");
+  spec.set_mode(v1::MODE_UNSPECIFIED);  // defaults turn it into sync; validation alone does not
+  ExpectRejectsField(spec, "mode");
+  for (v1::Mode mode : {v1::MODE_SYNC, v1::MODE_GBA, v1::MODE_ASYNC, v1::MODE_AUTO}) {
+    spec.set_mode(mode);
+    EXPECT_TRUE(ValidateJobSpec(spec).ok()) << v1::Mode_Name(mode);
+  }
+}
+
+TEST(ValidateJobSpec, EveryOtherRuleNamesItsField) {
+  struct Case {
+    std::string field;
+    void (*breaks)(v1::JobSpec&);
+  };
+  const Case cases[] = {
+      {"model.kind", [](v1::JobSpec& s) { s.mutable_model()->clear_kind(); }},
+      {"model.hidden", [](v1::JobSpec& s) { s.mutable_model()->add_hidden(0); }},
+      {"dataset.kind", [](v1::JobSpec& s) { s.mutable_dataset()->clear_kind(); }},
+      {"dataset.train_limit", [](v1::JobSpec& s) { s.mutable_dataset()->set_train_limit(-1); }},
+      {"dataset.test_limit", [](v1::JobSpec& s) { s.mutable_dataset()->set_test_limit(-1); }},
+      {"num_workers", [](v1::JobSpec& s) { s.set_num_workers(0); }},
+      {"num_shards", [](v1::JobSpec& s) { s.set_num_shards(0); }},
+      {"global_batch", [](v1::JobSpec& s) { s.set_global_batch(0); }},
+      {"block_size", [](v1::JobSpec& s) { s.set_block_size(-5); }},
+      {"eval.interval_seconds", [](v1::JobSpec& s) { s.mutable_eval()->set_interval_seconds(-1); }},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.field);
+    v1::JobSpec spec = ValidSpec();
+    c.breaks(spec);
+    ExpectRejectsField(spec, c.field);
+  }
+}
+
+TEST(ParseJobSpec, ValidationFailureIsReportedByParse) {
+  absl::StatusOr<v1::JobSpec> spec =
+      ParseJobSpec(absl::StrReplaceAll(kMinimalJob, {{"global_batch: 8", "global_batch: 1"}}));
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), HasSubstr("job spec: global_batch"));
+}
+
+TEST(JobSpecToText, RoundTrips) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(DefaultJobText());
+  ASSERT_TRUE(spec.ok());
+  absl::StatusOr<v1::JobSpec> again = ParseJobSpec(JobSpecToText(*spec));
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(*spec, *again));
+}
+
+TEST(LoadJobSpecFile, MissingFileIsNotFound) {
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFile("/nonexistent/syncopate/job.textproto");
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kNotFound);
+}
+
+TEST(LoadJobSpecFile, ErrorsArePrefixedWithThePath) {
+  const std::string path = ::testing::TempDir() + "/job_spec_test_bad.textproto";
+  {
+    std::ofstream out(path);
+    out << absl::StrReplaceAll(kMinimalJob, {{"num_shards: 1", "num_shards: 0"}});
+  }
+  absl::StatusOr<v1::JobSpec> spec = LoadJobSpecFile(path);
+  EXPECT_EQ(spec.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(spec.status().message()), StartsWith(path + ": job spec: num_shards"));
+  std::remove(path.c_str());
+}
+
+TEST(ParseMode, AcceptsTheFourNames) {
+  EXPECT_EQ(*ParseMode("sync"), v1::MODE_SYNC);
+  EXPECT_EQ(*ParseMode("gba"), v1::MODE_GBA);
+  EXPECT_EQ(*ParseMode("async"), v1::MODE_ASYNC);
+  EXPECT_EQ(*ParseMode("auto"), v1::MODE_AUTO);
+}
+
+TEST(ParseMode, RejectsAnythingElse) {
+  for (const char* name : {"", "SYNC", "Sync", "gba ", "barrier"}) {
+    absl::StatusOr<v1::Mode> mode = ParseMode(name);
+    EXPECT_EQ(mode.status().code(), absl::StatusCode::kInvalidArgument) << "'" << name << "'";
+  }
+  EXPECT_THAT(std::string(ParseMode("fast").status().message()), HasSubstr("'fast'"));
+}
+
+TEST(TargetExamples, FirstStopConditionReachedWins) {
+  v1::JobSpec spec;
+  spec.mutable_stop()->set_epochs(5);
+  EXPECT_EQ(TargetExamples(spec, 100), 500);
+  spec.mutable_stop()->set_max_examples(40);
+  EXPECT_EQ(TargetExamples(spec, 100), 40);
+  spec.mutable_stop()->set_max_examples(600);
+  EXPECT_EQ(TargetExamples(spec, 100), 500);
+  spec.mutable_stop()->set_epochs(0);
+  EXPECT_EQ(TargetExamples(spec, 100), 600);
+}
+
+}  // namespace
+}  // namespace syncopate::job
