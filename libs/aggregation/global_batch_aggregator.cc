@@ -16,8 +16,7 @@ GlobalBatchAggregator::GlobalBatchAggregator(int64_t dim, int64_t global_batch, 
       weighted_sum_(static_cast<size_t>(dim), 0.0f) {}
 
 int64_t GlobalBatchAggregator::staleness_threshold() const {
-  return StalenessThreshold(static_cast<int>(members_.size()), local_batch_,
-                                       global_batch_);
+  return StalenessThreshold(static_cast<int>(members_.size()), local_batch_, global_batch_);
 }
 
 PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {

@@ -78,8 +78,8 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
     worker.role = hello.role();
     worker.link = std::move(link);
     worker.last_heard = options_.clock->Now();
-    LOG(INFO) << "hello from " << worker.name << " (id " << id << ", "
-              << v1::Role_Name(worker.role) << ")";
+    LOG(INFO) << "hello from " << worker.name << " (id " << id << ", " << v1::Role_Name(worker.role)
+              << ")";
     if (state_ == v1::JOB_RUNNING) {
       if (worker.role == v1::ROLE_WORKER) {
         worker.member = true;
@@ -270,6 +270,7 @@ void CoordinatorCore::WorkerGone(int32_t worker_id, const std::string& reason) {
 }
 
 void CoordinatorCore::RemoveWorker(Worker& worker, const std::string& reason, Outbox& out) {
+  // `reason` is a metric label: keep it to a fixed vocabulary ("session_closed", "silent").
   LOG(INFO) << worker.name << " (id " << worker.id << ") left: " << reason;
   worker.link = nullptr;
   worker.departed_reason = reason;
@@ -289,8 +290,8 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     absl::MutexLock lock(&mu_);
     const int32_t id = hello.shard_id();
     if (id < 0 || id >= static_cast<int32_t>(partitions_.size())) {
-      return absl::InvalidArgumentError(absl::StrCat("shard id ", id, " is outside [0, ",
-                                                     partitions_.size(), ") for this job"));
+      return absl::InvalidArgumentError(
+          absl::StrCat("shard id ", id, " is outside [0, ", partitions_.size(), ") for this job"));
     }
     if (hello.address().empty()) return absl::InvalidArgumentError("shard hello has no address");
     Shard& shard = shards_[id];
@@ -307,7 +308,7 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     *assignment->mutable_membership() = membership_;
     // AUTO starts in sync: the mode policy moves shards to gba when stragglers make it pay.
     assignment->set_mode(options_.job.mode() == v1::MODE_AUTO ? v1::MODE_SYNC
-                                                               : options_.job.mode());
+                                                              : options_.job.mode());
     out.to_shards.emplace_back(link, std::move(message));
     MaybeStart(out);
   }
@@ -358,15 +359,13 @@ void CoordinatorCore::Tick() {
     MaybeStart(out);
     for (auto& [id, worker] : workers_) {
       if (worker.link == nullptr) continue;
-      const absl::Duration timeout =
-          std::max(options_.min_silence_timeout,
-                   absl::Seconds(10 * Median(worker.compute_seconds)));
+      const absl::Duration timeout = std::max(options_.min_silence_timeout,
+                                              absl::Seconds(10 * Median(worker.compute_seconds)));
       if (now - worker.last_heard > timeout) {
-        const std::string reason = "silent for " + absl::FormatDuration(now - worker.last_heard);
-        out.closes.emplace_back(worker.link,
-                                absl::DeadlineExceededError("no message within " +
-                                                            absl::FormatDuration(timeout)));
-        RemoveWorker(worker, reason, out);
+        out.closes.emplace_back(
+            worker.link,
+            absl::DeadlineExceededError("no message within " + absl::FormatDuration(timeout)));
+        RemoveWorker(worker, "silent", out);
       }
     }
     MaybeFinishDraining();

@@ -12,8 +12,8 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <optional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>

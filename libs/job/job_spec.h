@@ -7,9 +7,9 @@
 
 #include <cstdint>
 #include <string>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "syncopate/v1/job.pb.h"
 
 namespace syncopate::job {

@@ -12,8 +12,8 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
   for (const model::DenseTensorSpec& t : tensors) total += t.size();
   if (num_shards <= 0) return absl::InvalidArgumentError("num_shards must be positive");
   if (total < num_shards) {
-    return absl::InvalidArgumentError(absl::StrCat("cannot split ", total, " parameters across ",
-                                                   num_shards, " shards"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("cannot split ", total, " parameters across ", num_shards, " shards"));
   }
   std::vector<v1::ShardPartition> partitions(num_shards);
   for (int s = 0; s < num_shards; ++s) {
@@ -49,10 +49,9 @@ absl::StatusOr<model::Mlp> ModelForJob(const v1::JobSpec& spec) {
   }
   constexpr int kPixels = 28 * 28;
   constexpr int kClasses = 10;
-  return model::Mlp::Create(kPixels,
-                            std::vector<int>(spec.model().hidden().begin(),
-                                             spec.model().hidden().end()),
-                            kClasses);
+  return model::Mlp::Create(
+      kPixels, std::vector<int>(spec.model().hidden().begin(), spec.model().hidden().end()),
+      kClasses);
 }
 
 }  // namespace syncopate::job

@@ -1,5 +1,5 @@
 // What every Syncopate binary does at start and at stop: parse flags (a bad flag is one clear
-// line and exit code 2), set up logging, turn SIGTERM/SIGINT into an orderly shutdown, and
+// line and a non-zero exit), set up logging, turn SIGTERM/SIGINT into an orderly shutdown, and
 // publish the ports it bound in a ready file for launchers.
 // Thread-safety: InitProcess must run first, in main, before any thread starts (it blocks the
 // shutdown signals so that only the dedicated signal thread receives them). The rest is

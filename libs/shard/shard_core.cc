@@ -18,13 +18,13 @@ bool IsShardMode(v1::Mode mode) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
-    const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics) {
+absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssignment& assignment,
+                                                             Clock* clock, ShardMetrics* metrics) {
   const v1::ShardPartition& partition = assignment.partition();
   const int64_t size = partition.flat_end() - partition.flat_begin();
   if (size <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("shard ", partition.shard_id(),
-                                                   " was assigned an empty range"));
+    return absl::InvalidArgumentError(
+        absl::StrCat("shard ", partition.shard_id(), " was assigned an empty range"));
   }
   if (!IsShardMode(assignment.mode())) {
     return absl::InvalidArgumentError(
@@ -35,8 +35,8 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   }
   SYNCOPATE_ASSIGN_OR_RETURN(auto optimizer,
                              optim::CreateOptimizer(assignment.job().optimizer(), size));
-  auto core = std::unique_ptr<ShardCore>(
-      new ShardCore(assignment, clock, metrics, std::move(optimizer)));
+  auto core =
+      std::unique_ptr<ShardCore>(new ShardCore(assignment, clock, metrics, std::move(optimizer)));
   absl::MutexLock lock(&core->mu_);
   // (offset, length) of every slice: they must tile the range exactly, so a total that adds up
   // is not enough (an overlap could hide a gap that would stay uninitialised).
@@ -70,8 +70,7 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(
   if (metrics != nullptr) {
     metrics->SetVersion(0);
     metrics->SetMode(assignment.mode());
-    metrics->SetBytes(size * static_cast<int64_t>(sizeof(float)),
-                      core->optimizer_->state_bytes());
+    metrics->SetBytes(size * static_cast<int64_t>(sizeof(float)), core->optimizer_->state_bytes());
   }
   return core;
 }
@@ -119,16 +118,16 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
     absl::Status unpacked = tensor::UnpackFloatsInto(push.gradient(), scratch_gradient_);
     if (!unpacked.ok()) {
       return Reject(ack,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "gradient for shard range [", flat_begin_, ", ", flat_end_,
-                        ") has the wrong length: ", unpacked.message())),
+                    absl::InvalidArgumentError(
+                        absl::StrCat("gradient for shard range [", flat_begin_, ", ", flat_end_,
+                                     ") has the wrong length: ", unpacked.message())),
                     "wrong_shape");
     }
     if (!tensor::AllFinite(scratch_gradient_)) {
       return Reject(ack,
-                    absl::InvalidArgumentError(absl::StrCat(
-                        "gradient has a non-finite value (NaN or Inf) at element ",
-                        tensor::FirstNonFinite(scratch_gradient_))),
+                    absl::InvalidArgumentError(
+                        absl::StrCat("gradient has a non-finite value (NaN or Inf) at element ",
+                                     tensor::FirstNonFinite(scratch_gradient_))),
                     "non_finite");
     }
     aggregation::PushVerdict verdict = aggregator_.Push(

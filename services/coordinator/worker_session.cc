@@ -52,7 +52,7 @@ class WorkerSessionStream final
   }
 
   void OnStreamDone() override {
-    if (worker_id_ != 0) core_->WorkerGone(worker_id_, "session closed");
+    if (worker_id_ != 0) core_->WorkerGone(worker_id_, "session_closed");
   }
 
   CoordinatorCore* const core_;

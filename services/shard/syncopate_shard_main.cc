@@ -41,8 +41,11 @@ bool RunSession(v1::Coordinator::Stub& stub, const std::string& address, TrainSe
                     switch (message.kind_case()) {
                       case v1::CoordinatorToShard::kAssignment: {
                         reached = true;
-                        if (train.core() != nullptr)
-                          break;  // a coordinator restart: keep our state
+                        if (auto existing = train.core()) {
+                          // A coordinator restart: keep our state, adopt the membership.
+                          existing->SetMembership(message.assignment().membership());
+                          break;
+                        }
                         absl::StatusOr<std::unique_ptr<ShardCore>> core =
                             ShardCore::Create(message.assignment(), Clock::Real(), &metrics);
                         if (!core.ok()) {

@@ -340,7 +340,7 @@ int Main() {
       session = std::move(*opened);
       break;
     }
-    if (absl::IsFailedPrecondition(opened.status()) || absl::IsInvalidArgument(opened.status())) {
+    if (!rpc::IsRetryable(rpc::ToGrpcStatus(opened.status()))) {
       runtime::Die(std::string(opened.status().message()), 1);
     }
     if (absl::Now() > give_up) runtime::Die("could not join: " + opened.status().ToString(), 1);
