@@ -212,6 +212,8 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
 }
 
 void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
+  // After the final evaluation nothing may replace it as the job's result.
+  if (draining_shards_since_.has_value() || state_ == v1::JOB_DONE) return;
   v1::EvalStatus eval;
   eval.set_accuracy(report.accuracy());
   eval.set_loss(report.loss());
@@ -279,7 +281,8 @@ void CoordinatorCore::RemoveWorker(Worker& worker, const std::string& reason, Ou
   if (options_.metrics != nullptr) options_.metrics->CountDeparture(reason);
   if (worker.member) {
     worker.member = false;
-    if (state_ == v1::JOB_RUNNING) ReshapeMembership(out);
+    // Also while FINISHING: a barrier must never wait on a worker that has left.
+    ReshapeMembership(out);
   }
 }
 

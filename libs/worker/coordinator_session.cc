@@ -48,6 +48,7 @@ CoordinatorSession::~CoordinatorSession() {
 bool CoordinatorSession::Send(const v1::WorkerMessage& message) { return stream_->Write(message); }
 
 void CoordinatorSession::OnMessage(v1::CoordinatorToWorker& message) {
+  if (message.has_stop()) stop_requested_ = true;
   absl::MutexLock lock(&mu_);
   if (message.has_welcome() && !pending_welcome_.has_value()) {
     pending_welcome_ = message.welcome();
@@ -57,6 +58,7 @@ void CoordinatorSession::OnMessage(v1::CoordinatorToWorker& message) {
 }
 
 void CoordinatorSession::OnEnd(const grpc::Status& status) {
+  stop_requested_ = true;
   absl::MutexLock lock(&mu_);
   ended_ = true;
   end_status_ = status;

@@ -5,6 +5,7 @@
 #ifndef SYNCOPATE_LIBS_WORKER_COORDINATOR_SESSION_H_
 #define SYNCOPATE_LIBS_WORKER_COORDINATOR_SESSION_H_
 
+#include <atomic>
 #include <deque>
 #include <memory>
 #include <optional>
@@ -31,6 +32,8 @@ class CoordinatorSession {
   ~CoordinatorSession();
 
   const v1::Welcome& welcome() const { return welcome_; }
+  // True once a Stop arrived (even if not yet taken from the queue) or the session ended.
+  bool stop_requested() const { return stop_requested_.load(); }
   bool Send(const v1::WorkerMessage& message);
   // The next command, waiting up to `timeout`; nullopt on timeout. UNAVAILABLE once the session
   // has ended and every queued command was taken.
@@ -46,6 +49,7 @@ class CoordinatorSession {
   std::unique_ptr<rpc::ClientStream<v1::WorkerMessage, v1::CoordinatorToWorker>> stream_;
   v1::Welcome welcome_;
   absl::Notification stop_heartbeat_;
+  std::atomic<bool> stop_requested_{false};
   std::thread heartbeat_;
 
   absl::Mutex mu_;

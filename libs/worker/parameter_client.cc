@@ -87,14 +87,23 @@ absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples
 }
 
 absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
-                                                             absl::Duration timeout) {
+                                                             absl::Duration timeout,
+                                                             const std::function<bool()>& abort) {
+  // How often a long wait (a sync barrier) checks whether it should give up early.
+  constexpr absl::Duration kAbortPoll = absl::Milliseconds(200);
+  const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
   auto arrived = [this, request_id]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return replies_.contains(request_id) || ended_;
   };
-  if (!mu_.AwaitWithTimeout(absl::Condition(&arrived), timeout)) {
-    return absl::DeadlineExceededError(absl::StrCat(
-        "shard ", endpoint_.shard_id(), " did not answer within ", absl::FormatDuration(timeout)));
+  while (!mu_.AwaitWithTimeout(absl::Condition(&arrived),
+                               std::min(kAbortPoll, deadline - absl::Now()))) {
+    if (abort && abort()) return absl::CancelledError("wait abandoned: stopping");
+    if (absl::Now() >= deadline) {
+      return absl::DeadlineExceededError(absl::StrCat("shard ", endpoint_.shard_id(),
+                                                      " did not answer within ",
+                                                      absl::FormatDuration(timeout)));
+    }
   }
   auto it = replies_.find(request_id);
   if (it == replies_.end()) {
@@ -106,10 +115,12 @@ absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
   return reply;
 }
 
-ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role)
+ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
+                                 std::function<bool()> abort)
     : map_(map),
       worker_id_(worker_id),
       role_(role),
+      abort_(std::move(abort)),
       tokens_(map.shards_size(), 0),
       min_versions_(map.shards_size(), 0),
       modes_(map.shards_size(), v1::MODE_UNSPECIFIED) {
@@ -137,7 +148,7 @@ absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl
   }
   PullStats stats;
   for (size_t s = 0; s < shards_.size(); ++s) {
-    absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(ids[s], timeout);
+    absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(ids[s], timeout, abort_);
     if (!reply.ok()) return reply.status();
     const v1::PullResponse& pull = reply->pull();
     const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
@@ -174,7 +185,7 @@ absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradie
     }
     pending.clear();
     for (auto [s, id] : ids) {
-      absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(id, timeout);
+      absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(id, timeout, abort_);
       if (!reply.ok()) return reply.status();
       const v1::PushAck& ack = reply->ack();
       switch (ack.outcome()) {

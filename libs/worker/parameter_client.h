@@ -10,6 +10,7 @@
 #define SYNCOPATE_LIBS_WORKER_PARAMETER_CLIENT_H_
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -34,7 +35,9 @@ class ShardConnection {
   absl::Status Connect(absl::Duration timeout);
   absl::StatusOr<int64_t> SendPull(int64_t min_version);
   absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string gradient);
-  absl::StatusOr<v1::ShardToWorker> WaitReply(int64_t request_id, absl::Duration timeout);
+  // Waits up to `timeout`; gives up early with CANCELLED once `abort` returns true (polled).
+  absl::StatusOr<v1::ShardToWorker> WaitReply(int64_t request_id, absl::Duration timeout,
+                                              const std::function<bool()>& abort = nullptr);
 
   const v1::ShardEndpoint& endpoint() const { return endpoint_; }
   bool broken() const;
@@ -72,7 +75,9 @@ struct PushStats {
 
 class ParameterClient {
  public:
-  ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role);
+  // `abort` (optional) cuts every wait short: the job stopped or the process is shutting down.
+  ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
+                  std::function<bool()> abort = nullptr);
 
   // (Re)connects every broken or unopened shard stream.
   absl::Status Connect(absl::Duration timeout);
@@ -93,6 +98,7 @@ class ParameterClient {
   const v1::ShardMap map_;
   const int32_t worker_id_;
   const v1::Role role_;
+  const std::function<bool()> abort_;
   std::vector<int64_t> tokens_;        // version of the last pulled parameters
   std::vector<int64_t> min_versions_;  // what the next pull waits for
   std::vector<v1::Mode> modes_;

@@ -113,7 +113,9 @@ class Trainer {
     absl::StatusOr<data::Dataset> train = data::LoadFashionMnist(
         job.dataset().dir(), data::Split::kTrain, job.dataset().train_limit());
     if (!train.ok()) return train.status();
-    ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER);
+    ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER, [this] {
+      return session_.stop_requested() || runtime::ShutdownRequested();
+    });
     std::vector<float> params(model->num_parameters());
     std::vector<float> grad(model->num_parameters());
     std::vector<float> features;
@@ -139,6 +141,7 @@ class Trainer {
       }
       const absl::Time pull_start = absl::Now();
       absl::StatusOr<PullStats> pulled = client.PullAll(params, kPullTimeout);
+      if (absl::IsCancelled(pulled.status())) continue;  // stopping: the loop head decides
       if (!pulled.ok()) {
         LOG(WARNING) << "pull failed: " << pulled.status();
         runtime::WaitForShutdown(backoff.Next());
@@ -167,6 +170,7 @@ class Trainer {
 
       const absl::Time push_start = absl::Now();
       absl::StatusOr<PushStats> pushed = client.PushAll(grad, b, kPushTimeout);
+      if (absl::IsCancelled(pushed.status())) continue;
       if (!pushed.ok()) {
         LOG(WARNING) << "push failed: " << pushed.status();
         runtime::WaitForShutdown(backoff.Next());
@@ -258,7 +262,8 @@ absl::Status RunEvaluator(CoordinatorSession& session) {
   absl::StatusOr<data::Dataset> test =
       data::LoadFashionMnist(job.dataset().dir(), data::Split::kTest, job.dataset().test_limit());
   if (!test.ok()) return test.status();
-  ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_EVALUATOR);
+  ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_EVALUATOR,
+                         [] { return runtime::ShutdownRequested(); });
   std::vector<float> params(model->num_parameters());
   rpc::Backoff backoff;
   const absl::Duration interval = absl::Seconds(job.eval().interval_seconds());
@@ -299,6 +304,7 @@ absl::Status RunEvaluator(CoordinatorSession& session) {
     session.Send(report);
     LOG(INFO) << "accuracy " << eval->accuracy << " at versions " << pulled->versions[0]
               << (request.final() ? " (final)" : "");
+    if (request.final()) return absl::OkStatus();  // the job's last word; nothing follows
   }
   return absl::OkStatus();
 }
