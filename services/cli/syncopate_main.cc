@@ -1,6 +1,7 @@
 // syncopate: the user's command line.
 //   syncopate local  [flags]              train a job on a local cluster of child processes
 //   syncopate status --coordinator=H:P     live view of a running cluster
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -230,7 +231,8 @@ int Local() {
       break;
     }
     for (const launch::Exit& exit : (*cluster)->processes().Reap()) {
-      printf("%s\n", exit.Describe().c_str());
+      const bool clean = WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0;
+      if (!clean) printf("%s\n", exit.Describe().c_str());
       if (exit.name == "coordinator" || exit.name.starts_with("shard-")) {
         fprintf(stderr, "syncopate local: %s died; see %s/logs/%s.log\n", exit.name.c_str(),
                 run_dir.c_str(), exit.name.c_str());
