@@ -52,7 +52,7 @@ TEST(ParseJobSpec, DefaultJobParsesAndValidates) {
   EXPECT_EQ(spec->num_workers(), 4);
   EXPECT_EQ(spec->num_shards(), 2);
   EXPECT_EQ(spec->mode(), v1::MODE_SYNC);
-  EXPECT_EQ(spec->stop().epochs(), 5);
+  EXPECT_EQ(spec->stop().epochs(), 8);
   EXPECT_TRUE(ValidateJobSpec(*spec).ok());
 }
 
