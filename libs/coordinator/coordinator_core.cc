@@ -1,6 +1,7 @@
 #include "libs/coordinator/coordinator_core.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -55,7 +56,8 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       partitions_(std::move(partitions)),
       target_examples_(job::TargetExamples(options_.job, options_.train_examples)),
       created_(options_.clock->Now()),
-      leases_(std::move(leases)) {
+      leases_(std::move(leases)),
+      detector_(options_.clock) {
   if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_WAITING);
 }
 
@@ -176,6 +178,13 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
         worker.steps += 1;
         worker.last_loss = step.loss();
         worker.compute_seconds.push_back(step.compute_seconds());
+        if (worker.member && step.compute_seconds() > 0) {
+          // Compute-only time: waits would even out under sync and hide the culprit (DESIGN §6).
+          detector_.AddStep(worker_id, step.compute_seconds()).IgnoreError();
+          detector_
+              .AddCommunication(worker_id, std::max(0.0, step.pull_seconds() + step.push_seconds()))
+              .IgnoreError();
+        }
         if (worker.compute_seconds.size() > kStepWindow) worker.compute_seconds.pop_front();
         examples_ += step.examples();
         throughput_samples_.emplace_back(now, examples_);
@@ -276,6 +285,7 @@ void CoordinatorCore::RemoveWorker(Worker& worker, const std::string& reason, Ou
   LOG(INFO) << worker.name << " (id " << worker.id << ") left: " << reason;
   worker.link = nullptr;
   worker.departed_reason = reason;
+  detector_.RemoveWorker(worker.id);
   const int requeued = leases_.ReleaseWorker(worker.id);
   if (requeued > 0) LOG(INFO) << "re-issuing " << requeued << " leases of " << worker.name;
   if (options_.metrics != nullptr) options_.metrics->CountDeparture(reason);
@@ -309,9 +319,20 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     *assignment->mutable_job() = options_.job;
     *assignment->mutable_partition() = partitions_[id];
     *assignment->mutable_membership() = membership_;
-    // AUTO starts in sync: the mode policy moves shards to gba when stragglers make it pay.
-    assignment->set_mode(options_.job.mode() == v1::MODE_AUTO ? v1::MODE_SYNC
-                                                              : options_.job.mode());
+    // AUTO starts in sync (or the shard's pinned mode); the mode policy moves shards to gba
+    // when stragglers make it pay. A reconnecting shard keeps the mode it was told last.
+    if (shard.mode == v1::MODE_UNSPECIFIED) {
+      shard.mode = options_.job.mode();
+      if (shard.mode == v1::MODE_AUTO) {
+        auto pin = options_.job.pinned_shard_modes().find(id);
+        const bool pinned = pin != options_.job.pinned_shard_modes().end();
+        shard.mode = pinned ? pin->second : v1::MODE_SYNC;
+        shard.policy = std::make_unique<ModePolicy>(options_.clock, options_.job.global_batch());
+        if (pinned) shard.policy->SetPinned(pin->second).IgnoreError();
+        shard.policy->NotifySwitched(shard.mode);
+      }
+    }
+    assignment->set_mode(shard.mode);
     out.to_shards.emplace_back(link, std::move(message));
     MaybeStart(out);
   }
@@ -372,6 +393,13 @@ void CoordinatorCore::Tick() {
       }
     }
     MaybeFinishDraining();
+    // Decide at most twice a second: a decision needs a fresh window of steps anyway.
+    constexpr absl::Duration kDecisionInterval = absl::Milliseconds(500);
+    if (state_ == v1::JOB_RUNNING && options_.job.mode() == v1::MODE_AUTO &&
+        now - last_mode_decision_ >= kDecisionInterval) {
+      last_mode_decision_ = now;
+      DecideModes(out);
+    }
     if (state_ == v1::JOB_FINISHING && !draining_shards_since_.has_value()) {
       const bool workers_left = LiveWorkers(v1::ROLE_WORKER) == 0;
       const bool timed_out = now - finishing_since_ > options_.finish_timeout;
@@ -395,6 +423,66 @@ void CoordinatorCore::Tick() {
     }
   }
   out.Flush();
+}
+
+void CoordinatorCore::DecideModes(Outbox& out) {
+  const Assessment assessment = detector_.Assess();
+  std::vector<WorkerLoad> loads;
+  for (const auto& [id, worker] : workers_) {
+    if (worker.member) loads.push_back({id, worker.local_batch});
+  }
+  if (options_.metrics != nullptr) {
+    for (const WorkerAssessment& a : assessment.workers) {
+      auto it = workers_.find(a.worker);
+      if (it == workers_.end() || !a.enough_data) continue;
+      options_.metrics->SetSlowdown(it->second.name, a.slowdown, a.straggler);
+    }
+    options_.metrics->SetStragglers(static_cast<int>(assessment.Stragglers().size()));
+  }
+  if (loads.empty()) return;
+  for (auto& [id, shard] : shards_) {
+    if (shard.policy == nullptr || shard.link == nullptr) continue;
+    absl::StatusOr<ModeDecision> decision = shard.policy->Decide(assessment, shard.mode, loads);
+    if (!decision.ok()) {
+      LOG(WARNING) << "mode policy for shard " << id << ": " << decision.status();
+      continue;
+    }
+    v1::ModeDecisionStatus& d = shard.last_decision;
+    const std::string previous_reason = d.reason();
+    d.set_current(decision->current);
+    d.set_recommended(decision->recommended);
+    d.set_switched(decision->switch_now);
+    d.set_close_call(decision->close_call);
+    d.set_reason(decision->reason);
+    d.set_explanation(decision->explanation);
+    d.set_sync_samples_per_second(decision->sync_samples_per_second);
+    d.set_gba_samples_per_second(decision->gba_samples_per_second);
+    d.set_z(std::isfinite(decision->z) ? decision->z : (decision->z > 0 ? 1e9 : -1e9));
+    d.set_seconds(Elapsed());
+    d.clear_stragglers();
+    for (int32_t w : decision->stragglers) d.add_stragglers(w);
+    if (options_.metrics != nullptr) options_.metrics->CountDecision(id, decision->reason);
+    if (!decision->switch_now) {
+      // Log changes of verdict and close calls, not every identical non-decision.
+      if (decision->reason != previous_reason || decision->close_call) {
+        LOG(INFO) << "shard " << id << " stays " << v1::Mode_Name(shard.mode) << " ("
+                  << decision->reason << "): " << decision->explanation;
+      }
+      continue;
+    }
+    LOG(INFO) << "shard " << id << " switches " << v1::Mode_Name(shard.mode) << " -> "
+              << v1::Mode_Name(decision->recommended) << " (" << decision->reason
+              << "): " << decision->explanation;
+    shard.mode = decision->recommended;
+    shard.policy->NotifySwitched(shard.mode);
+    ++shard.switches;
+    shard.last_switch = d;
+    if (options_.metrics != nullptr) options_.metrics->CountSwitch(id, decision->reason);
+    v1::CoordinatorToShard message;
+    message.mutable_set_mode()->set_mode(shard.mode);
+    message.mutable_set_mode()->set_reason(decision->reason);
+    out.to_shards.emplace_back(shard.link, std::move(message));
+  }
 }
 
 v1::ShardMap CoordinatorCore::MakeShardMap() const {
@@ -470,6 +558,16 @@ v1::ClusterStatus CoordinatorCore::Status() const {
     w->set_local_batch(worker.local_batch);
     w->set_departed_reason(worker.departed_reason);
   }
+  const Assessment assessment = detector_.Assess();
+  for (v1::WorkerStatus& w : *status.mutable_workers()) {
+    const WorkerAssessment* a = assessment.Find(w.worker_id());
+    if (a == nullptr) continue;
+    w.set_median_communication_seconds(a->median_communication_seconds);
+    if (!a->enough_data) continue;
+    w.set_slowdown(a->slowdown);
+    w.set_robust_z(std::isfinite(a->robust_z) ? a->robust_z : 1e9);
+    w.set_straggler(a->straggler);
+  }
   for (const v1::ShardPartition& p : partitions_) {
     v1::ShardStatus* s = status.add_shards();
     s->set_shard_id(p.shard_id());
@@ -488,6 +586,9 @@ v1::ClusterStatus CoordinatorCore::Status() const {
     s->set_gradients_decayed(report.gradients_decayed());
     s->set_gradients_dropped(report.gradients_dropped());
     s->set_gradients_rejected(report.gradients_rejected());
+    *s->mutable_last_decision() = it->second.last_decision;
+    *s->mutable_last_switch() = it->second.last_switch;
+    s->set_switches(it->second.switches);
   }
   if (!evals_.empty()) *status.mutable_last_eval() = evals_.back();
   for (const v1::EvalStatus& eval : evals_) *status.add_eval_history() = eval;

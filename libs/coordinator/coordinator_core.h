@@ -26,6 +26,8 @@
 #include "libs/common/clock.h"
 #include "libs/coordinator/coordinator_metrics.h"
 #include "libs/data/lease_table.h"
+#include "libs/straggler/mode_policy.h"
+#include "libs/straggler/straggler_detector.h"
 #include "syncopate/v1/coordinator.pb.h"
 
 namespace syncopate::coordinator {
@@ -102,6 +104,11 @@ class CoordinatorCore {
     std::string address;
     v1::ShardReport last_report;
     bool final_report = false;
+    v1::Mode mode = v1::MODE_UNSPECIFIED;  // what the coordinator last told the shard
+    std::unique_ptr<ModePolicy> policy;    // AUTO jobs only
+    v1::ModeDecisionStatus last_decision;
+    v1::ModeDecisionStatus last_switch;
+    int32_t switches = 0;
   };
   using WorkerOutbox = std::vector<std::pair<std::shared_ptr<WorkerLink>, v1::CoordinatorToWorker>>;
   using ShardOutbox = std::vector<std::pair<std::shared_ptr<ShardLink>, v1::CoordinatorToShard>>;
@@ -132,6 +139,8 @@ class CoordinatorCore {
   int LiveWorkers(v1::Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double ExamplesPerSecond() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double Elapsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // AUTO: asks each shard's policy for a verdict and sends SetMode where it says switch.
+  void DecideModes(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   const std::vector<v1::ShardPartition> partitions_;
@@ -155,6 +164,8 @@ class CoordinatorCore {
   int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
   std::deque<std::pair<absl::Time, int64_t>> throughput_samples_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::EvalStatus> evals_ ABSL_GUARDED_BY(mu_);
+  StragglerDetector detector_ ABSL_GUARDED_BY(mu_);
+  absl::Time last_mode_decision_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace syncopate::coordinator

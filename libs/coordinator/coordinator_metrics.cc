@@ -34,7 +34,41 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
       departures_(prometheus::BuildCounter()
                       .Name("syncopate_coordinator_worker_departures_total")
                       .Help("Workers removed from membership, by reason")
-                      .Register(registry)) {}
+                      .Register(registry)),
+      slowdown_(prometheus::BuildGauge()
+                    .Name("syncopate_coordinator_worker_slowdown")
+                    .Help("Median compute time of a worker over the cluster median (1 = typical)")
+                    .Register(registry)),
+      straggler_(prometheus::BuildGauge()
+                     .Name("syncopate_coordinator_worker_straggler")
+                     .Help("1 while the straggler detector flags the worker")
+                     .Register(registry)),
+      stragglers_(prometheus::BuildGauge()
+                      .Name("syncopate_coordinator_stragglers")
+                      .Help("Workers currently flagged as stragglers")
+                      .Register(registry)
+                      .Add({})),
+      decisions_(prometheus::BuildCounter()
+                     .Name("syncopate_coordinator_mode_decisions_total")
+                     .Help("Mode-policy verdicts per shard, by reason (switches and holds)")
+                     .Register(registry)),
+      switches_(prometheus::BuildCounter()
+                    .Name("syncopate_coordinator_mode_switches_total")
+                    .Help("Mode switches the coordinator ordered, per shard and reason")
+                    .Register(registry)) {}
+
+void CoordinatorMetrics::SetSlowdown(const std::string& worker, double slowdown, bool straggler) {
+  slowdown_.Add({{"worker", worker}}).Set(slowdown);
+  straggler_.Add({{"worker", worker}}).Set(straggler ? 1 : 0);
+}
+
+void CoordinatorMetrics::CountDecision(int shard, const std::string& reason) {
+  decisions_.Add({{"shard", std::to_string(shard)}, {"reason", reason}}).Increment();
+}
+
+void CoordinatorMetrics::CountSwitch(int shard, const std::string& reason) {
+  switches_.Add({{"shard", std::to_string(shard)}, {"reason", reason}}).Increment();
+}
 
 void CoordinatorMetrics::AddExamples(const std::string& worker, double examples) {
   examples_.Add({{"worker", worker}}).Increment(examples);

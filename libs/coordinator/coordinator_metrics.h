@@ -22,6 +22,10 @@ class CoordinatorMetrics {
   void SetWorkerLoss(const std::string& worker, double loss);
   void SetEval(double accuracy, double loss);
   void CountDeparture(const std::string& reason);
+  void SetSlowdown(const std::string& worker, double slowdown, bool straggler);
+  void SetStragglers(int count) { stragglers_.Set(count); }
+  void CountDecision(int shard, const std::string& reason);
+  void CountSwitch(int shard, const std::string& reason);
 
  private:
   prometheus::Gauge& members_;
@@ -31,6 +35,11 @@ class CoordinatorMetrics {
   prometheus::Gauge& eval_accuracy_;
   prometheus::Gauge& eval_loss_;
   prometheus::Family<prometheus::Counter>& departures_;
+  prometheus::Family<prometheus::Gauge>& slowdown_;
+  prometheus::Family<prometheus::Gauge>& straggler_;
+  prometheus::Gauge& stragglers_;
+  prometheus::Family<prometheus::Counter>& decisions_;
+  prometheus::Family<prometheus::Counter>& switches_;
 };
 
 }  // namespace syncopate::coordinator

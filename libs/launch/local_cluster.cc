@@ -59,13 +59,14 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
   }
   for (int w = 0; w < o.job.num_workers(); ++w) {
     const double slowdown = w < static_cast<int>(o.slowdowns.size()) ? o.slowdowns[w] : 1.0;
-    SYNCOPATE_RETURN_IF_ERROR(
-        cluster
-            ->StartChild(WorkerName(w),
-                         {bin + "syncopate-worker", coordinator, "--name=" + WorkerName(w),
-                          absl::StrCat("--slowdown=", slowdown)},
-                         "")
-            .status());
+    std::vector<std::string> argv = {bin + "syncopate-worker", coordinator,
+                                     "--name=" + WorkerName(w),
+                                     absl::StrCat("--slowdown=", slowdown)};
+    auto schedule = o.slowdown_schedules.find(w);
+    if (schedule != o.slowdown_schedules.end()) {
+      argv.push_back("--slowdown_schedule=" + schedule->second);
+    }
+    SYNCOPATE_RETURN_IF_ERROR(cluster->StartChild(WorkerName(w), std::move(argv), "").status());
   }
   if (o.evaluator) {
     SYNCOPATE_RETURN_IF_ERROR(

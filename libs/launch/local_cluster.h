@@ -22,6 +22,8 @@ struct LocalClusterOptions {
   std::string bin_dir;  // where syncopate-coordinator, -shard and -worker live
   std::string run_dir;
   std::vector<double> slowdowns;  // per worker; missing entries mean 1
+  // Worker index -> --slowdown_schedule (e.g. "0s:1,20s:4,60s:1"); overrides `slowdowns`.
+  std::map<int, std::string> slowdown_schedules;
   bool evaluator = true;
   absl::Duration ready_timeout = absl::Seconds(30);
 };

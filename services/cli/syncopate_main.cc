@@ -22,6 +22,7 @@
 #include "libs/rpc/grpc_util.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/shard/shard_metrics.h"
+#include "libs/worker/slowdown_schedule.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec file (text proto); empty = the built-in default job");
 ABSL_FLAG(int, workers, 0, "Override the job's number of workers");
@@ -31,6 +32,9 @@ ABSL_FLAG(std::string, mode, "", "Override the aggregation mode: sync | gba | as
 ABSL_FLAG(int, global_batch, 0, "Override the global batch G");
 ABSL_FLAG(std::string, slowdowns, "",
           "Per-worker slowdown factors, e.g. 1,1,1,4 (worker 3 four times slower)");
+ABSL_FLAG(std::string, slowdown_schedule, "",
+          "Time-varying slowdown of one worker, INDEX@SCHEDULE, e.g. 3@0s:1,20s:4,60s:1 "
+          "(worker 3 is 4x slower from 20 s to 60 s); repeat with ';' for more workers");
 ABSL_FLAG(int64_t, train_limit, -1, "Use only the first N training examples (0 = all)");
 ABSL_FLAG(int64_t, test_limit, -1, "Evaluate on the first N test examples (0 = all)");
 ABSL_FLAG(bool, evaluator, true, "Run an evaluator");
@@ -105,6 +109,30 @@ absl::StatusOr<std::vector<double>> SlowdownsFromFlag(int workers) {
         absl::StrCat("--slowdowns lists ", slowdowns.size(), " factors for ", workers, " workers"));
   }
   return slowdowns;
+}
+
+// "3@0s:1,20s:4,60s:1;1@0s:2" -> {3: "0s:1,20s:4,60s:1", 1: "0s:2"}; each schedule is checked
+// here so a typo fails at start rather than in a child's log.
+absl::StatusOr<std::map<int, std::string>> SchedulesFromFlag(int workers) {
+  std::map<int, std::string> schedules;
+  const std::string text = absl::GetFlag(FLAGS_slowdown_schedule);
+  if (text.empty()) return schedules;
+  for (absl::string_view entry : absl::StrSplit(text, ';')) {
+    std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(entry, '@');
+    int index = -1;
+    if (!absl::SimpleAtoi(parts.first, &index) || index < 0 || index >= workers) {
+      return absl::InvalidArgumentError(absl::StrCat("--slowdown_schedule: '", entry,
+                                                     "' must be INDEX@SCHEDULE with INDEX in [0, ",
+                                                     workers, ")"));
+    }
+    absl::StatusOr<worker::SlowdownSchedule> parsed = worker::SlowdownSchedule::Parse(parts.second);
+    if (!parsed.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--slowdown_schedule: ", parsed.status().message()));
+    }
+    schedules[index] = std::string(parts.second);
+  }
+  return schedules;
 }
 
 std::string SelfDir() {
@@ -194,6 +222,8 @@ int Local() {
   if (!job.ok()) runtime::Die(std::string(job.status().message()));
   absl::StatusOr<std::vector<double>> slowdowns = SlowdownsFromFlag(job->num_workers());
   if (!slowdowns.ok()) runtime::Die(std::string(slowdowns.status().message()));
+  absl::StatusOr<std::map<int, std::string>> schedules = SchedulesFromFlag(job->num_workers());
+  if (!schedules.ok()) runtime::Die(std::string(schedules.status().message()));
   std::string run_dir = absl::GetFlag(FLAGS_run_dir);
   if (run_dir.empty()) {
     run_dir = "runs/" + absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
@@ -207,7 +237,12 @@ int Local() {
          shard::ModeName(job->mode()).c_str(), job->global_batch(), run_dir.c_str());
   fflush(stdout);
   absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
-      LocalCluster::Start({*job, bin_dir, run_dir, *slowdowns, absl::GetFlag(FLAGS_evaluator)});
+      LocalCluster::Start({.job = *job,
+                           .bin_dir = bin_dir,
+                           .run_dir = run_dir,
+                           .slowdowns = *slowdowns,
+                           .slowdown_schedules = *schedules,
+                           .evaluator = absl::GetFlag(FLAGS_evaluator)});
   if (!cluster.ok()) {
     fprintf(stderr, "syncopate local: %s (logs in %s/logs)\n",
             std::string(cluster.status().message()).c_str(), run_dir.c_str());

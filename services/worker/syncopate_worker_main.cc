@@ -20,6 +20,7 @@
 #include "libs/runtime/process_runtime.h"
 #include "libs/worker/coordinator_session.h"
 #include "libs/worker/parameter_client.h"
+#include "libs/worker/slowdown_schedule.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "Coordinator address (host:port)");
 ABSL_FLAG(std::string, name, "", "Stable worker name (default: the host name)");
@@ -27,6 +28,9 @@ ABSL_FLAG(std::string, role, "worker", "worker | evaluator");
 ABSL_FLAG(double, slowdown, 1.0,
           "Pad each step's compute to this multiple of its real time (emulates a slower "
           "machine without using more CPU); >= 1");
+ABSL_FLAG(std::string, slowdown_schedule, "",
+          "Time-varying slowdown since training started, e.g. 0s:1,20s:4,60s:1 (overrides "
+          "--slowdown)");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9102", "Prometheus /metrics address");
 ABSL_FLAG(std::string, ready_file, "", "If set, write metrics_port here once running");
 ABSL_FLAG(int, join_timeout_seconds, 600, "Give up if no welcome arrives within this time");
@@ -102,7 +106,8 @@ struct LeasedExamples {
 
 class Trainer {
  public:
-  Trainer(CoordinatorSession& session, WorkerMetrics& metrics) : session_(session), m_(metrics) {}
+  Trainer(CoordinatorSession& session, WorkerMetrics& metrics, SlowdownSchedule slowdown)
+      : session_(session), m_(metrics), slowdown_(std::move(slowdown)) {}
 
   absl::Status Run() {
     const v1::Welcome& welcome = session_.welcome();
@@ -122,7 +127,7 @@ class Trainer {
     std::vector<int32_t> labels;
     std::vector<int64_t> batch;
     rpc::Backoff backoff;
-    const double slowdown = absl::GetFlag(FLAGS_slowdown);
+    const absl::Time training_start = absl::Now();
     LOG(INFO) << "worker " << welcome.worker_id() << " training with local batch " << local_batch_;
 
     for (int64_t step = 0; !runtime::ShutdownRequested(); ++step) {
@@ -162,6 +167,7 @@ class Trainer {
           model->LossAndGradient(params, {features.data(), labels.data(), b}, grad);
       if (!loss.ok()) return loss.status();
       const double compute_seconds = Seconds(compute_start);
+      const double slowdown = slowdown_.At(absl::Now() - training_start);
       if (slowdown > 1.0) {
         // Sleep rather than spin: a slower machine, not a busier one.
         absl::SleepFor(absl::Seconds(compute_seconds * (slowdown - 1.0)));
@@ -250,6 +256,7 @@ class Trainer {
 
   CoordinatorSession& session_;
   WorkerMetrics& m_;
+  const SlowdownSchedule slowdown_;
   int64_t local_batch_ = 0;
   LeasedExamples leased_;
 };
@@ -315,6 +322,14 @@ int Main() {
     runtime::Die("--role must be worker or evaluator, got '" + role + "'");
   }
   if (!(absl::GetFlag(FLAGS_slowdown) >= 1.0)) runtime::Die("--slowdown must be >= 1");
+  SlowdownSchedule slowdown(absl::GetFlag(FLAGS_slowdown));
+  if (!absl::GetFlag(FLAGS_slowdown_schedule).empty()) {
+    absl::StatusOr<SlowdownSchedule> parsed =
+        SlowdownSchedule::Parse(absl::GetFlag(FLAGS_slowdown_schedule));
+    if (!parsed.ok())
+      runtime::Die("--slowdown_schedule: " + std::string(parsed.status().message()));
+    slowdown = *parsed;
+  }
   absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
       metrics::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen));
   if (!metrics_server.ok()) runtime::Die(std::string(metrics_server.status().message()), 1);
@@ -355,7 +370,7 @@ int Main() {
   if (session == nullptr) return 0;
   LOG(INFO) << name << " joined as " << session->welcome().worker_id();
   absl::Status status =
-      role == "worker" ? Trainer(*session, metrics).Run() : RunEvaluator(*session);
+      role == "worker" ? Trainer(*session, metrics, slowdown).Run() : RunEvaluator(*session);
   if (!status.ok()) {
     LOG(ERROR) << status;
     return 1;
