@@ -227,8 +227,10 @@ void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
   eval.set_accuracy(report.accuracy());
   eval.set_loss(report.loss());
   eval.set_final(report.final());
-  eval.set_examples_at_eval(report.requested_at_examples());
-  eval.set_seconds_at_eval(report.requested_at_seconds());
+  // Periodic evaluations are stamped on arrival (they measure parameters pulled a moment ago);
+  // the final one carries the moment the coordinator asked for it.
+  eval.set_examples_at_eval(report.final() ? report.requested_at_examples() : examples_);
+  eval.set_seconds_at_eval(report.final() ? report.requested_at_seconds() : Elapsed());
   *eval.mutable_shard_versions() = report.shard_versions();
   evals_.push_back(eval);
   if (options_.metrics != nullptr) options_.metrics->SetEval(report.accuracy(), report.loss());
@@ -447,6 +449,7 @@ void CoordinatorCore::DecideModes(Outbox& out) {
       LOG(WARNING) << "mode policy for shard " << id << ": " << decision.status();
       continue;
     }
+    shard.confirmation.Confirm(*decision, assessment, loads);
     v1::ModeDecisionStatus& d = shard.last_decision;
     const std::string previous_reason = d.reason();
     d.set_current(decision->current);

@@ -28,6 +28,7 @@
 #include "libs/data/lease_table.h"
 #include "libs/straggler/mode_policy.h"
 #include "libs/straggler/straggler_detector.h"
+#include "libs/straggler/switch_confirmation.h"
 #include "syncopate/v1/coordinator.pb.h"
 
 namespace syncopate::coordinator {
@@ -106,6 +107,7 @@ class CoordinatorCore {
     bool final_report = false;
     v1::Mode mode = v1::MODE_UNSPECIFIED;  // what the coordinator last told the shard
     std::unique_ptr<ModePolicy> policy;    // AUTO jobs only
+    SwitchConfirmation confirmation;
     v1::ModeDecisionStatus last_decision;
     v1::ModeDecisionStatus last_switch;
     int32_t switches = 0;

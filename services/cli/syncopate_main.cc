@@ -319,13 +319,18 @@ int Status() {
   printf("job %s: %s, %.1f s, epoch %.2f, %ld examples, %.0f ex/s, G=%d\n", s.job_id().c_str(),
          v1::JobState_Name(s.state()).c_str(), s.elapsed_seconds(), s.epoch(),
          static_cast<long>(s.examples()), s.examples_per_second(), s.global_batch());
-  printf("\n%-12s %-4s %-9s %-6s %10s %7s %12s %8s\n", "worker", "id", "role", "alive", "examples",
-         "batch", "compute(s)", "loss");
+  printf("\n%-12s %-4s %-9s %-6s %10s %7s %12s %8s %9s %s\n", "worker", "id", "role", "alive",
+         "examples", "batch", "compute(s)", "loss", "slowdown", "straggler");
   for (const v1::WorkerStatus& w : s.workers()) {
-    printf("%-12s %-4d %-9s %-6s %10ld %7d %12.4f %8.4f\n", w.name().c_str(), w.worker_id(),
-           w.role() == v1::ROLE_EVALUATOR ? "evaluator" : "worker", w.alive() ? "yes" : "no",
+    const bool trainer = w.role() == v1::ROLE_WORKER;
+    const std::string slowdown =
+        trainer && w.slowdown() > 0 ? absl::StrFormat("%.2fx", w.slowdown()) : "-";
+    const std::string straggler =
+        w.straggler() ? absl::StrFormat("YES (z %.1f)", w.robust_z()) : "";
+    printf("%-12s %-4d %-9s %-6s %10ld %7d %12.4f %8.4f %9s %s\n", w.name().c_str(), w.worker_id(),
+           trainer ? "worker" : "evaluator", w.alive() ? "yes" : "no",
            static_cast<long>(w.examples()), w.local_batch(), w.median_compute_seconds(),
-           w.last_loss());
+           w.last_loss(), slowdown.c_str(), straggler.c_str());
   }
   printf("\n%-6s %-22s %-9s %8s %-6s %9s %8s %9s  %s\n", "shard", "address", "connected", "version",
          "mode", "applied", "dropped", "rejected", "barrier waits for");
@@ -335,6 +340,16 @@ int Status() {
            shard::ModeName(sh.mode()).c_str(), static_cast<long>(sh.gradients_applied()),
            static_cast<long>(sh.gradients_dropped()), static_cast<long>(sh.gradients_rejected()),
            absl::StrJoin(sh.barrier_waiting_for(), ",").c_str());
+  }
+  for (const v1::ShardStatus& sh : s.shards()) {
+    if (!sh.has_last_decision()) continue;
+    const v1::ModeDecisionStatus& d = sh.last_decision();
+    printf("\nshard %d mode policy (%d switches so far), at %.1fs: %s\n", sh.shard_id(),
+           sh.switches(), d.seconds(), d.explanation().c_str());
+    if (sh.has_last_switch()) {
+      printf("  last switch at %.1fs: %s\n", sh.last_switch().seconds(),
+             sh.last_switch().explanation().c_str());
+    }
   }
   if (s.has_last_eval()) {
     printf("\nlast evaluation: accuracy %.2f%%, loss %.4f%s\n", 100 * s.last_eval().accuracy(),
