@@ -1,6 +1,7 @@
 // Real processes on loopback: coordinator, shards, workers and an evaluator train a small MLP.
 #include <signal.h>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_test_util.h"
 
@@ -80,6 +81,64 @@ TEST(Training, KilledWorkerIsRemovedAndTheRunCompletes) {
     }
   }
   EXPECT_EQ(dead, 1);
+}
+
+// Scenario: mode auto with one worker 4x slower for a stretch in the middle of the run. The
+// shards switch to gba while it straggles and back to sync after it recovers; asserted on
+// GetStatus (the modes the coordinator ordered and why), never on wall-clock speed.
+TEST(Training, AutoSwitchesToGbaForATransientStragglerAndBack) {
+  v1::JobSpec job = SmallJob(v1::MODE_AUTO, 4, 2, 1);
+  // The default model and batch: steps of milliseconds, so the detector measures compute rather
+  // than timer and scheduler jitter.
+  job.mutable_model()->clear_hidden();
+  job.mutable_model()->add_hidden(256);
+  job.mutable_model()->add_hidden(128);
+  job.set_global_batch(256);
+  job.mutable_stop()->set_epochs(0);
+  job.mutable_stop()->set_max_examples(int64_t{1} << 40);  // we stop it ourselves
+  launch::LocalClusterOptions options = Options(job, "auto");
+  // Every worker padded 4x (the four need about one core), worker 3 another 4x in the middle.
+  options.slowdowns = {4, 4, 4, 4};
+  options.slowdown_schedules[3] = "0s:4,6s:16,18s:4";
+  auto cluster = launch::LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+
+  auto slowdown_of_worker_3 = [](const v1::ClusterStatus& s) {
+    for (const v1::WorkerStatus& w : s.workers()) {
+      if (w.name() == launch::LocalCluster::WorkerName(3)) return w.slowdown();
+    }
+    return 0.0;
+  };
+  auto all_shards_in = [](const v1::ClusterStatus& s, v1::Mode mode) {
+    for (const v1::ShardStatus& shard : s.shards()) {
+      if (shard.mode() != mode || shard.switches() == 0) return false;
+    }
+    return true;
+  };
+  auto in_gba = WaitFor(
+      **cluster,
+      [&](const v1::ClusterStatus& s) {
+        return all_shards_in(s, v1::MODE_GBA) && slowdown_of_worker_3(s) > 2;
+      },
+      absl::Seconds(60));
+  ASSERT_TRUE(in_gba.ok()) << in_gba.status();
+  for (const v1::ShardStatus& shard : in_gba->shards()) {
+    EXPECT_EQ(shard.last_switch().recommended(), v1::MODE_GBA);
+    EXPECT_THAT(shard.last_switch().reason(),
+                ::testing::AnyOf("straggler_detected", "gba_predicted_faster"));
+  }
+
+  auto back_in_sync = WaitFor(
+      **cluster,
+      [&](const v1::ClusterStatus& s) {
+        return all_shards_in(s, v1::MODE_SYNC) && slowdown_of_worker_3(s) < 1.5;
+      },
+      absl::Seconds(90));
+  ASSERT_TRUE(back_in_sync.ok()) << back_in_sync.status();
+  for (const v1::ShardStatus& shard : back_in_sync->shards()) {
+    EXPECT_EQ(shard.last_switch().recommended(), v1::MODE_SYNC);
+    EXPECT_GE(shard.switches(), 2);
+  }
 }
 
 }  // namespace

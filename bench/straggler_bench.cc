@@ -1,0 +1,261 @@
+// The straggler benchmark (issue 3): scenarios x aggregation policies on real local clusters.
+//
+//   syncopate-straggler-bench --out=bench-results/straggler [--epochs=3] [--scenarios=a,b,c,d]
+//
+// Every run uses the same job (the default MLP on Fashion-MNIST, G=256, 4 workers, 2 shards,
+// same seed and hyperparameters) and differs only in the policy and the emulated machine speeds.
+// Every worker's compute is padded by a base factor (sleep, not spin), so the four workers
+// together need about one core of this two-core machine: the figures measure coordination,
+// not CPU contention. Writes results.md (table), results.json and accuracy_vs_time.svg.
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "absl/time/clock.h"
+#include "libs/job/job_spec.h"
+#include "libs/launch/local_cluster.h"
+#include "libs/shard/shard_metrics.h"
+
+ABSL_FLAG(std::string, out, "bench-results/straggler", "Results directory");
+ABSL_FLAG(std::string, bin_dir, "", "Directory of the service binaries (default: next to this)");
+ABSL_FLAG(int, epochs, 3, "Epochs per run (the fixed sample budget)");
+ABSL_FLAG(double, base_slowdown, 4.0,
+          "Padding factor of every worker, so 4 workers use about one core");
+ABSL_FLAG(std::string, scenarios, "a,b,c,d", "Which scenarios to run");
+ABSL_FLAG(std::string, policies, "sync,async,gba,auto", "Which policies to run");
+ABSL_FLAG(double, target_accuracy, 0.85, "Accuracy for the time-to-target column");
+
+namespace syncopate::bench {
+namespace {
+
+struct Scenario {
+  std::string id;
+  std::string title;
+  std::vector<double> factors;  // relative to the base padding
+  bool transient = false;       // worker 3 is 4x slower during the middle third only
+};
+
+struct Point {
+  double seconds;
+  int64_t examples;
+  double accuracy;
+};
+
+struct Run {
+  std::string scenario;
+  std::string policy;
+  double wall_seconds = 0;
+  double time_to_target = -1;  // -1: not reached
+  double final_accuracy = 0;
+  int64_t examples = 0;
+  double switches = 0;  // per shard
+  std::vector<Point> curve;
+  bool ok = false;
+};
+
+std::string SelfDir() {
+  std::error_code error;
+  auto self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? "." : self.parent_path().string();
+}
+
+Run RunOne(const Scenario& scenario, const std::string& policy, double transient_seconds) {
+  Run run;
+  run.scenario = scenario.id;
+  run.policy = policy;
+  v1::JobSpec job = *job::ParseJobSpec(job::DefaultJobText());
+  job.set_job_id(absl::StrCat("bench-", scenario.id, "-", policy));
+  job.set_mode(*job::ParseMode(policy));
+  job.mutable_stop()->set_epochs(absl::GetFlag(FLAGS_epochs));
+  job.mutable_eval()->set_interval_seconds(2);
+  launch::LocalClusterOptions options;
+  options.job = job;
+  options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? SelfDir() : absl::GetFlag(FLAGS_bin_dir);
+  options.run_dir = absl::StrCat(absl::GetFlag(FLAGS_out), "/runs/", scenario.id, "-", policy);
+  std::filesystem::remove_all(options.run_dir);
+  const double base = absl::GetFlag(FLAGS_base_slowdown);
+  for (double f : scenario.factors) options.slowdowns.push_back(base * f);
+  if (scenario.transient) {
+    const double third = transient_seconds / 3;
+    options.slowdown_schedules[3] =
+        absl::StrFormat("0s:%g,%gs:%g,%gs:%g", base, third, 4 * base, 2 * third, base);
+  }
+  const absl::Time start = absl::Now();
+  auto cluster = launch::LocalCluster::Start(options);
+  if (!cluster.ok()) {
+    fprintf(stderr, "%s/%s: %s\n", scenario.id.c_str(), policy.c_str(),
+            std::string(cluster.status().message()).c_str());
+    return run;
+  }
+  v1::ClusterStatus last;
+  const absl::Time deadline = start + absl::Minutes(15);
+  while (absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(500));
+    auto status = (*cluster)->Status();
+    if (!status.ok()) continue;
+    last = *status;
+    if (last.state() == v1::JOB_DONE) break;
+  }
+  (*cluster)->Stop();
+  run.ok = last.state() == v1::JOB_DONE;
+  run.wall_seconds = last.elapsed_seconds();
+  run.examples = last.examples();
+  run.final_accuracy = last.last_eval().accuracy();
+  for (const v1::EvalStatus& e : last.eval_history()) {
+    run.curve.push_back({e.seconds_at_eval(), e.examples_at_eval(), e.accuracy()});
+    if (run.time_to_target < 0 && e.accuracy() >= absl::GetFlag(FLAGS_target_accuracy)) {
+      run.time_to_target = e.seconds_at_eval();
+    }
+  }
+  for (const v1::ShardStatus& s : last.shards()) run.switches += s.switches();
+  if (last.shards_size() > 0) run.switches /= last.shards_size();
+  printf("%s %-5s: %s, %.1f s, final accuracy %.2f%%, time to %.0f%%: %s, switches/shard %.1f\n",
+         scenario.id.c_str(), policy.c_str(), run.ok ? "done" : "DID NOT FINISH", run.wall_seconds,
+         100 * run.final_accuracy, 100 * absl::GetFlag(FLAGS_target_accuracy),
+         run.time_to_target < 0 ? "not reached"
+                                : absl::StrFormat("%.1f s", run.time_to_target).c_str(),
+         run.switches);
+  fflush(stdout);
+  return run;
+}
+
+std::string Svg(const std::vector<Scenario>& scenarios, const std::vector<Run>& runs,
+                const std::vector<std::string>& policies) {
+  const int panel_w = 420, panel_h = 300, margin = 50;
+  const std::vector<std::string> colors = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
+  double max_t = 1;
+  for (const Run& r : runs) max_t = std::max(max_t, r.wall_seconds);
+  std::string svg = absl::StrFormat(
+      "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' "
+      "font-size='11'>\n<rect width='100%%' height='100%%' fill='white'/>\n",
+      static_cast<int>(scenarios.size()) * (panel_w + margin) + margin, panel_h + 2 * margin + 30);
+  for (size_t p = 0; p < scenarios.size(); ++p) {
+    const int x0 = margin + static_cast<int>(p) * (panel_w + margin), y0 = margin;
+    auto X = [&](double t) { return x0 + t / max_t * panel_w; };
+    auto Y = [&](double a) { return y0 + panel_h - (a - 0.5) / 0.45 * panel_h; };  // 50..95%
+    absl::StrAppendFormat(&svg,
+                          "<rect x='%d' y='%d' width='%d' height='%d' fill='none' stroke='#888'/>\n"
+                          "<text x='%d' y='%d' font-weight='bold'>(%s) %s</text>\n",
+                          x0, y0, panel_w, panel_h, x0, y0 - 8, scenarios[p].id,
+                          scenarios[p].title);
+    for (double a : {0.6, 0.7, 0.8, 0.85, 0.9}) {
+      absl::StrAppendFormat(&svg,
+                            "<line x1='%d' x2='%d' y1='%.1f' y2='%.1f' stroke='#ddd'/>"
+                            "<text x='%d' y='%.1f' text-anchor='end'>%.0f%%</text>\n",
+                            x0, x0 + panel_w, Y(a), Y(a), x0 - 4, Y(a) + 4, 100 * a);
+    }
+    absl::StrAppendFormat(
+        &svg, "<text x='%d' y='%d' text-anchor='middle'>wall time (s), 0..%.0f</text>\n",
+        x0 + panel_w / 2, y0 + panel_h + 16, max_t);
+    for (size_t k = 0; k < policies.size(); ++k) {
+      for (const Run& r : runs) {
+        if (r.scenario != scenarios[p].id || r.policy != policies[k] || r.curve.empty()) continue;
+        std::vector<std::string> pts;
+        for (const Point& pt : r.curve) {
+          pts.push_back(
+              absl::StrFormat("%.1f,%.1f", X(pt.seconds), Y(std::clamp(pt.accuracy, 0.5, 0.95))));
+        }
+        absl::StrAppendFormat(
+            &svg, "<polyline fill='none' stroke='%s' stroke-width='1.6' points='%s'/>\n",
+            colors[k % colors.size()], absl::StrJoin(pts, " "));
+      }
+    }
+  }
+  for (size_t k = 0; k < policies.size(); ++k) {
+    absl::StrAppendFormat(&svg,
+                          "<rect x='%d' y='%d' width='14' height='4' fill='%s'/><text x='%d' "
+                          "y='%d'>%s</text>\n",
+                          margin + static_cast<int>(k) * 90, panel_h + 2 * margin + 10,
+                          colors[k % colors.size()], margin + static_cast<int>(k) * 90 + 18,
+                          panel_h + 2 * margin + 15, policies[k]);
+  }
+  return svg + "</svg>\n";
+}
+
+int Main() {
+  const std::vector<Scenario> all = {
+      {"a", "no straggler", {1, 1, 1, 1}},
+      {"b", "one worker 4x slower", {1, 1, 1, 4}},
+      {"c", "one worker 4x slower, middle third", {1, 1, 1, 1}, true},
+      {"d", "half the workers 2x slower", {1, 1, 2, 2}},
+  };
+  std::vector<Scenario> scenarios;
+  for (absl::string_view id : absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',')) {
+    for (const Scenario& s : all) {
+      if (s.id == id) scenarios.push_back(s);
+    }
+  }
+  const std::vector<std::string> policies = absl::StrSplit(absl::GetFlag(FLAGS_policies), ',');
+  const std::string out = absl::GetFlag(FLAGS_out);
+  std::filesystem::create_directories(out);
+  printf(
+      "straggler benchmark: %zu scenarios x %zu policies, %d epochs each, base padding %.0fx "
+      "(4 workers ~ 1 core of 2: coordination, not CPU contention)\n",
+      scenarios.size(), policies.size(), absl::GetFlag(FLAGS_epochs),
+      absl::GetFlag(FLAGS_base_slowdown));
+  std::vector<Run> runs;
+  double transient_seconds = 0;
+  for (const Scenario& scenario : scenarios) {
+    for (const std::string& policy : policies) {
+      runs.push_back(RunOne(scenario, policy, transient_seconds > 0 ? transient_seconds : 60));
+      // The transient straggler spans the middle third of a no-straggler sync run's length.
+      if (scenario.id == "a" && policy == "sync") transient_seconds = runs.back().wall_seconds;
+    }
+  }
+
+  std::ofstream md(out + "/results.md");
+  md << "# Straggler benchmark\n\n"
+     << absl::StrFormat(
+            "Default MLP job (G=256, 4 workers, 2 shards, momentum 0.05/0.9), %d epochs = %d "
+            "samples per run, same seed and hyperparameters everywhere. Every worker's compute is "
+            "padded %.0fx with sleep, so the workers need about one of the machine's two cores: "
+            "the figures measure coordination, not CPU contention. Time to %.0f%% is when the "
+            "evaluator (every 2 s, full test set) first measured it.\n\n",
+            absl::GetFlag(FLAGS_epochs), absl::GetFlag(FLAGS_epochs) * 60000,
+            absl::GetFlag(FLAGS_base_slowdown), 100 * absl::GetFlag(FLAGS_target_accuracy))
+     << absl::StrFormat(
+            "| scenario | policy | time to %.0f%% (s) | accuracy at %d samples | wall (s) | "
+            "switches/shard |\n",
+            100 * absl::GetFlag(FLAGS_target_accuracy), absl::GetFlag(FLAGS_epochs) * 60000)
+     << "|---|---|---|---|---|---|\n";
+  for (const Run& r : runs) {
+    md << absl::StrFormat(
+        "| %s | %s | %s | %.2f%% | %.1f | %.1f |\n", r.scenario, r.policy,
+        r.time_to_target < 0 ? "not reached" : absl::StrFormat("%.1f", r.time_to_target),
+        100 * r.final_accuracy, r.wall_seconds, r.switches);
+  }
+  md << "\n![accuracy vs wall time](accuracy_vs_time.svg)\n";
+  std::ofstream json(out + "/results.json");
+  json << "[\n";
+  for (size_t i = 0; i < runs.size(); ++i) {
+    const Run& r = runs[i];
+    json << absl::StrFormat(
+        "  {\"scenario\": \"%s\", \"policy\": \"%s\", \"finished\": %s, \"wall_seconds\": %.2f, "
+        "\"time_to_target_seconds\": %s, \"final_accuracy\": %.5f, \"examples\": %d, "
+        "\"switches_per_shard\": %.1f}%s\n",
+        r.scenario, r.policy, r.ok ? "true" : "false", r.wall_seconds,
+        r.time_to_target < 0 ? "null" : absl::StrFormat("%.2f", r.time_to_target), r.final_accuracy,
+        r.examples, r.switches, i + 1 < runs.size() ? "," : "");
+  }
+  json << "]\n";
+  std::ofstream(out + "/accuracy_vs_time.svg") << Svg(scenarios, runs, policies);
+  printf("results: %s/results.md\n", out.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace syncopate::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  return syncopate::bench::Main();
+}
