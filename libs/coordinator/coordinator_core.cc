@@ -233,7 +233,9 @@ void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
   eval.set_seconds_at_eval(report.final() ? report.requested_at_seconds() : Elapsed());
   *eval.mutable_shard_versions() = report.shard_versions();
   evals_.push_back(eval);
-  if (options_.metrics != nullptr) options_.metrics->SetEval(report.accuracy(), report.loss());
+  if (options_.metrics != nullptr) {
+    options_.metrics->SetEval(report.accuracy(), report.loss(), report.auc());
+  }
   LOG(INFO) << (report.final() ? "final " : "") << "evaluation: accuracy " << report.accuracy()
             << ", loss " << report.loss();
   if (report.final() && state_ == v1::JOB_FINISHING) MarkDone("final evaluation received", out);
@@ -332,6 +334,7 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
         shard.policy = std::make_unique<ModePolicy>(options_.clock, options_.job.global_batch());
         if (pinned) shard.policy->SetPinned(pin->second).IgnoreError();
         shard.policy->NotifySwitched(shard.mode);
+        if (options_.metrics != nullptr) options_.metrics->InitModePolicy(id);
       }
     }
     assignment->set_mode(shard.mode);
@@ -348,6 +351,15 @@ void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& repor
   if (it == shards_.end()) return;
   it->second.last_report = report;
   it->second.final_report = it->second.final_report || report.final();
+  if (options_.metrics != nullptr) {
+    for (const auto& [id, worker] : workers_) {
+      if (worker.role != v1::ROLE_WORKER) continue;
+      const bool waiting =
+          std::find(report.barrier_waiting_for().begin(), report.barrier_waiting_for().end(), id) !=
+          report.barrier_waiting_for().end();
+      options_.metrics->SetBarrierWaiting(shard_id, worker.name, waiting);
+    }
+  }
   MaybeFinishDraining();
 }
 

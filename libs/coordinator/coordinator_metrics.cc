@@ -1,5 +1,7 @@
 #include "libs/coordinator/coordinator_metrics.h"
 
+#include "libs/straggler/mode_policy.h"
+
 namespace syncopate::coordinator {
 
 CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
@@ -31,6 +33,11 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
                      .Help("Test cross-entropy of the latest evaluation")
                      .Register(registry)
                      .Add({})),
+      eval_auc_(prometheus::BuildGauge()
+                    .Name("syncopate_eval_auc")
+                    .Help("Test ROC AUC of the latest evaluation (one-vs-rest, macro-averaged)")
+                    .Register(registry)
+                    .Add({})),
       departures_(prometheus::BuildCounter()
                       .Name("syncopate_coordinator_worker_departures_total")
                       .Help("Workers removed from membership, by reason")
@@ -55,11 +62,28 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
       switches_(prometheus::BuildCounter()
                     .Name("syncopate_coordinator_mode_switches_total")
                     .Help("Mode switches the coordinator ordered, per shard and reason")
-                    .Register(registry)) {}
+                    .Register(registry)),
+      barrier_waiting_(prometheus::BuildGauge()
+                           .Name("syncopate_coordinator_barrier_waiting")
+                           .Help("1 while the shard's sync barrier waits for the worker's gradient "
+                                 "(from the shard's latest report)")
+                           .Register(registry)) {}
 
 void CoordinatorMetrics::SetSlowdown(const std::string& worker, double slowdown, bool straggler) {
   slowdown_.Add({{"worker", worker}}).Set(slowdown);
   straggler_.Add({{"worker", worker}}).Set(straggler ? 1 : 0);
+}
+
+void CoordinatorMetrics::InitModePolicy(int shard) {
+  for (absl::string_view reason :
+       {kReasonPinned, kReasonInsufficientData, kReasonHoldMinDwell, kReasonNoSignificantDifference,
+        kReasonStragglerDetected, kReasonGbaPredictedFaster, kReasonSyncPredictedFaster,
+        kReasonStragglersRecovered}) {
+    const prometheus::Labels labels = {{"shard", std::to_string(shard)},
+                                       {"reason", std::string(reason)}};
+    decisions_.Add(labels);
+    switches_.Add(labels);
+  }
 }
 
 void CoordinatorMetrics::CountDecision(int shard, const std::string& reason) {
@@ -78,9 +102,14 @@ void CoordinatorMetrics::SetWorkerLoss(const std::string& worker, double loss) {
   loss_.Add({{"worker", worker}}).Set(loss);
 }
 
-void CoordinatorMetrics::SetEval(double accuracy, double loss) {
+void CoordinatorMetrics::SetEval(double accuracy, double loss, double auc) {
   eval_accuracy_.Set(accuracy);
   eval_loss_.Set(loss);
+  eval_auc_.Set(auc);
+}
+
+void CoordinatorMetrics::SetBarrierWaiting(int shard, const std::string& worker, bool waiting) {
+  barrier_waiting_.Add({{"shard", std::to_string(shard)}, {"worker", worker}}).Set(waiting ? 1 : 0);
 }
 
 void CoordinatorMetrics::CountDeparture(const std::string& reason) {

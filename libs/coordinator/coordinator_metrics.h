@@ -20,12 +20,17 @@ class CoordinatorMetrics {
   void SetJobState(int state) { job_state_.Set(state); }
   void AddExamples(const std::string& worker, double examples);
   void SetWorkerLoss(const std::string& worker, double loss);
-  void SetEval(double accuracy, double loss);
+  void SetEval(double accuracy, double loss, double auc);
   void CountDeparture(const std::string& reason);
   void SetSlowdown(const std::string& worker, double slowdown, bool straggler);
   void SetStragglers(int count) { stragglers_.Set(count); }
+  // Starts a shard's decision and switch counters at 0 for every reason, so the first switch is
+  // an increase Prometheus sees (a counter born at 1 loses its first increment to rate()).
+  void InitModePolicy(int shard);
   void CountDecision(int shard, const std::string& reason);
   void CountSwitch(int shard, const std::string& reason);
+  // Whether shard's current sync barrier still waits for the worker's gradient.
+  void SetBarrierWaiting(int shard, const std::string& worker, bool waiting);
 
  private:
   prometheus::Gauge& members_;
@@ -34,12 +39,14 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Gauge>& loss_;
   prometheus::Gauge& eval_accuracy_;
   prometheus::Gauge& eval_loss_;
+  prometheus::Gauge& eval_auc_;
   prometheus::Family<prometheus::Counter>& departures_;
   prometheus::Family<prometheus::Gauge>& slowdown_;
   prometheus::Family<prometheus::Gauge>& straggler_;
   prometheus::Gauge& stragglers_;
   prometheus::Family<prometheus::Counter>& decisions_;
   prometheus::Family<prometheus::Counter>& switches_;
+  prometheus::Family<prometheus::Gauge>& barrier_waiting_;
 };
 
 }  // namespace syncopate::coordinator

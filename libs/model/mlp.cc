@@ -4,11 +4,13 @@
 #include <cassert>
 #include <cmath>
 #include <utility>
+#include <vector>
 
 #include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "libs/common/status_macros.h"
+#include "libs/model/auc.h"
 #include "libs/tensor/initializer.h"
 
 namespace syncopate::model {
@@ -187,6 +189,7 @@ absl::StatusOr<Evaluation> Mlp::Evaluate(std::span<const float> params, const Ba
   SYNCOPATE_RETURN_IF_ERROR(ValidateBatch(data));
   int64_t correct = 0;
   double loss_sum = 0.0;
+  std::vector<float> probabilities(static_cast<size_t>(data.size) * num_classes_);
   for (int64_t begin = 0; begin < data.size; begin += kEvaluateChunk) {
     const int64_t chunk = std::min(kEvaluateChunk, data.size - begin);
     ResizeScratch(chunk);
@@ -199,12 +202,19 @@ absl::StatusOr<Evaluation> Mlp::Evaluate(std::span<const float> params, const Ba
       correct += (predicted == label) ? 1 : 0;
       const double sum_exp = (logits.col(j).array() - max_logit).exp().sum();
       loss_sum += std::log(sum_exp) - (logits(label, j) - max_logit);
+      for (int c = 0; c < num_classes_; ++c) {
+        probabilities[(begin + j) * num_classes_ + c] =
+            static_cast<float>(std::exp(logits(c, j) - max_logit) / sum_exp);
+      }
     }
   }
   const double examples = static_cast<double>(data.size);
-  return Evaluation{.accuracy = static_cast<double>(correct) / examples,
-                    .mean_loss = loss_sum / examples,
-                    .examples = data.size};
+  return Evaluation{
+      .accuracy = static_cast<double>(correct) / examples,
+      .mean_loss = loss_sum / examples,
+      .auc = MacroOneVsRestAuc(probabilities, std::span<const int32_t>(data.labels, data.size),
+                               num_classes_),
+      .examples = data.size};
 }
 
 std::vector<float> InitialParameters(const Mlp& mlp, uint64_t seed) {

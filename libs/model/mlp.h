@@ -38,6 +38,7 @@ struct BatchView {
 struct Evaluation {
   double accuracy;   // fraction of examples whose largest logit is the label (first max on ties)
   double mean_loss;  // mean softmax cross-entropy
+  double auc;        // macro one-vs-rest ROC AUC of the softmax scores (MacroOneVsRestAuc)
   int64_t examples;
 };
 

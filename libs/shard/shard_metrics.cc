@@ -89,7 +89,12 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
                            .Name("syncopate_shard_optimizer_bytes")
                            .Help("Bytes of optimizer state held by the shard")
                            .Register(registry)
-                           .Add({{"shard", shard_}})) {
+                           .Add({{"shard", shard_}})),
+      barrier_waiting_workers_(prometheus::BuildGauge()
+                                   .Name("syncopate_shard_barrier_waiting_workers")
+                                   .Help("Members the current sync barrier still waits for")
+                                   .Register(registry)
+                                   .Add({{"shard", shard_}})) {
   for (const char* outcome : {"applied", "decayed", "dropped", "rejected"}) {
     gradients_.Add({{"shard", shard_}, {"outcome", outcome}});
   }
@@ -122,6 +127,10 @@ void ShardMetrics::ObservePullHeld(double seconds) { pull_held_seconds_.Observe(
 void ShardMetrics::SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes) {
   parameter_bytes_.Set(static_cast<double>(parameter_bytes));
   optimizer_bytes_.Set(static_cast<double>(optimizer_bytes));
+}
+
+void ShardMetrics::SetBarrierWaitingWorkers(int64_t workers) {
+  barrier_waiting_workers_.Set(static_cast<double>(workers));
 }
 
 }  // namespace syncopate::shard

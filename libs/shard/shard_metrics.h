@@ -26,6 +26,8 @@ class ShardMetrics {
   void CountRejection(const std::string& reason);
   void ObservePullHeld(double seconds);
   void SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes);
+  // Members the current sync barrier still waits for (0 outside sync).
+  void SetBarrierWaitingWorkers(int64_t workers);
 
  private:
   const std::string shard_;
@@ -39,6 +41,7 @@ class ShardMetrics {
   prometheus::Histogram& pull_held_seconds_;
   prometheus::Gauge& parameter_bytes_;
   prometheus::Gauge& optimizer_bytes_;
+  prometheus::Gauge& barrier_waiting_workers_;
 };
 
 // "sync", "gba", "async": the label value and the word users see.

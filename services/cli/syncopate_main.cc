@@ -1,6 +1,8 @@
 // syncopate: the user's command line.
 //   syncopate local  [flags]              train a job on a local cluster of child processes
 //   syncopate status --coordinator=H:P     live view of a running cluster
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -19,6 +21,7 @@
 #include "absl/time/clock.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
+#include "libs/launch/prometheus_config.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/shard/shard_metrics.h"
@@ -41,12 +44,56 @@ ABSL_FLAG(bool, evaluator, true, "Run an evaluator");
 ABSL_FLAG(std::string, run_dir, "", "Where logs and reports go (default runs/<timestamp>)");
 ABSL_FLAG(std::string, bin_dir, "", "Directory of the service binaries (default: next to this)");
 ABSL_FLAG(int, timeout_seconds, 3600, "Give up (exit 1) if the job has not finished by then");
+ABSL_FLAG(bool, prometheus, false,
+          "Also run Debian's Prometheus (/usr/bin/prometheus) on a free loopback port, scraping "
+          "every process of the run, until the run ends");
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "status: the coordinator's address");
 
 namespace syncopate::cli {
 namespace {
 
 using launch::LocalCluster;
+
+constexpr char kPrometheusBinary[] = "/usr/bin/prometheus";
+
+// A loopback port that was free a moment ago (Prometheus takes its port as a flag; a race with
+// another process taking it in between is possible and reported by Prometheus' log).
+absl::StatusOr<int> FreeLoopbackPort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return absl::UnavailableError("socket() failed");
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0;
+  close(fd);
+  if (!ok) return absl::UnavailableError("no free loopback port");
+  return ntohs(addr.sin_port);
+}
+
+// Writes <run_dir>/prometheus.yml for the cluster's metrics ports and, if asked, starts
+// Prometheus on it in `group`. Returns Prometheus' URL, or "" when only the config was written.
+absl::StatusOr<std::string> SetUpPrometheus(const LocalCluster& cluster, const std::string& run_dir,
+                                            bool start, launch::ProcessGroup& group) {
+  const std::string config = run_dir + "/prometheus.yml";
+  {
+    std::ofstream out(config);
+    out << launch::LocalPrometheusConfig(cluster.metrics_ports(), absl::Seconds(1));
+    if (!out) return absl::UnavailableError("cannot write " + config);
+  }
+  if (!start) return "";
+  absl::StatusOr<int> port = FreeLoopbackPort();
+  if (!port.ok()) return port.status();
+  const std::string listen = absl::StrCat("127.0.0.1:", *port);
+  absl::StatusOr<pid_t> pid = group.Spawn(
+      {"prometheus",
+       {kPrometheusBinary, "--config.file=" + config,
+        "--storage.tsdb.path=" + run_dir + "/prometheus-data", "--web.listen-address=" + listen},
+       run_dir + "/logs/prometheus.log"});
+  if (!pid.ok()) return pid.status();
+  return "http://" + listen;
+}
 
 std::string ModeList(const v1::ClusterStatus& status) {
   std::vector<std::string> parts;
@@ -230,6 +277,10 @@ int Local() {
   }
   std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
   if (bin_dir.empty()) bin_dir = SelfDir();
+  if (absl::GetFlag(FLAGS_prometheus) && access(kPrometheusBinary, X_OK) != 0) {
+    runtime::Die(absl::StrCat("--prometheus: ", kPrometheusBinary,
+                              " not found; install it with: apt-get install prometheus"));
+  }
 
   const absl::Time start = absl::Now();
   printf("syncopate local: job %s, %d workers, %d shards, mode %s, G=%d; run dir %s\n",
@@ -253,6 +304,16 @@ int Local() {
     printf(" %s=http://127.0.0.1:%d/metrics", name.c_str(), port);
   }
   printf("\n");
+  launch::ProcessGroup prometheus;  // stopped when this function returns
+  absl::StatusOr<std::string> prometheus_url =
+      SetUpPrometheus(**cluster, run_dir, absl::GetFlag(FLAGS_prometheus), prometheus);
+  if (!prometheus_url.ok()) {
+    fprintf(stderr, "syncopate local: prometheus: %s\n",
+            std::string(prometheus_url.status().message()).c_str());
+  } else if (!prometheus_url->empty()) {
+    printf("prometheus at %s (config %s/prometheus.yml, log %s/logs/prometheus.log)\n",
+           prometheus_url->c_str(), run_dir.c_str(), run_dir.c_str());
+  }
   fflush(stdout);
 
   const absl::Time deadline = start + absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
@@ -275,6 +336,10 @@ int Local() {
       }
     }
     if (exit_code != 0) break;
+    for (const launch::Exit& exit : prometheus.Reap()) {
+      fprintf(stderr, "syncopate local: prometheus stopped (%s); see %s/logs/prometheus.log\n",
+              exit.Describe().c_str(), run_dir.c_str());
+    }
     absl::StatusOr<v1::ClusterStatus> status = (*cluster)->Status();
     if (status.ok()) last = *status;
     if (absl::Now() >= next_print && status.ok()) {
@@ -291,6 +356,7 @@ int Local() {
     }
   }
   (*cluster)->Stop();
+  prometheus.TerminateAll(absl::Seconds(5));
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
   WriteReports(run_dir, last, wall, *slowdowns);
   printf("%s\n", ProgressLine(last).c_str());

@@ -97,6 +97,7 @@ bool RunSession(v1::Coordinator::Stub& stub, const std::string& address, TrainSe
     std::shared_ptr<ShardCore> core = train.core();
     if (core == nullptr) continue;
     const ShardStats stats = core->Stats();
+    metrics.SetBarrierWaitingWorkers(static_cast<int64_t>(stats.barrier_waiting_for.size()));
     v1::ShardMessage report;
     v1::ShardReport* r = report.mutable_report();
     r->set_final(final);

@@ -303,6 +303,7 @@ absl::Status RunEvaluator(CoordinatorSession& session) {
     v1::EvalReport* r = report.mutable_eval();
     r->set_accuracy(eval->accuracy);
     r->set_loss(eval->mean_loss);
+    r->set_auc(eval->auc);
     r->set_examples(eval->examples);
     r->set_final(request.final());
     r->set_requested_at_examples(request.at_examples());
