@@ -98,6 +98,11 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
   for (const char* outcome : {"applied", "decayed", "dropped", "rejected"}) {
     gradients_.Add({{"shard", shard_}, {"outcome", outcome}});
   }
+  // Every rejection reason exists from the start at 0, so rate() and increase() see the first
+  // rejection and dashboards have a series before anything goes wrong.
+  for (const char* reason : kRejectionReasons) {
+    rejections_.Add({{"shard", shard_}, {"reason", reason}});
+  }
 }
 
 void ShardMetrics::SetVersion(int64_t version) { version_.Set(static_cast<double>(version)); }

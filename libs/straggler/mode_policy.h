@@ -77,6 +77,11 @@ class ModePolicy {
   // per window (the dwell), so spurious switches are rare; a real straggler's advantage is many
   // standard errors wide and is not delayed by demanding more. (2 ≈ 1.96, the usual 95% band.)
   static constexpr double kSignificanceZ = 2.0;
+  // Leaving GBA (with no straggler flagged) needs its predicted lead to fall within one standard
+  // error: a one-SE hysteresis band below the entry threshold. A difference measured with noise
+  // of one SE then leaves the band by chance with probability ~16% per window rather than ~50%,
+  // and SwitchConfirmation asks it of two independent windows.
+  static constexpr double kReturnZ = 1.0;
 
   // `clock` is not owned and must outlive the policy. `global_batch` is the job's G.
   ModePolicy(Clock* clock, int64_t global_batch);

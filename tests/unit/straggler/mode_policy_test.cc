@@ -236,6 +236,23 @@ TEST_F(ModePolicyTest, ReportsCloseCall) {
   EXPECT_THAT(d.explanation, HasSubstr("barrier waits for worker 1"));
 }
 
+// In GBA with no straggler, a predicted lead between kReturnZ and kSignificanceZ standard errors
+// is inside the hysteresis band: not enough to enter GBA, not little enough to leave it.
+TEST_F(ModePolicyTest, StaysInGbaInsideTheHysteresisBand) {
+  policy_.NotifySwitched(MODE_GBA);
+  cluster_.Steps(8, {1.00, 1.02, 0.98, 1.00}, kComm);
+  const ModeDecision d = Decide(MODE_GBA);
+  EXPECT_GT(d.z, ModePolicy::kReturnZ);
+  EXPECT_LE(d.z, ModePolicy::kSignificanceZ);
+  EXPECT_THAT(d.stragglers, IsEmpty());
+  EXPECT_EQ(d.recommended, MODE_GBA);
+  EXPECT_FALSE(d.switch_now);
+  EXPECT_EQ(d.reason, "no_significant_difference");
+  // The same measurements seen from sync do not justify entering GBA.
+  const ModeDecision from_sync = Decide(MODE_SYNC);
+  EXPECT_EQ(from_sync.recommended, MODE_SYNC);
+}
+
 TEST_F(ModePolicyTest, RejectsInvalidInput) {
   cluster_.Steps(8, kHealthy, kComm);
   const Assessment a = cluster_.detector.Assess();
