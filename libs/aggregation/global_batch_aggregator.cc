@@ -129,6 +129,14 @@ void GlobalBatchAggregator::SetMode(v1::Mode mode) {
   mode_ = mode;
 }
 
+void GlobalBatchAggregator::RestoreVersion(int64_t version) {
+  std::fill(weighted_sum_.begin(), weighted_sum_.end(), 0.0f);
+  buffered_samples_ = 0;
+  pushed_this_version_.clear();
+  flush_pending_ = false;
+  version_ = version;
+}
+
 std::vector<int32_t> GlobalBatchAggregator::BarrierWaitingFor() const {
   std::vector<int32_t> waiting;
   if (mode_ != v1::MODE_SYNC) return waiting;

@@ -65,6 +65,9 @@ class GlobalBatchAggregator {
   // Switches mode; afterwards UpdateReady() may be true (a flush of the old buffer).
   void SetMode(v1::Mode mode);
 
+  // A restored shard resumes at its checkpoint's version with an empty buffer.
+  void RestoreVersion(int64_t version);
+
   v1::Mode mode() const { return mode_; }
   int64_t version() const { return version_; }
   int64_t global_batch() const { return global_batch_; }

@@ -414,6 +414,20 @@ void CoordinatorCore::Tick() {
       last_mode_decision_ = now;
       DecideModes(out);
     }
+    if (state_ == v1::JOB_RUNNING) {
+      const absl::Duration interval =
+          absl::Seconds(options_.job.checkpoint_interval_seconds());
+      if (last_checkpoint_request_ == absl::InfinitePast()) last_checkpoint_request_ = now;
+      if (now - last_checkpoint_request_ >= interval) {
+        last_checkpoint_request_ = now;
+        for (auto& [id, shard] : shards_) {
+          if (shard.link == nullptr) continue;
+          v1::CoordinatorToShard message;
+          message.mutable_checkpoint_now();
+          out.to_shards.emplace_back(shard.link, std::move(message));
+        }
+      }
+    }
     if (state_ == v1::JOB_FINISHING && !draining_shards_since_.has_value()) {
       const bool workers_left = LiveWorkers(v1::ROLE_WORKER) == 0;
       const bool timed_out = now - finishing_since_ > options_.finish_timeout;

@@ -168,6 +168,7 @@ class CoordinatorCore {
   std::vector<v1::EvalStatus> evals_ ABSL_GUARDED_BY(mu_);
   StragglerDetector detector_ ABSL_GUARDED_BY(mu_);
   absl::Time last_mode_decision_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time last_checkpoint_request_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
 };
 
 }  // namespace syncopate::coordinator

@@ -62,6 +62,7 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   if (spec.eval().interval_seconds() == 0) spec.mutable_eval()->set_interval_seconds(5);
   if (spec.mode() == v1::MODE_UNSPECIFIED) spec.set_mode(v1::MODE_SYNC);
   if (spec.seed() == 0) spec.set_seed(1);
+  if (spec.checkpoint_interval_seconds() == 0) spec.set_checkpoint_interval_seconds(30);
 }
 
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
@@ -95,6 +96,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return bad("stop", "values must be >= 0");
   }
   if (spec.block_size() <= 0) return bad("block_size", "must be positive");
+  if (!(spec.checkpoint_interval_seconds() > 0)) {
+    return bad("checkpoint_interval_seconds", "must be > 0");
+  }
   if (!(spec.eval().interval_seconds() > 0)) return bad("eval.interval_seconds", "must be > 0");
   absl::StatusOr<std::unique_ptr<optim::Optimizer>> optimizer =
       optim::CreateOptimizer(spec.optimizer(), 1);

@@ -13,6 +13,9 @@ namespace syncopate::launch {
 absl::StatusOr<int> LocalCluster::StartChild(const std::string& name, std::vector<std::string> argv,
                                              const std::string& port_key) {
   const std::string ready = absl::StrCat(options_.run_dir, "/ready/", name);
+  Child& child = children_[name];
+  if (child.argv.empty()) child = {argv, port_key, 0};
+  std::filesystem::remove(ready);
   argv.push_back("--ready_file=" + ready);
   argv.push_back("--metrics_listen=127.0.0.1:0");
   SYNCOPATE_RETURN_IF_ERROR(
@@ -22,7 +25,22 @@ absl::StatusOr<int> LocalCluster::StartChild(const std::string& name, std::vecto
   SYNCOPATE_ASSIGN_OR_RETURN(auto values,
                              processes_.WaitForReadyFile(name, ready, options_.ready_timeout));
   metrics_ports_[name] = std::atoi(values["metrics_port"].c_str());
-  return port_key.empty() ? 0 : std::atoi(values[port_key].c_str());
+  child.grpc_port = port_key.empty() ? 0 : std::atoi(values[port_key].c_str());
+  return child.grpc_port;
+}
+
+absl::Status LocalCluster::Restart(const std::string& name) {
+  auto it = children_.find(name);
+  if (it == children_.end()) return absl::NotFoundError(absl::StrCat("no child named ", name));
+  std::vector<std::string> argv = it->second.argv;
+  if (it->second.grpc_port != 0) {
+    for (std::string& arg : argv) {
+      if (arg == "--listen=127.0.0.1:0") {
+        arg = absl::StrCat("--listen=127.0.0.1:", it->second.grpc_port);
+      }
+    }
+  }
+  return StartChild(name, std::move(argv), it->second.port_key).status();
 }
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions options) {
@@ -48,14 +66,15 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
   cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", coordinator_port);
   cluster->stub_ = v1::Coordinator::NewStub(rpc::CreateChannel(cluster->coordinator_address_));
   const std::string coordinator = "--coordinator=" + cluster->coordinator_address_;
+  const std::string checkpoint_dir =
+      o.checkpoint_dir.empty() ? o.run_dir + "/checkpoints" : o.checkpoint_dir;
   for (int s = 0; s < o.job.num_shards(); ++s) {
+    std::vector<std::string> argv = {bin + "syncopate-shard", coordinator,
+                                     absl::StrCat("--shard_id=", s), "--listen=127.0.0.1:0",
+                                     "--checkpoint_dir=" + checkpoint_dir};
+    if (!o.restore_dir.empty()) argv.push_back("--restore_dir=" + o.restore_dir);
     SYNCOPATE_RETURN_IF_ERROR(
-        cluster
-            ->StartChild(ShardName(s),
-                         {bin + "syncopate-shard", coordinator, absl::StrCat("--shard_id=", s),
-                          "--listen=127.0.0.1:0"},
-                         "grpc_port")
-            .status());
+        cluster->StartChild(ShardName(s), std::move(argv), "grpc_port").status());
   }
   for (int w = 0; w < o.job.num_workers(); ++w) {
     const double slowdown = w < static_cast<int>(o.slowdowns.size()) ? o.slowdowns[w] : 1.0;

@@ -25,6 +25,10 @@ struct LocalClusterOptions {
   // Worker index -> --slowdown_schedule (e.g. "0s:1,20s:4,60s:1"); overrides `slowdowns`.
   std::map<int, std::string> slowdown_schedules;
   bool evaluator = true;
+  // Shards checkpoint here (default <run_dir>/checkpoints) and restore from here after a crash.
+  std::string checkpoint_dir;
+  // Shards with no checkpoint of their own restore from here (`syncopate local --resume`).
+  std::string restore_dir;
   absl::Duration ready_timeout = absl::Seconds(30);
 };
 
@@ -42,10 +46,21 @@ class LocalCluster {
 
   std::vector<Exit> Stop() { return processes_.TerminateAll(); }
 
+  // Starts a child that died again, with the same flags and on the same gRPC port, so peers
+  // find it where they left it (the supervisor's job, like compose's `restart:`).
+  absl::Status Restart(const std::string& name);
+
  private:
   LocalCluster() = default;
   absl::StatusOr<int> StartChild(const std::string& name, std::vector<std::string> argv,
                                  const std::string& port_key);
+
+  struct Child {
+    std::vector<std::string> argv;  // as first started, without the ready/metrics flags
+    std::string port_key;
+    int grpc_port = 0;
+  };
+  std::map<std::string, Child> children_;
 
   LocalClusterOptions options_;
   ProcessGroup processes_;

@@ -25,6 +25,9 @@ class Optimizer {
   virtual std::string_view name() const = 0;
   // Bytes of optimizer state (e.g. momentum buffers), for metrics and memory budgets.
   virtual int64_t state_bytes() const = 0;
+  // The optimizer's per-parameter state vectors, each aligned with the parameters (element i
+  // belongs to parameter i), for checkpoints. Empty for stateless optimizers.
+  virtual std::vector<std::span<float>> state_vectors() { return {}; }
 };
 
 // Validates the spec and builds the optimizer for a parameter slice of `size` elements.
@@ -56,6 +59,7 @@ class Momentum final : public Optimizer {
     return static_cast<int64_t>(velocity_.size() * sizeof(float));
   }
   std::span<const float> velocity() const { return velocity_; }
+  std::vector<std::span<float>> state_vectors() override { return {velocity_}; }
 
  private:
   const float learning_rate_;

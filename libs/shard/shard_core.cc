@@ -79,6 +79,7 @@ ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardM
                      std::unique_ptr<optim::Optimizer> optimizer)
     : flat_begin_(assignment.partition().flat_begin()),
       flat_end_(assignment.partition().flat_end()),
+      assignment_(assignment),
       clock_(clock),
       metrics_(metrics),
       params_(static_cast<size_t>(flat_end_ - flat_begin_)),
@@ -276,6 +277,91 @@ ShardStats ShardCore::Stats() const {
 std::vector<float> ShardCore::Parameters() const {
   absl::MutexLock lock(&mu_);
   return params_;
+}
+
+v1::ShardCheckpoint ShardCore::Snapshot() const {
+  v1::ShardCheckpoint checkpoint;
+  checkpoint.set_job_id(assignment_.job().job_id());
+  checkpoint.set_shard_id(assignment_.partition().shard_id());
+  checkpoint.set_num_shards(assignment_.job().num_shards());
+  checkpoint.set_created_unix_millis(absl::ToUnixMillis(clock_->Now()));
+  absl::MutexLock lock(&mu_);
+  checkpoint.set_version(aggregator_.version());
+  checkpoint.set_mode(aggregator_.mode());
+  checkpoint.set_optimizer(std::string(optimizer_->name()));
+  const std::vector<std::span<float>> state = optimizer_->state_vectors();
+  for (const v1::TensorSlice& slice : assignment_.partition().slices()) {
+    const int64_t offset = slice.flat_offset() - flat_begin_;
+    v1::CheckpointSlice* out = checkpoint.add_slices();
+    out->set_tensor(slice.tensor());
+    out->set_tensor_offset(slice.tensor_offset());
+    out->set_length(slice.length());
+    out->set_values(
+        tensor::PackFloats(std::span<const float>(params_).subspan(offset, slice.length())));
+    for (std::span<float> vector : state) {
+      out->add_optimizer_state(tensor::PackFloats(vector.subspan(offset, slice.length())));
+    }
+  }
+  return checkpoint;
+}
+
+absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources) {
+  absl::MutexLock lock(&mu_);
+  std::vector<float> params = params_;
+  std::vector<std::span<float>> state = optimizer_->state_vectors();
+  std::vector<std::vector<float>> new_state;
+  for (std::span<float> vector : state) new_state.emplace_back(vector.begin(), vector.end());
+  int64_t covered = 0;
+  int64_t version = 0;
+  std::vector<float> values;
+  for (const v1::ShardCheckpoint& source : sources) {
+    if (source.job_id() != assignment_.job().job_id()) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint of job '", source.job_id(),
+                                                        "' cannot restore job '",
+                                                        assignment_.job().job_id(), "'"));
+    }
+    if (source.optimizer() != optimizer_->name()) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint optimizer ", source.optimizer(),
+                                                        " differs from ",
+                                                        std::string(optimizer_->name())));
+    }
+    version = std::max(version, source.version());
+    for (const v1::CheckpointSlice& from : source.slices()) {
+      if (static_cast<size_t>(from.optimizer_state_size()) != state.size()) {
+        return absl::FailedPreconditionError("checkpoint optimizer state has the wrong shape");
+      }
+      for (const v1::TensorSlice& to : assignment_.partition().slices()) {
+        if (to.tensor() != from.tensor()) continue;
+        // The overlap of [from.offset, +from.length) and [to.offset, +to.length) in the tensor.
+        const int64_t begin = std::max(from.tensor_offset(), to.tensor_offset());
+        const int64_t end =
+            std::min(from.tensor_offset() + from.length(), to.tensor_offset() + to.length());
+        if (begin >= end) continue;
+        const int64_t dst = to.flat_offset() - flat_begin_ + (begin - to.tensor_offset());
+        const int64_t src = begin - from.tensor_offset();
+        values.resize(from.length());
+        SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.values(), values));
+        std::copy_n(values.begin() + src, end - begin, params.begin() + dst);
+        for (size_t k = 0; k < state.size(); ++k) {
+          SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.optimizer_state(k), values));
+          std::copy_n(values.begin() + src, end - begin, new_state[k].begin() + dst);
+        }
+        covered += end - begin;
+      }
+    }
+  }
+  if (covered != static_cast<int64_t>(params_.size())) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoints cover ", covered, " of the ",
+                                                      params_.size(), " parameters of shard ",
+                                                      assignment_.partition().shard_id()));
+  }
+  params_ = std::move(params);
+  for (size_t k = 0; k < state.size(); ++k) {
+    std::copy(new_state[k].begin(), new_state[k].end(), state[k].begin());
+  }
+  aggregator_.RestoreVersion(version);
+  if (metrics_ != nullptr) metrics_->SetVersion(version);
+  return absl::OkStatus();
 }
 
 }  // namespace syncopate::shard

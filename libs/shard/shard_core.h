@@ -22,6 +22,7 @@
 #include "libs/common/clock.h"
 #include "libs/optim/optimizer.h"
 #include "libs/shard/shard_metrics.h"
+#include "syncopate/v1/checkpoint.pb.h"
 #include "syncopate/v1/coordinator.pb.h"
 #include "syncopate/v1/shard.pb.h"
 
@@ -67,6 +68,14 @@ class ShardCore {
   // A copy of the current parameters (tests, checkpoints).
   std::vector<float> Parameters() const;
 
+  // The shard's parameters and optimizer state by global coordinates (tensor + offset).
+  v1::ShardCheckpoint Snapshot() const;
+  // Restores parameters, optimizer state and version from checkpoints of any partitioning of
+  // the same model: each of this shard's slices is filled from the overlapping slices of the
+  // sources. FAILED_PRECONDITION (nothing changed) unless the sources cover every element, or
+  // when they come from a different optimizer or job. The version becomes the newest source's.
+  absl::Status Restore(const std::vector<v1::ShardCheckpoint>& sources);
+
  private:
   struct PendingPull {
     const void* owner;
@@ -93,6 +102,7 @@ class ShardCore {
 
   const int64_t flat_begin_;
   const int64_t flat_end_;
+  const v1::ShardAssignment assignment_;
   Clock* const clock_;
   ShardMetrics* const metrics_;
 

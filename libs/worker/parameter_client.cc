@@ -130,10 +130,13 @@ ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1:
 }
 
 absl::Status ParameterClient::Connect(absl::Duration timeout) {
-  for (auto& shard : shards_) {
-    if (!shard->broken()) continue;
-    absl::Status status = shard->Connect(timeout);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    if (!shards_[s]->broken()) continue;
+    absl::Status status = shards_[s]->Connect(timeout);
     if (!status.ok()) return status;
+    // The shard may have restarted from a checkpoint at an older version: never wait for a
+    // version of its previous life; the next pull refreshes the token.
+    min_versions_[s] = 0;
   }
   return absl::OkStatus();
 }

@@ -42,6 +42,8 @@ ABSL_FLAG(int64_t, train_limit, -1, "Use only the first N training examples (0 =
 ABSL_FLAG(int64_t, test_limit, -1, "Evaluate on the first N test examples (0 = all)");
 ABSL_FLAG(bool, evaluator, true, "Run an evaluator");
 ABSL_FLAG(std::string, run_dir, "", "Where logs and reports go (default runs/<timestamp>)");
+ABSL_FLAG(std::string, resume, "",
+          "Start from the checkpoints of an earlier run directory (any number of shards)");
 ABSL_FLAG(std::string, bin_dir, "", "Directory of the service binaries (default: next to this)");
 ABSL_FLAG(int, timeout_seconds, 3600, "Give up (exit 1) if the job has not finished by then");
 ABSL_FLAG(bool, prometheus, false,
@@ -287,13 +289,17 @@ int Local() {
          job->job_id().c_str(), job->num_workers(), job->num_shards(),
          shard::ModeName(job->mode()).c_str(), job->global_batch(), run_dir.c_str());
   fflush(stdout);
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster =
-      LocalCluster::Start({.job = *job,
-                           .bin_dir = bin_dir,
-                           .run_dir = run_dir,
-                           .slowdowns = *slowdowns,
-                           .slowdown_schedules = *schedules,
-                           .evaluator = absl::GetFlag(FLAGS_evaluator)});
+  launch::LocalClusterOptions options;
+  options.job = *job;
+  options.bin_dir = bin_dir;
+  options.run_dir = run_dir;
+  options.slowdowns = *slowdowns;
+  options.slowdown_schedules = *schedules;
+  options.evaluator = absl::GetFlag(FLAGS_evaluator);
+  if (!absl::GetFlag(FLAGS_resume).empty()) {
+    options.restore_dir = absl::GetFlag(FLAGS_resume) + "/checkpoints";
+  }
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
   if (!cluster.ok()) {
     fprintf(stderr, "syncopate local: %s (logs in %s/logs)\n",
             std::string(cluster.status().message()).c_str(), run_dir.c_str());
@@ -317,6 +323,9 @@ int Local() {
   fflush(stdout);
 
   const absl::Time deadline = start + absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
+  // A child that keeps dying is a bug or a broken machine, not something to retry forever.
+  constexpr int kMaxRestarts = 5;
+  std::map<std::string, int> restarts;
   absl::Time next_print = absl::Now();
   v1::ClusterStatus last;
   int exit_code = 0;
@@ -329,11 +338,21 @@ int Local() {
     for (const launch::Exit& exit : (*cluster)->processes().Reap()) {
       const bool clean = WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0;
       if (!clean) printf("%s\n", exit.Describe().c_str());
-      if (exit.name == "coordinator" || exit.name.starts_with("shard-")) {
-        fprintf(stderr, "syncopate local: %s died; see %s/logs/%s.log\n", exit.name.c_str(),
-                run_dir.c_str(), exit.name.c_str());
-        exit_code = 1;
+      if (exit.name != "coordinator" && !exit.name.starts_with("shard-")) continue;
+      // The supervisor: a shard that dies before the job is done is started again on its port
+      // and restores its latest checkpoint (like compose's `restart:` or a StatefulSet).
+      if (exit.name.starts_with("shard-") && last.state() != v1::JOB_DONE &&
+          ++restarts[exit.name] <= kMaxRestarts) {
+        absl::Status restarted = (*cluster)->Restart(exit.name);
+        printf("restarting %s (restart %d of at most %d): %s\n", exit.name.c_str(),
+               restarts[exit.name], kMaxRestarts,
+               restarted.ok() ? "ok" : std::string(restarted.message()).c_str());
+        if (restarted.ok()) continue;
       }
+      if (clean && last.state() == v1::JOB_DONE) continue;
+      fprintf(stderr, "syncopate local: %s died; see %s/logs/%s.log\n", exit.name.c_str(),
+              run_dir.c_str(), exit.name.c_str());
+      exit_code = 1;
     }
     if (exit_code != 0) break;
     for (const launch::Exit& exit : prometheus.Reap()) {

@@ -12,6 +12,7 @@
 #include "libs/rpc/grpc_util.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/shard/shard_core.h"
+#include "services/shard/shard_node.h"
 #include "services/shard/train_service.h"
 #include "syncopate/v1/coordinator.grpc.pb.h"
 
@@ -22,106 +23,15 @@ ABSL_FLAG(std::string, advertise_host, "127.0.0.1",
           "Host name workers use to reach this shard (a pod or service name in Kubernetes)");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9101", "Prometheus /metrics address");
 ABSL_FLAG(std::string, ready_file, "", "If set, write grpc_port/metrics_port here once serving");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "Write checkpoints here (periodically and at the end); after a crash, restore the "
+          "newest valid one from here. Empty: no checkpoints");
+ABSL_FLAG(std::string, restore_dir, "",
+          "When --checkpoint_dir has no checkpoint of this job: restore from this directory "
+          "(e.g. an earlier run's; any number of shards)");
 
 namespace syncopate::shard {
 namespace {
-
-using Session = rpc::ClientStream<v1::ShardMessage, v1::CoordinatorToShard>;
-
-// Runs one coordinator session until it ends or shutdown is requested. Returns true when the
-// coordinator said the job is done.
-bool RunSession(v1::Coordinator::Stub& stub, const std::string& address, TrainService& train,
-                ShardMetrics& metrics, bool& reached) {
-  absl::Mutex mu;
-  bool stopped = false;
-  std::string error;
-  const int shard_id = absl::GetFlag(FLAGS_shard_id);
-  Session session([&stub](grpc::ClientContext* context) { return stub.ShardSession(context); },
-                  [&](v1::CoordinatorToShard& message) {
-                    switch (message.kind_case()) {
-                      case v1::CoordinatorToShard::kAssignment: {
-                        reached = true;
-                        if (auto existing = train.core()) {
-                          // A coordinator restart: keep our state, adopt the membership.
-                          existing->SetMembership(message.assignment().membership());
-                          break;
-                        }
-                        absl::StatusOr<std::unique_ptr<ShardCore>> core =
-                            ShardCore::Create(message.assignment(), Clock::Real(), &metrics);
-                        if (!core.ok()) {
-                          LOG(ERROR) << "bad assignment: " << core.status();
-                          absl::MutexLock lock(&mu);
-                          error = core.status().ToString();
-                          break;
-                        }
-                        LOG(INFO) << "shard " << shard_id << " assigned [" << (*core)->flat_begin()
-                                  << ", " << (*core)->flat_end() << ") in mode "
-                                  << ModeName(message.assignment().mode());
-                        train.SetCore(std::move(*core));
-                        break;
-                      }
-                      case v1::CoordinatorToShard::kMembership:
-                        if (auto core = train.core()) core->SetMembership(message.membership());
-                        break;
-                      case v1::CoordinatorToShard::kSetMode:
-                        LOG(INFO) << "mode -> " << ModeName(message.set_mode().mode()) << " ("
-                                  << message.set_mode().reason() << ")";
-                        if (auto core = train.core()) core->SetMode(message.set_mode().mode());
-                        break;
-                      case v1::CoordinatorToShard::kStop: {
-                        LOG(INFO) << "coordinator says stop: " << message.stop().reason();
-                        absl::MutexLock lock(&mu);
-                        stopped = true;
-                        break;
-                      }
-                      default:
-                        break;
-                    }
-                  },
-                  nullptr);
-  v1::ShardMessage hello;
-  hello.mutable_hello()->set_shard_id(shard_id);
-  hello.mutable_hello()->set_address(address);
-  session.Write(hello);
-  // Report twice a second: the coordinator's status view and mode policy feed on it. The last
-  // report (after the coordinator's stop) is marked final so the job's status is exact.
-  bool final = false;
-  while (!final && !session.done()) {
-    const bool shutdown = runtime::WaitForShutdown(absl::Milliseconds(500));
-    {
-      absl::MutexLock lock(&mu);
-      if (!error.empty()) break;
-      final = stopped;
-    }
-    if (shutdown && !final) break;
-    std::shared_ptr<ShardCore> core = train.core();
-    if (core == nullptr) continue;
-    const ShardStats stats = core->Stats();
-    metrics.SetBarrierWaitingWorkers(static_cast<int64_t>(stats.barrier_waiting_for.size()));
-    v1::ShardMessage report;
-    v1::ShardReport* r = report.mutable_report();
-    r->set_final(final);
-    r->set_version(stats.version);
-    r->set_mode(stats.mode);
-    r->set_updates(stats.updates);
-    for (int32_t w : stats.barrier_waiting_for) r->add_barrier_waiting_for(w);
-    r->set_gradients_applied(stats.applied);
-    r->set_gradients_decayed(stats.decayed);
-    r->set_gradients_dropped(stats.dropped);
-    r->set_gradients_rejected(stats.rejected);
-    session.Write(report);
-  }
-  if (final) {
-    session.WritesDone();
-    session.WaitForEnd(absl::Seconds(2));
-  }
-  absl::MutexLock lock(&mu);
-  if (!error.empty()) runtime::Die(error, 1);
-  if (session.done() && !stopped) {
-    LOG(WARNING) << "coordinator session ended: " << session.status().error_message();
-  }
-  return stopped;
-}
 
 int Main() {
   const int shard_id = absl::GetFlag(FLAGS_shard_id);
@@ -145,11 +55,18 @@ int Main() {
     if (!written.ok()) runtime::Die(std::string(written.message()), 1);
   }
 
+  ShardNode node({.shard_id = shard_id,
+                  .address = address,
+                  .checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir),
+                  .restore_dir = absl::GetFlag(FLAGS_restore_dir)},
+                 train, metrics);
   auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(absl::GetFlag(FLAGS_coordinator)));
   rpc::Backoff backoff;
   while (!runtime::ShutdownRequested()) {
     bool reached = false;
-    if (RunSession(*stub, address, train, metrics, reached)) break;
+    const ShardNode::SessionEnd end = node.RunSession(*stub, reached);
+    if (end == ShardNode::SessionEnd::kJobDone) break;
+    if (end == ShardNode::SessionEnd::kFatal) runtime::Die(node.fatal_error(), 1);
     if (reached) backoff.Reset();
     runtime::WaitForShutdown(backoff.Next());
   }

@@ -1,0 +1,161 @@
+#include "services/shard/shard_node.h"
+
+#include "glog/logging.h"
+#include "libs/common/clock.h"
+#include "libs/rpc/client_stream.h"
+#include "libs/runtime/process_runtime.h"
+
+namespace syncopate::shard {
+
+absl::Status ShardNode::Adopt(const v1::ShardAssignment& assignment) {
+  absl::StatusOr<std::unique_ptr<ShardCore>> core =
+      ShardCore::Create(assignment, Clock::Real(), &metrics_);
+  if (!core.ok()) return core.status();
+  const int num_shards = assignment.job().num_shards();
+  // After a crash, our own latest checkpoint; for a new run resuming an old one, the old run's
+  // checkpoints, from the same layout or re-partitioned from any complete layout.
+  std::vector<std::string> refused;
+  std::vector<v1::ShardCheckpoint> sources;
+  if (!options_.checkpoint_dir.empty()) {
+    auto own = checkpoint::CheckpointStore(options_.checkpoint_dir)
+                   .LoadLatest(options_.shard_id, num_shards, &refused);
+    if (own.ok()) sources.push_back(*std::move(own));
+  }
+  if (sources.empty() && !options_.restore_dir.empty()) {
+    checkpoint::CheckpointStore store(options_.restore_dir);
+    auto same = store.LoadLatest(options_.shard_id, num_shards, &refused);
+    if (same.ok()) {
+      sources.push_back(*std::move(same));
+    } else {
+      auto layout = store.LoadLatestLayout(&refused);
+      if (!layout.ok()) return layout.status();
+      sources = *std::move(layout);
+    }
+  }
+  for (const std::string& why : refused) LOG(ERROR) << "refused checkpoint: " << why;
+  if (!sources.empty()) {
+    absl::Status restored = (*core)->Restore(sources);
+    if (!restored.ok()) return restored;
+    LOG(INFO) << "shard " << options_.shard_id << " restored version " << (*core)->Stats().version
+              << " from " << sources.size() << " checkpoint(s) taken with "
+              << sources.front().num_shards() << " shard(s)";
+  }
+  LOG(INFO) << "shard " << options_.shard_id << " assigned [" << (*core)->flat_begin() << ", "
+            << (*core)->flat_end() << ") in mode " << ModeName(assignment.mode());
+  train_.SetCore(std::move(*core));
+  return absl::OkStatus();
+}
+
+void ShardNode::Checkpoint(const char* why) {
+  std::shared_ptr<ShardCore> core = train_.core();
+  if (options_.checkpoint_dir.empty() || core == nullptr) return;
+  const v1::ShardCheckpoint snapshot = core->Snapshot();
+  absl::Status saved = checkpoint::CheckpointStore(options_.checkpoint_dir).Save(snapshot);
+  if (!saved.ok()) {
+    LOG(ERROR) << "checkpoint (" << why << ") failed: " << saved;
+    return;
+  }
+  LOG(INFO) << "checkpoint (" << why << ") at version " << snapshot.version();
+}
+
+void ShardNode::OnCommand(v1::CoordinatorToShard& message) {
+  switch (message.kind_case()) {
+    case v1::CoordinatorToShard::kAssignment: {
+      {
+        absl::MutexLock lock(&mu_);
+        reached_ = true;
+      }
+      if (auto existing = train_.core()) {
+        // A coordinator restart: keep our state, adopt the membership.
+        existing->SetMembership(message.assignment().membership());
+        return;
+      }
+      absl::Status adopted = Adopt(message.assignment());
+      if (!adopted.ok()) {
+        absl::MutexLock lock(&mu_);
+        error_ = std::string(adopted.message());
+      }
+      return;
+    }
+    case v1::CoordinatorToShard::kMembership:
+      if (auto core = train_.core()) core->SetMembership(message.membership());
+      return;
+    case v1::CoordinatorToShard::kSetMode:
+      LOG(INFO) << "mode -> " << ModeName(message.set_mode().mode()) << " ("
+                << message.set_mode().reason() << ")";
+      if (auto core = train_.core()) core->SetMode(message.set_mode().mode());
+      return;
+    case v1::CoordinatorToShard::kCheckpointNow:
+      Checkpoint("periodic");
+      return;
+    case v1::CoordinatorToShard::kStop: {
+      LOG(INFO) << "coordinator says stop: " << message.stop().reason();
+      Checkpoint("job done");
+      absl::MutexLock lock(&mu_);
+      stopped_ = true;
+      return;
+    }
+    default:
+      return;
+  }
+}
+
+ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& reached) {
+  using Session = rpc::ClientStream<v1::ShardMessage, v1::CoordinatorToShard>;
+  {
+    absl::MutexLock lock(&mu_);
+    stopped_ = false;
+    reached_ = false;
+  }
+  Session session([&stub](grpc::ClientContext* context) { return stub.ShardSession(context); },
+                  [this](v1::CoordinatorToShard& message) { OnCommand(message); }, nullptr);
+  v1::ShardMessage hello;
+  hello.mutable_hello()->set_shard_id(options_.shard_id);
+  hello.mutable_hello()->set_address(options_.address);
+  session.Write(hello);
+  // Report twice a second: the coordinator's status view and mode policy feed on it. The last
+  // report (after the coordinator's stop) is marked final so the job's status is exact.
+  bool final = false;
+  std::string error;
+  while (!final && !session.done()) {
+    const bool shutdown = runtime::WaitForShutdown(absl::Milliseconds(500));
+    {
+      absl::MutexLock lock(&mu_);
+      error = error_;
+      final = stopped_;
+      reached = reached_;
+    }
+    if (!error.empty() || (shutdown && !final)) break;
+    std::shared_ptr<ShardCore> core = train_.core();
+    if (core == nullptr) continue;
+    const ShardStats stats = core->Stats();
+    metrics_.SetBarrierWaitingWorkers(static_cast<int64_t>(stats.barrier_waiting_for.size()));
+    v1::ShardMessage report;
+    v1::ShardReport* r = report.mutable_report();
+    r->set_final(final);
+    r->set_version(stats.version);
+    r->set_mode(stats.mode);
+    r->set_updates(stats.updates);
+    for (int32_t w : stats.barrier_waiting_for) r->add_barrier_waiting_for(w);
+    r->set_gradients_applied(stats.applied);
+    r->set_gradients_decayed(stats.decayed);
+    r->set_gradients_dropped(stats.dropped);
+    r->set_gradients_rejected(stats.rejected);
+    session.Write(report);
+  }
+  if (!error.empty()) {
+    fatal_error_ = error;
+    return SessionEnd::kFatal;
+  }
+  if (final) {
+    session.WritesDone();
+    session.WaitForEnd(absl::Seconds(2));
+    return SessionEnd::kJobDone;
+  }
+  if (session.done()) {
+    LOG(WARNING) << "coordinator session ended: " << session.status().error_message();
+  }
+  return SessionEnd::kLost;
+}
+
+}  // namespace syncopate::shard

@@ -1,0 +1,56 @@
+// The shard process's side of the coordinator session: builds the ShardCore from the
+// assignment (restoring a checkpoint when there is one), follows membership / mode / checkpoint
+// / stop commands, and reports twice a second.
+// Thread-safety: RunSession runs on one thread; commands arrive on the session's reader thread.
+#ifndef SYNCOPATE_SERVICES_SHARD_SHARD_NODE_H_
+#define SYNCOPATE_SERVICES_SHARD_SHARD_NODE_H_
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
+#include "libs/checkpoint/checkpoint_store.h"
+#include "services/shard/train_service.h"
+#include "syncopate/v1/coordinator.grpc.pb.h"
+
+namespace syncopate::shard {
+
+struct ShardNodeOptions {
+  int shard_id = 0;
+  std::string address;         // what workers dial
+  std::string checkpoint_dir;  // write here; restore from here after a crash ("" = off)
+  std::string restore_dir;     // else restore from here (another run's checkpoints; "" = none)
+};
+
+class ShardNode {
+ public:
+  ShardNode(ShardNodeOptions options, TrainService& train, ShardMetrics& metrics)
+      : options_(std::move(options)), train_(train), metrics_(metrics) {}
+
+  enum class SessionEnd { kJobDone, kLost, kFatal };
+  // One coordinator session, until it ends, the job is done, or shutdown is requested.
+  // `reached` says whether the coordinator answered at all (for the caller's backoff).
+  SessionEnd RunSession(v1::Coordinator::Stub& stub, bool& reached);
+  const std::string& fatal_error() const { return fatal_error_; }
+
+ private:
+  void OnCommand(v1::CoordinatorToShard& message);
+  absl::Status Adopt(const v1::ShardAssignment& assignment);
+  void Checkpoint(const char* why);
+
+  const ShardNodeOptions options_;
+  TrainService& train_;
+  ShardMetrics& metrics_;
+  std::string fatal_error_;
+
+  absl::Mutex mu_;
+  bool stopped_ ABSL_GUARDED_BY(mu_) = false;
+  bool reached_ ABSL_GUARDED_BY(mu_) = false;
+  std::string error_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace syncopate::shard
+
+#endif  // SYNCOPATE_SERVICES_SHARD_SHARD_NODE_H_
