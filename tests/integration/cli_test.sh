@@ -47,7 +47,7 @@ bindir="$(dirname "$bin")"
 "$bindir/syncopate-coordinator" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
   --ready_file="$tmp/coordinator.ready" >"$tmp/coordinator.log" 2>&1 &
 coordinator_pid=$!
-trap 'kill "$coordinator_pid" 2>/dev/null; rm -rf "$tmp"' EXIT
+trap 'kill "$coordinator_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 100); do [[ -f "$tmp/coordinator.ready" ]] && break; sleep 0.1; done
 port="$(sed -n 's/^grpc_port=//p' "$tmp/coordinator.ready")"
 [[ -n $port ]] || fail "coordinator did not write its ready file: $(cat "$tmp/coordinator.log")"
