@@ -52,7 +52,7 @@ cleanup() {
   compose logs --no-color --timestamps >"$LOGS/compose.log" 2>&1 || true
   compose down --volumes --remove-orphans --timeout 10 >"$LOGS/down.log" 2>&1 || true
   # Nothing of this project may survive the test.
-  leftovers="$(podman ps -a --filter "label=com.docker.compose.project=$PROJECT" -q)"
+  leftovers="$(podman ps -a --filter "label=com.docker.compose.project=$PROJECT" -q 2>/dev/null || true)"
   if [[ -n $leftovers ]]; then podman rm -f $leftovers >/dev/null 2>&1 || true; fi
   say "done in $((SECONDS - START)) s"
   exit "$rc"
