@@ -1,6 +1,7 @@
 // syncopate: the user's command line.
 //   syncopate local  [flags]              train a job on a local cluster of child processes
 //   syncopate status --coordinator=H:P     live view of a running cluster
+//   syncopate health --address=H:P         exit 0 iff the server's gRPC health check says SERVING
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -19,6 +20,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
 #include "libs/launch/prometheus_config.h"
@@ -50,6 +52,8 @@ ABSL_FLAG(bool, prometheus, false,
           "Also run Debian's Prometheus (/usr/bin/prometheus) on a free loopback port, scraping "
           "every process of the run, until the run ends");
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "status: the coordinator's address");
+ABSL_FLAG(std::string, address, "127.0.0.1:7070", "health: the server to check (host:port)");
+ABSL_FLAG(int, health_timeout_seconds, 3, "health: give up (exit 1) after this long");
 
 namespace syncopate::cli {
 namespace {
@@ -443,6 +447,23 @@ int Status() {
   return 0;
 }
 
+// A container HEALTHCHECK needs a client for grpc.health.v1 and Debian has no grpc_health_probe.
+// Exit codes follow the HEALTHCHECK contract: 0 healthy, 1 unhealthy (unreachable or not SERVING).
+int Health() {
+  const std::string address = absl::GetFlag(FLAGS_address);
+  auto stub = grpc::health::v1::Health::NewStub(rpc::CreateChannel(address));
+  grpc::ClientContext context;
+  context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_health_timeout_seconds))));
+  grpc::health::v1::HealthCheckResponse response;
+  grpc::Status rpc = stub->Check(&context, grpc::health::v1::HealthCheckRequest(), &response);
+  if (!rpc.ok()) runtime::Die(absl::StrCat(address, ": ", rpc.error_message()), 1);
+  const std::string status =
+      grpc::health::v1::HealthCheckResponse::ServingStatus_Name(response.status());
+  printf("%s: %s\n", address.c_str(), status.c_str());
+  return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
+}
+
 }  // namespace
 }  // namespace syncopate::cli
 
@@ -451,11 +472,13 @@ int main(int argc, char** argv) {
       argc, argv,
       "syncopate <command> [flags]\n"
       "  local   train a job on a local cluster of child processes (see flags below)\n"
-      "  status  show a running cluster: --coordinator=HOST:PORT");
+      "  status  show a running cluster: --coordinator=HOST:PORT\n"
+      "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT");
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "local") return syncopate::cli::Local();
   if (command == "status") return syncopate::cli::Status();
-  syncopate::runtime::Die(command.empty()
-                              ? "missing command: local or status (see --help)"
-                              : "unknown command '" + command + "' (expected local or status)");
+  if (command == "health") return syncopate::cli::Health();
+  syncopate::runtime::Die(command.empty() ? "missing command: local, status or health (see --help)"
+                                          : "unknown command '" + command +
+                                                "' (expected local, status or health)");
 }

@@ -42,4 +42,23 @@ assert len(r["workers"]) == 2 and all(w["examples"] > 0 for w in r["workers"]), 
 for key in ("wall_seconds", "examples_per_second"):
     assert r[key] > 0, key
 PY
+# `syncopate health` (the container HEALTHCHECK): 0 and SERVING for a live server, 1 when unreachable.
+bindir="$(dirname "$bin")"
+"$bindir/syncopate-coordinator" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
+  --ready_file="$tmp/coordinator.ready" >"$tmp/coordinator.log" 2>&1 &
+coordinator_pid=$!
+trap 'kill "$coordinator_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+for _ in $(seq 1 100); do [[ -f "$tmp/coordinator.ready" ]] && break; sleep 0.1; done
+port="$(sed -n 's/^grpc_port=//p' "$tmp/coordinator.ready")"
+[[ -n $port ]] || fail "coordinator did not write its ready file: $(cat "$tmp/coordinator.log")"
+"$bin" health --address="127.0.0.1:$port" >"$tmp/health.out" || fail "health of a live coordinator"
+grep -q "SERVING" "$tmp/health.out" || fail "health printed '$(cat "$tmp/health.out")'"
+kill "$coordinator_pid"
+wait "$coordinator_pid" || true
+set +e
+"$bin" health --address="127.0.0.1:$port" --health_timeout_seconds=1 >/dev/null 2>&1
+code=$?
+set -e
+[[ $code -eq 1 ]] || fail "health of a stopped server exited $code, want 1"
+
 echo "cli_local_test: 1 passed, 0 failed"

