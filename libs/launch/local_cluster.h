@@ -39,6 +39,7 @@ class LocalCluster {
   absl::StatusOr<v1::ClusterStatus> Status(absl::Duration timeout = absl::Seconds(5));
   ProcessGroup& processes() { return processes_; }
   const std::string& coordinator_address() const { return coordinator_address_; }
+  const std::string& run_dir() const { return options_.run_dir; }
   // name -> metrics port, for every process.
   const std::map<std::string, int>& metrics_ports() const { return metrics_ports_; }
   static std::string WorkerName(int i) { return "worker-" + std::to_string(i); }

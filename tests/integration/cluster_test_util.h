@@ -8,7 +8,9 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <functional>
+#include <sstream>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -63,6 +65,13 @@ inline absl::StatusOr<v1::ClusterStatus> WaitFor(
   return absl::DeadlineExceededError(
       absl::StrCat("condition not reached; last status: ",
                    status.ok() ? status->ShortDebugString() : status.status().ToString()));
+}
+
+inline std::string ReadFile(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
 }
 
 // GET http://127.0.0.1:port/metrics (a real scrape of a process's Prometheus endpoint).

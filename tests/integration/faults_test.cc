@@ -1,0 +1,79 @@
+// Fault scenarios with real processes: a process is SIGKILLed mid-run and the run completes.
+#include <signal.h>
+#include <sys/wait.h>
+
+#include "gtest/gtest.h"
+#include "tests/integration/cluster_test_util.h"
+
+namespace syncopate {
+namespace {
+
+using testing::Options;
+using testing::SmallJob;
+using testing::WaitFor;
+
+bool Done(const v1::ClusterStatus& s) { return s.state() == v1::JOB_DONE; }
+
+class ShardDeath : public ::testing::TestWithParam<v1::Mode> {};
+
+// Scenario: shard 0 is SIGKILLed mid-run; like a supervisor (compose `restart:`, a StatefulSet)
+// the test starts it again on its port; it restores its latest checkpoint (taken every second),
+// the workers reconnect with backoff, and the run completes with a trained model.
+TEST_P(ShardDeath, KilledShardRestoresItsCheckpointAndTheRunCompletes) {
+  v1::JobSpec job = SmallJob(GetParam(), 3, 2, 6);
+  job.set_checkpoint_interval_seconds(1);
+  auto cluster = launch::LocalCluster::Start(
+      Options(job, absl::StrCat("shard-death-", v1::Mode_Name(GetParam()))));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto running = WaitFor(
+      **cluster, [](const v1::ClusterStatus& s) { return s.shards(0).version() > 150; },
+      absl::Seconds(60));
+  ASSERT_TRUE(running.ok()) << running.status();
+  // At least one periodic checkpoint exists once a second has passed at these versions.
+  absl::SleepFor(absl::Seconds(1.5));
+  const int64_t version_before = (*cluster)->Status()->shards(0).version();
+  (*cluster)->processes().Signal(launch::LocalCluster::ShardName(0), SIGKILL);
+  bool reaped = false;
+  for (int i = 0; i < 100 && !reaped; ++i) {
+    for (const launch::Exit& exit : (*cluster)->processes().Reap()) {
+      reaped = reaped || exit.name == launch::LocalCluster::ShardName(0);
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(reaped);
+  ASSERT_TRUE((*cluster)->Restart(launch::LocalCluster::ShardName(0)).ok());
+
+  auto done = WaitFor(**cluster, Done, absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_GT(done->last_eval().accuracy(), 0.70);
+  // Restored, not restarted from scratch: it resumed near where it was killed.
+  const std::string log = testing::ReadFile((*cluster)->run_dir() + "/logs/shard-0.log");
+  EXPECT_NE(log.find("restored version"), std::string::npos) << log.substr(log.size() - 2000);
+  EXPECT_GT(done->shards(0).version(), version_before / 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, ShardDeath, ::testing::Values(v1::MODE_SYNC, v1::MODE_GBA),
+                         [](const auto& info) { return v1::Mode_Name(info.param); });
+
+// Scenario: a worker SIGKILLed mid-run in gba mode: no barrier to release, but its leases are
+// re-issued and the job completes.
+TEST(WorkerDeath, KilledWorkerInGbaModeTheRunCompletes) {
+  auto cluster =
+      launch::LocalCluster::Start(Options(SmallJob(v1::MODE_GBA, 3, 2, 3), "worker-death-gba"));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto running = WaitFor(
+      **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 3000; }, absl::Seconds(60));
+  ASSERT_TRUE(running.ok()) << running.status();
+  (*cluster)->processes().Signal(launch::LocalCluster::WorkerName(2), SIGKILL);
+  auto shrunk = WaitFor(
+      **cluster, [](const v1::ClusterStatus& s) { return s.membership().worker_ids_size() == 2; },
+      absl::Seconds(30));
+  ASSERT_TRUE(shrunk.ok()) << shrunk.status();
+  auto done = WaitFor(**cluster, Done, absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_GE(done->examples(), 18000);
+  EXPECT_GT(done->last_eval().accuracy(), 0.60);
+}
+
+}  // namespace
+}  // namespace syncopate
