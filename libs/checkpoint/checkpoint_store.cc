@@ -61,11 +61,7 @@ std::vector<FileName> ListCheckpoints(const std::string& dir) {
 
 }  // namespace
 
-absl::Status WriteCheckpointFile(const std::string& path, const v1::ShardCheckpoint& checkpoint) {
-  std::string payload;
-  if (!checkpoint.SerializeToString(&payload)) {
-    return absl::InternalError("cannot serialize the checkpoint");
-  }
+absl::Status WriteFramedFile(const std::string& path, const std::string& payload) {
   const uint64_t length = payload.size();
   const uint32_t crc = Crc32(payload);
   const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
@@ -90,32 +86,46 @@ absl::Status WriteCheckpointFile(const std::string& path, const v1::ShardCheckpo
   return FsyncPath(std::filesystem::path(path).parent_path().string(), O_RDONLY | O_DIRECTORY);
 }
 
-absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path) {
+absl::StatusOr<std::string> ReadFramedFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat("checkpoint ", path, " does not exist"));
+  if (!in) return absl::NotFoundError(absl::StrCat(path, " does not exist"));
   std::stringstream buffer;
   buffer << in.rdbuf();
   const std::string data = buffer.str();
   if (data.size() < kHeaderBytes + kTrailerBytes ||
       std::memcmp(data.data(), kMagic, sizeof(kMagic)) != 0) {
-    return absl::DataLossError(
-        absl::StrCat("checkpoint ", path, " is not a Syncopate checkpoint (bad header)"));
+    return absl::DataLossError(absl::StrCat(path, " is not a Syncopate state file (bad header)"));
   }
   uint64_t length = 0;
   std::memcpy(&length, data.data() + sizeof(kMagic), sizeof(length));
   if (data.size() != kHeaderBytes + length + kTrailerBytes) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path, " is truncated: ", data.size(),
+    return absl::DataLossError(absl::StrCat(path, " is truncated: ", data.size(),
                                             " bytes, expected ",
                                             kHeaderBytes + length + kTrailerBytes));
   }
-  const std::string payload = data.substr(kHeaderBytes, length);
+  std::string payload = data.substr(kHeaderBytes, length);
   uint32_t crc = 0;
   std::memcpy(&crc, data.data() + kHeaderBytes + length, sizeof(crc));
-  if (crc != Crc32(payload)) {
-    return absl::DataLossError(absl::StrCat("checkpoint ", path, " fails its checksum"));
+  if (crc != Crc32(payload)) return absl::DataLossError(absl::StrCat(path, " fails its checksum"));
+  return payload;
+}
+
+absl::Status WriteCheckpointFile(const std::string& path, const v1::ShardCheckpoint& checkpoint) {
+  std::string payload;
+  if (!checkpoint.SerializeToString(&payload)) {
+    return absl::InternalError("cannot serialize the checkpoint");
+  }
+  return WriteFramedFile(path, payload);
+}
+
+absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path) {
+  absl::StatusOr<std::string> payload = ReadFramedFile(path);
+  if (!payload.ok()) {
+    return absl::Status(payload.status().code(),
+                        absl::StrCat("checkpoint ", payload.status().message()));
   }
   v1::ShardCheckpoint checkpoint;
-  if (!checkpoint.ParseFromString(payload)) {
+  if (!checkpoint.ParseFromString(*payload)) {
     return absl::DataLossError(absl::StrCat("checkpoint ", path, " does not parse"));
   }
   return checkpoint;

@@ -19,6 +19,10 @@
 
 namespace syncopate::checkpoint {
 
+// The framing, for any small state file (also the coordinator's progress file).
+absl::Status WriteFramedFile(const std::string& path, const std::string& payload);
+absl::StatusOr<std::string> ReadFramedFile(const std::string& path);
+
 absl::Status WriteCheckpointFile(const std::string& path, const v1::ShardCheckpoint& checkpoint);
 // DATA_LOSS for a truncated, corrupt or foreign file (the message says which and why);
 // NOT_FOUND when it does not exist.

@@ -2,9 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "libs/checkpoint/checkpoint_store.h"
 #include "libs/common/status_macros.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/partitioner.h"
@@ -59,6 +61,71 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       leases_(std::move(leases)),
       detector_(options_.clock) {
   if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_WAITING);
+  absl::MutexLock lock(&mu_);
+  RestoreProgress();
+}
+
+void CoordinatorCore::RestoreProgress() {
+  if (options_.state_dir.empty()) return;
+  const std::string path = options_.state_dir + "/coordinator.state";
+  absl::StatusOr<std::string> payload = checkpoint::ReadFramedFile(path);
+  if (absl::IsNotFound(payload.status())) return;
+  v1::CoordinatorProgress progress;
+  if (!payload.ok() || !progress.ParseFromString(*payload)) {
+    LOG(ERROR) << "ignoring the progress file: "
+               << (payload.ok() ? "it does not parse" : payload.status().ToString());
+    return;
+  }
+  if (progress.job_id() != options_.job.job_id()) {
+    LOG(WARNING) << "progress file is of job " << progress.job_id() << "; starting afresh";
+    return;
+  }
+  restarts_ = progress.restarts() + 1;
+  examples_ = progress.examples();
+  started_ = options_.clock->Now() - absl::Seconds(progress.elapsed_seconds());
+  next_worker_id_ = std::max(next_worker_id_, progress.next_worker_id());
+  for (const auto& [name, id] : progress.worker_ids()) worker_ids_by_name_[name] = id;
+  for (const auto& [id, mode] : progress.shard_modes()) restored_shard_modes_[id] = mode;
+  evals_.assign(progress.evals().begin(), progress.evals().end());
+  // A running job carries on as soon as its processes re-register; a finished one stays done.
+  if (progress.state() == v1::JOB_RUNNING || progress.state() == v1::JOB_FINISHING) {
+    state_ = v1::JOB_RUNNING;
+  } else if (progress.state() == v1::JOB_DONE) {
+    state_ = v1::JOB_DONE;
+  }
+  if (options_.metrics != nullptr) options_.metrics->SetJobState(state_);
+  LOG(INFO) << "restart " << restarts_ << " of job " << progress.job_id() << ": "
+            << v1::JobState_Name(state_) << " at " << examples_ << " examples";
+  if (state_ == v1::JOB_RUNNING && examples_ >= target_examples_) {
+    Outbox ignored;  // nobody is connected yet
+    BeginFinishing(ignored);
+  }
+}
+
+void CoordinatorCore::SaveProgress() {
+  if (options_.state_dir.empty()) return;
+  v1::CoordinatorProgress progress;
+  progress.set_job_id(options_.job.job_id());
+  progress.set_state(state_);
+  progress.set_examples(examples_);
+  progress.set_elapsed_seconds(Elapsed());
+  progress.set_next_worker_id(next_worker_id_);
+  progress.set_restarts(restarts_);
+  for (const auto& [name, id] : worker_ids_by_name_) (*progress.mutable_worker_ids())[name] = id;
+  for (const auto& [id, shard] : shards_) (*progress.mutable_shard_modes())[id] = shard.mode;
+  for (const v1::EvalStatus& eval : evals_) *progress.add_evals() = eval;
+  std::error_code error;
+  std::filesystem::create_directories(options_.state_dir, error);
+  absl::Status saved = checkpoint::WriteFramedFile(options_.state_dir + "/coordinator.state",
+                                                   progress.SerializeAsString());
+  if (!saved.ok()) {
+    LOG_EVERY_N(WARNING, 30) << "progress file: " << saved;
+  }
+}
+
+int CoordinatorCore::restarts() const {
+  absl::MutexLock lock(&mu_);
+  return restarts_;
 }
 
 absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink> link,
@@ -73,8 +140,27 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
     if (state_ == v1::JOB_DONE || state_ == v1::JOB_FINISHING) {
       return absl::FailedPreconditionError("the job has finished");
     }
-    id = next_worker_id_++;
+    // A worker rejoining under its name (after its own or the coordinator's restart) keeps its
+    // id, so the shards' membership and its streams stay valid.
+    auto known = worker_ids_by_name_.find(hello.name());
+    if (!hello.name().empty() && known != worker_ids_by_name_.end()) {
+      id = known->second;
+      auto previous = workers_.find(id);
+      if (previous != workers_.end() && previous->second.link != nullptr) {
+        out.closes.emplace_back(previous->second.link,
+                                absl::AbortedError("superseded by a new session of the same name"));
+        previous->second.link = nullptr;
+      }
+    } else {
+      id = next_worker_id_++;
+      if (!hello.name().empty()) worker_ids_by_name_[hello.name()] = id;
+    }
     Worker& worker = workers_[id];
+    const int64_t examples = worker.examples;  // a rejoining worker keeps its tally
+    const int64_t steps = worker.steps;
+    worker = Worker();
+    worker.examples = examples;
+    worker.steps = steps;
     worker.id = id;
     worker.name = hello.name().empty() ? absl::StrCat("worker-", id) : hello.name();
     worker.role = hello.role();
@@ -87,7 +173,9 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
         worker.member = true;
         ReshapeMembership(out);
       }
-      Welcome(worker, out);
+      // A restarted coordinator may hear from workers before every shard re-registered: the
+      // welcome (with the shard map) waits for the last shard (see ShardHello).
+      if (AllShardsConnected()) Welcome(worker, out);
     } else {
       MaybeStart(out);
     }
@@ -273,12 +361,15 @@ void CoordinatorCore::MarkDone(const std::string& why, Outbox& out) {
   }
 }
 
-void CoordinatorCore::WorkerGone(int32_t worker_id, const std::string& reason) {
+void CoordinatorCore::WorkerGone(int32_t worker_id, const std::string& reason,
+                                 const WorkerLink* link) {
   Outbox out;
   {
     absl::MutexLock lock(&mu_);
     auto it = workers_.find(worker_id);
     if (it == workers_.end() || it->second.link == nullptr) return;
+    // A superseded session ending must not remove the session that replaced it.
+    if (link != nullptr && it->second.link.get() != link) return;
     RemoveWorker(it->second, reason, out);
   }
   out.Flush();
@@ -325,6 +416,13 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     *assignment->mutable_membership() = membership_;
     // AUTO starts in sync (or the shard's pinned mode); the mode policy moves shards to gba
     // when stragglers make it pay. A reconnecting shard keeps the mode it was told last.
+    if (shard.mode == v1::MODE_UNSPECIFIED && restored_shard_modes_.contains(id)) {
+      shard.mode = restored_shard_modes_[id];  // a restarted coordinator keeps the shard's mode
+      if (options_.job.mode() == v1::MODE_AUTO) {
+        shard.policy = std::make_unique<ModePolicy>(options_.clock, options_.job.global_batch());
+        shard.policy->NotifySwitched(shard.mode);
+      }
+    }
     if (shard.mode == v1::MODE_UNSPECIFIED) {
       shard.mode = options_.job.mode();
       if (shard.mode == v1::MODE_AUTO) {
@@ -339,6 +437,11 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     }
     assignment->set_mode(shard.mode);
     out.to_shards.emplace_back(link, std::move(message));
+    if (state_ == v1::JOB_RUNNING && AllShardsConnected()) {
+      for (auto& [worker_id, worker] : workers_) {
+        if (worker.link != nullptr && !worker.welcomed) Welcome(worker, out);
+      }
+    }
     MaybeStart(out);
   }
   out.Flush();
@@ -376,6 +479,7 @@ void CoordinatorCore::MaybeFinishDraining() {
   state_ = v1::JOB_DONE;
   if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_DONE);
   LOG(INFO) << "job done: " << done_reason_;
+  SaveProgress();
 }
 
 void CoordinatorCore::ShardGone(int32_t shard_id) {
@@ -407,6 +511,11 @@ void CoordinatorCore::Tick() {
       }
     }
     MaybeFinishDraining();
+    // The progress file, about once a second: what a restarted coordinator carries on from.
+    if (now - last_progress_save_ >= absl::Seconds(1)) {
+      last_progress_save_ = now;
+      SaveProgress();
+    }
     // Decide at most twice a second: a decision needs a fresh window of steps anyway.
     constexpr absl::Duration kDecisionInterval = absl::Milliseconds(500);
     if (state_ == v1::JOB_RUNNING && options_.job.mode() == v1::MODE_AUTO &&
@@ -415,8 +524,7 @@ void CoordinatorCore::Tick() {
       DecideModes(out);
     }
     if (state_ == v1::JOB_RUNNING) {
-      const absl::Duration interval =
-          absl::Seconds(options_.job.checkpoint_interval_seconds());
+      const absl::Duration interval = absl::Seconds(options_.job.checkpoint_interval_seconds());
       if (last_checkpoint_request_ == absl::InfinitePast()) last_checkpoint_request_ = now;
       if (now - last_checkpoint_request_ >= interval) {
         last_checkpoint_request_ = now;

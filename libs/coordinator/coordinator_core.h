@@ -60,6 +60,9 @@ struct CoordinatorOptions {
   absl::Duration min_silence_timeout = absl::Seconds(10);
   // How long FINISHING waits for workers to leave and the final evaluation to arrive.
   absl::Duration finish_timeout = absl::Seconds(60);
+  // Where the coordinator keeps its progress file ("" = nowhere). A coordinator restarted with
+  // the same directory carries on the same job: examples, evaluations, worker ids, shard modes.
+  std::string state_dir;
 };
 
 class CoordinatorCore {
@@ -70,8 +73,9 @@ class CoordinatorCore {
   absl::StatusOr<int32_t> WorkerHello(std::shared_ptr<WorkerLink> link,
                                       const v1::WorkerHello& hello);
   void WorkerMessage(int32_t worker_id, const v1::WorkerMessage& message);
-  // The worker's session ended (stream closed, cancelled, or timed out).
-  void WorkerGone(int32_t worker_id, const std::string& reason);
+  // The worker's session ended (stream closed, cancelled, or timed out). With `link`, only if
+  // that is still the worker's current session.
+  void WorkerGone(int32_t worker_id, const std::string& reason, const WorkerLink* link = nullptr);
 
   absl::Status ShardHello(std::shared_ptr<ShardLink> link, const v1::ShardHello& hello);
   void ShardReport(int32_t shard_id, const v1::ShardReport& report);
@@ -83,6 +87,8 @@ class CoordinatorCore {
 
   v1::ClusterStatus Status() const;
   v1::JobState state() const;
+  // How many times this job's coordinator was restarted (from the progress file).
+  int restarts() const;
 
  private:
   struct Worker {
@@ -143,6 +149,8 @@ class CoordinatorCore {
   double Elapsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // AUTO: asks each shard's policy for a verdict and sends SetMode where it says switch.
   void DecideModes(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void RestoreProgress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void SaveProgress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const CoordinatorOptions options_;
   const std::vector<v1::ShardPartition> partitions_;
@@ -169,6 +177,10 @@ class CoordinatorCore {
   StragglerDetector detector_ ABSL_GUARDED_BY(mu_);
   absl::Time last_mode_decision_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_checkpoint_request_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  absl::Time last_progress_save_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  std::map<std::string, int32_t> worker_ids_by_name_ ABSL_GUARDED_BY(mu_);
+  std::map<int32_t, v1::Mode> restored_shard_modes_ ABSL_GUARDED_BY(mu_);
+  int restarts_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace syncopate::coordinator

@@ -59,10 +59,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
   }
   const std::string bin = o.bin_dir + "/";
   SYNCOPATE_ASSIGN_OR_RETURN(
-      int coordinator_port, cluster->StartChild("coordinator",
-                                                {bin + "syncopate-coordinator", "--job=" + job_path,
-                                                 "--listen=127.0.0.1:0"},
-                                                "grpc_port"));
+      int coordinator_port,
+      cluster->StartChild("coordinator",
+                          {bin + "syncopate-coordinator", "--job=" + job_path,
+                           "--listen=127.0.0.1:0", "--state_dir=" + o.run_dir + "/coordinator"},
+                          "grpc_port"));
   cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", coordinator_port);
   cluster->stub_ = v1::Coordinator::NewStub(rpc::CreateChannel(cluster->coordinator_address_));
   const std::string coordinator = "--coordinator=" + cluster->coordinator_address_;

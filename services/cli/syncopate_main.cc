@@ -343,10 +343,10 @@ int Local() {
       const bool clean = WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0;
       if (!clean) printf("%s\n", exit.Describe().c_str());
       if (exit.name != "coordinator" && !exit.name.starts_with("shard-")) continue;
-      // The supervisor: a shard that dies before the job is done is started again on its port
-      // and restores its latest checkpoint (like compose's `restart:` or a StatefulSet).
-      if (exit.name.starts_with("shard-") && last.state() != v1::JOB_DONE &&
-          ++restarts[exit.name] <= kMaxRestarts) {
+      // The supervisor: a shard or the coordinator dying before the job is done is started
+      // again on its port (like compose's `restart:` or Kubernetes); a shard restores its latest
+      // checkpoint, the coordinator its progress file, and everyone else reconnects.
+      if (last.state() != v1::JOB_DONE && ++restarts[exit.name] <= kMaxRestarts) {
         absl::Status restarted = (*cluster)->Restart(exit.name);
         printf("restarting %s (restart %d of at most %d): %s\n", exit.name.c_str(),
                restarts[exit.name], kMaxRestarts,

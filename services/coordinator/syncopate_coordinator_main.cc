@@ -18,6 +18,9 @@ ABSL_FLAG(std::string, job, "", "Job spec (protobuf text format); empty = the bu
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "gRPC listen address; port 0 picks a free port");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9100", "Prometheus /metrics address");
 ABSL_FLAG(std::string, ready_file, "", "If set, write grpc_port/metrics_port here once serving");
+ABSL_FLAG(std::string, state_dir, "",
+          "Keep the progress file here; a coordinator restarted with the same directory carries "
+          "on the same job (empty: no progress file)");
 ABSL_FLAG(int, startup_grace_seconds, 60,
           "Start with fewer than num_workers workers after waiting this long");
 
@@ -46,6 +49,7 @@ int Main() {
   options.train_examples = *train_examples;
   options.metrics = &metrics;
   options.startup_grace = absl::Seconds(absl::GetFlag(FLAGS_startup_grace_seconds));
+  options.state_dir = absl::GetFlag(FLAGS_state_dir);
   absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
   if (!core.ok()) runtime::Die(std::string(core.status().message()));
 

@@ -39,8 +39,9 @@ class WorkerSessionStream final
                            "the first message of a worker session must be a hello"));
         return;
       }
-      absl::StatusOr<int32_t> id =
-          core_->WorkerHello(std::make_shared<Link>(weak_self_), message.hello());
+      auto link = std::make_shared<Link>(weak_self_);
+      link_ = link.get();
+      absl::StatusOr<int32_t> id = core_->WorkerHello(std::move(link), message.hello());
       if (!id.ok()) {
         Close(rpc::ToGrpcStatus(id.status()));
         return;
@@ -52,12 +53,13 @@ class WorkerSessionStream final
   }
 
   void OnStreamDone() override {
-    if (worker_id_ != 0) core_->WorkerGone(worker_id_, "session_closed");
+    if (worker_id_ != 0) core_->WorkerGone(worker_id_, "session_closed", link_);
   }
 
   CoordinatorCore* const core_;
   std::weak_ptr<WorkerSessionStream> weak_self_;
-  int32_t worker_id_ = 0;  // 0 until the hello is accepted (ids start at 1)
+  int32_t worker_id_ = 0;             // 0 until the hello is accepted (ids start at 1)
+  const WorkerLink* link_ = nullptr;  // identity only: the core owns the link
 };
 
 }  // namespace

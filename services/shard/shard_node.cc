@@ -66,8 +66,9 @@ void ShardNode::OnCommand(v1::CoordinatorToShard& message) {
         reached_ = true;
       }
       if (auto existing = train_.core()) {
-        // A coordinator restart: keep our state, adopt the membership.
+        // A coordinator restart: keep our state, adopt the membership and the mode.
         existing->SetMembership(message.assignment().membership());
+        existing->SetMode(message.assignment().mode());
         return;
       }
       absl::Status adopted = Adopt(message.assignment());

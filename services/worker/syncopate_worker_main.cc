@@ -317,6 +317,24 @@ absl::Status RunEvaluator(CoordinatorSession& session) {
   return absl::OkStatus();
 }
 
+// Joins the job, retrying with backoff while the coordinator is unreachable (not up yet in
+// compose or Kubernetes, or restarting). Null when shutdown was requested; exits on a refusal.
+std::unique_ptr<CoordinatorSession> Join(const v1::WorkerHello& hello) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_join_timeout_seconds));
+  rpc::Backoff backoff(absl::Milliseconds(200), absl::Seconds(5));
+  while (!runtime::ShutdownRequested()) {
+    absl::StatusOr<std::unique_ptr<CoordinatorSession>> opened = CoordinatorSession::Open(
+        absl::GetFlag(FLAGS_coordinator), hello, std::max(absl::Seconds(1), give_up - absl::Now()));
+    if (opened.ok()) return *std::move(opened);
+    if (!rpc::IsRetryable(rpc::ToGrpcStatus(opened.status()))) {
+      runtime::Die(std::string(opened.status().message()), 1);
+    }
+    if (absl::Now() > give_up) runtime::Die("could not join: " + opened.status().ToString(), 1);
+    runtime::WaitForShutdown(backoff.Next());
+  }
+  return nullptr;
+}
+
 int Main() {
   const std::string role = absl::GetFlag(FLAGS_role);
   if (role != "worker" && role != "evaluator") {
@@ -351,30 +369,25 @@ int Main() {
   hello.set_name(name);
   hello.set_role(role == "worker" ? v1::ROLE_WORKER : v1::ROLE_EVALUATOR);
 
-  // Join: the coordinator may not be up yet (compose, Kubernetes): retry with backoff.
-  const absl::Time give_up = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_join_timeout_seconds));
-  rpc::Backoff backoff(absl::Milliseconds(200), absl::Seconds(5));
-  std::unique_ptr<CoordinatorSession> session;
-  while (!runtime::ShutdownRequested()) {
-    absl::StatusOr<std::unique_ptr<CoordinatorSession>> opened = CoordinatorSession::Open(
-        absl::GetFlag(FLAGS_coordinator), hello, std::max(absl::Seconds(1), give_up - absl::Now()));
-    if (opened.ok()) {
-      session = std::move(*opened);
-      break;
+  // Run the role; when the coordinator is lost (it died and is restarting), rejoin under the
+  // same name (which keeps the worker id) and carry on. Every join waits at most
+  // --join_timeout_seconds.
+  for (int joins = 0;; ++joins) {
+    std::unique_ptr<CoordinatorSession> session = Join(hello);
+    if (session == nullptr) return 0;  // shutdown requested
+    LOG(INFO) << name << (joins == 0 ? " joined" : " rejoined") << " as "
+              << session->welcome().worker_id();
+    absl::Status status =
+        role == "worker" ? Trainer(*session, metrics, slowdown).Run() : RunEvaluator(*session);
+    if (absl::IsUnavailable(status) && !runtime::ShutdownRequested()) {
+      LOG(WARNING) << "lost the coordinator (" << status.message() << "); rejoining";
+      continue;
     }
-    if (!rpc::IsRetryable(rpc::ToGrpcStatus(opened.status()))) {
-      runtime::Die(std::string(opened.status().message()), 1);
+    if (!status.ok()) {
+      LOG(ERROR) << status;
+      return 1;
     }
-    if (absl::Now() > give_up) runtime::Die("could not join: " + opened.status().ToString(), 1);
-    runtime::WaitForShutdown(backoff.Next());
-  }
-  if (session == nullptr) return 0;
-  LOG(INFO) << name << " joined as " << session->welcome().worker_id();
-  absl::Status status =
-      role == "worker" ? Trainer(*session, metrics, slowdown).Run() : RunEvaluator(*session);
-  if (!status.ok()) {
-    LOG(ERROR) << status;
-    return 1;
+    break;
   }
   LOG(INFO) << name << " done";
   return 0;

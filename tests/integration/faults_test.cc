@@ -2,6 +2,8 @@
 #include <signal.h>
 #include <sys/wait.h>
 
+#include <set>
+
 #include "gtest/gtest.h"
 #include "tests/integration/cluster_test_util.h"
 
@@ -73,6 +75,42 @@ TEST(WorkerDeath, KilledWorkerInGbaModeTheRunCompletes) {
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_GE(done->examples(), 18000);
   EXPECT_GT(done->last_eval().accuracy(), 0.60);
+}
+
+// Scenario: the coordinator is SIGKILLed mid-run and started again on its port with its progress
+// file; shards keep their parameters, workers rejoin under their names (same ids), the example
+// count carries on, and the run completes.
+TEST(CoordinatorDeath, RestartedCoordinatorCarriesOnAndTheRunCompletes) {
+  auto cluster =
+      launch::LocalCluster::Start(Options(SmallJob(v1::MODE_SYNC, 3, 2, 6), "coordinator-death"));
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  auto running = WaitFor(
+      **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 8000; }, absl::Seconds(60));
+  ASSERT_TRUE(running.ok()) << running.status();
+  absl::SleepFor(absl::Seconds(1.5));  // the progress file is written about once a second
+  (*cluster)->processes().Signal("coordinator", SIGKILL);
+  bool reaped = false;
+  for (int i = 0; i < 100 && !reaped; ++i) {
+    for (const launch::Exit& exit : (*cluster)->processes().Reap()) {
+      reaped = reaped || exit.name == "coordinator";
+    }
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  ASSERT_TRUE(reaped);
+  ASSERT_TRUE((*cluster)->Restart("coordinator").ok());
+
+  auto resumed = WaitFor(
+      **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 0; }, absl::Seconds(30));
+  ASSERT_TRUE(resumed.ok()) << resumed.status();
+  EXPECT_GE(resumed->examples(), 8000) << "the example count carried on";
+  auto done = WaitFor(**cluster, Done, absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_GT(done->last_eval().accuracy(), 0.70);
+  std::set<int32_t> ids;
+  for (const v1::WorkerStatus& w : done->workers()) {
+    if (w.role() == v1::ROLE_WORKER) ids.insert(w.worker_id());
+  }
+  EXPECT_EQ(ids, (std::set<int32_t>{1, 2, 3})) << "workers rejoined with their ids";
 }
 
 }  // namespace
