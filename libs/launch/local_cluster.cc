@@ -1,5 +1,7 @@
 #include "libs/launch/local_cluster.h"
 
+#include <signal.h>
+
 #include <filesystem>
 #include <fstream>
 
@@ -27,6 +29,20 @@ absl::StatusOr<int> LocalCluster::StartChild(const std::string& name, std::vecto
   metrics_ports_[name] = std::atoi(values["metrics_port"].c_str());
   child.grpc_port = port_key.empty() ? 0 : std::atoi(values[port_key].c_str());
   return child.grpc_port;
+}
+
+absl::Status LocalCluster::KillAndRestart(const std::string& name) {
+  if (!processes_.Running(name)) return absl::NotFoundError(absl::StrCat(name, " is not running"));
+  processes_.Signal(name, SIGKILL);
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  while (processes_.Running(name)) {
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError(absl::StrCat(name, " survived SIGKILL for 10 s"));
+    }
+    processes_.Reap();
+    absl::SleepFor(absl::Milliseconds(20));
+  }
+  return Restart(name);
 }
 
 absl::Status LocalCluster::Restart(const std::string& name) {

@@ -51,6 +51,10 @@ class LocalCluster {
   // find it where they left it (the supervisor's job, like compose's `restart:`).
   absl::Status Restart(const std::string& name);
 
+  // SIGKILLs a child, waits (bounded) until it is reaped, then restarts it: a fault injection
+  // followed by what a supervisor does.
+  absl::Status KillAndRestart(const std::string& name);
+
  private:
   LocalCluster() = default;
   absl::StatusOr<int> StartChild(const std::string& name, std::vector<std::string> argv,

@@ -34,16 +34,8 @@ TEST_P(ShardDeath, KilledShardRestoresItsCheckpointAndTheRunCompletes) {
   // At least one periodic checkpoint exists once a second has passed at these versions.
   absl::SleepFor(absl::Seconds(1.5));
   const int64_t version_before = (*cluster)->Status()->shards(0).version();
-  (*cluster)->processes().Signal(launch::LocalCluster::ShardName(0), SIGKILL);
-  bool reaped = false;
-  for (int i = 0; i < 100 && !reaped; ++i) {
-    for (const launch::Exit& exit : (*cluster)->processes().Reap()) {
-      reaped = reaped || exit.name == launch::LocalCluster::ShardName(0);
-    }
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_TRUE(reaped);
-  ASSERT_TRUE((*cluster)->Restart(launch::LocalCluster::ShardName(0)).ok());
+  absl::Status restarted = (*cluster)->KillAndRestart(launch::LocalCluster::ShardName(0));
+  ASSERT_TRUE(restarted.ok()) << restarted;
 
   auto done = WaitFor(**cluster, Done, absl::Seconds(120));
   ASSERT_TRUE(done.ok()) << done.status();
@@ -80,24 +72,19 @@ TEST(WorkerDeath, KilledWorkerInGbaModeTheRunCompletes) {
 // Scenario: the coordinator is SIGKILLed mid-run and started again on its port with its progress
 // file; shards keep their parameters, workers rejoin under their names (same ids), the example
 // count carries on, and the run completes.
-TEST(CoordinatorDeath, RestartedCoordinatorCarriesOnAndTheRunCompletes) {
-  auto cluster =
-      launch::LocalCluster::Start(Options(SmallJob(v1::MODE_SYNC, 3, 2, 6), "coordinator-death"));
+class CoordinatorDeath : public ::testing::TestWithParam<v1::Mode> {};
+
+TEST_P(CoordinatorDeath, RestartedCoordinatorCarriesOnAndTheRunCompletes) {
+  auto cluster = launch::LocalCluster::Start(
+      Options(SmallJob(GetParam(), 3, 2, 6),
+              absl::StrCat("coordinator-death-", v1::Mode_Name(GetParam()))));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
       **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 8000; }, absl::Seconds(60));
   ASSERT_TRUE(running.ok()) << running.status();
   absl::SleepFor(absl::Seconds(1.5));  // the progress file is written about once a second
-  (*cluster)->processes().Signal("coordinator", SIGKILL);
-  bool reaped = false;
-  for (int i = 0; i < 100 && !reaped; ++i) {
-    for (const launch::Exit& exit : (*cluster)->processes().Reap()) {
-      reaped = reaped || exit.name == "coordinator";
-    }
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  ASSERT_TRUE(reaped);
-  ASSERT_TRUE((*cluster)->Restart("coordinator").ok());
+  absl::Status restarted = (*cluster)->KillAndRestart("coordinator");
+  ASSERT_TRUE(restarted.ok()) << restarted;
 
   auto resumed = WaitFor(
       **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 0; }, absl::Seconds(30));
@@ -112,6 +99,9 @@ TEST(CoordinatorDeath, RestartedCoordinatorCarriesOnAndTheRunCompletes) {
   }
   EXPECT_EQ(ids, (std::set<int32_t>{1, 2, 3})) << "workers rejoined with their ids";
 }
+
+INSTANTIATE_TEST_SUITE_P(Modes, CoordinatorDeath, ::testing::Values(v1::MODE_SYNC, v1::MODE_GBA),
+                         [](const auto& info) { return v1::Mode_Name(info.param); });
 
 }  // namespace
 }  // namespace syncopate
