@@ -282,6 +282,9 @@ int Local() {
                               " not found; install it with: apt-get install prometheus"));
   }
 
+  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  if (!security.ok()) runtime::Die(std::string(security.status().message()));
+
   const absl::Time start = absl::Now();
   printf("syncopate local: job %s, %d workers, %d shards, mode %s, G=%d; run dir %s\n",
          job->job_id().c_str(), job->num_workers(), job->num_shards(),
@@ -293,7 +296,9 @@ int Local() {
                            .run_dir = run_dir,
                            .slowdowns = *slowdowns,
                            .slowdown_schedules = *schedules,
-                           .evaluator = absl::GetFlag(FLAGS_evaluator)});
+                           .evaluator = absl::GetFlag(FLAGS_evaluator),
+                           .tls = security->tls,
+                           .join_token = security->join_token});
   if (!cluster.ok()) {
     fprintf(stderr, "syncopate local: %s (logs in %s/logs)\n",
             std::string(cluster.status().message()).c_str(), run_dir.c_str());
@@ -372,6 +377,9 @@ int Local() {
 }
 
 int Status() {
+  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  if (!security.ok()) runtime::Die(std::string(security.status().message()));
+  rpc::InstallTransportSecurity(security->transport);
   auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(absl::GetFlag(FLAGS_coordinator)));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
@@ -432,7 +440,9 @@ int main(int argc, char** argv) {
       argc, argv,
       "syncopate <command> [flags]\n"
       "  local   train a job on a local cluster of child processes (see flags below)\n"
-      "  status  show a running cluster: --coordinator=HOST:PORT");
+      "  status  show a running cluster: --coordinator=HOST:PORT\n"
+      "Security (every binary): --tls_cert/--tls_key/--tls_ca turn on mTLS; --join_token or\n"
+      "--join_token_file sets the shared join token (see docs/operations.md).");
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "local") return syncopate::cli::Local();
   if (command == "status") return syncopate::cli::Status();
