@@ -7,6 +7,14 @@ if(SANITIZE)
   add_link_options(-fsanitize=${SANITIZE})
 endif()
 
+# libFuzzer builds (./dev fuzz, clang only): coverage instrumentation on every source; the fuzz
+# targets themselves link with -fsanitize=fuzzer (tests/fuzz). Undefined behaviour aborts, so
+# the fuzzer counts it as a crash.
+option(SYNCOPATE_FUZZ "Build libFuzzer targets (clang)" OFF)
+if(SYNCOPATE_FUZZ)
+  add_compile_options(-fsanitize=fuzzer-no-link -fno-sanitize-recover=undefined)
+endif()
+
 # syncopate_library(NAME SRCS ... DEPS ...): one small named target per component.
 function(syncopate_library name)
   cmake_parse_arguments(ARG "" "" "SRCS;DEPS" ${ARGN})
@@ -16,7 +24,8 @@ function(syncopate_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# syncopate_test(NAME SRCS ... DEPS ... [TIMEOUT s] [LABELS ...]): a GoogleTest binary run by ctest.
+# syncopate_test(NAME SRCS ... DEPS ... [TIMEOUT s] [LABELS ...]): a GoogleTest binary run by ctest
+# (LABELS default: unit).
 function(syncopate_test name)
   cmake_parse_arguments(ARG "" "TIMEOUT" "SRCS;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SRCS})
@@ -24,6 +33,9 @@ function(syncopate_test name)
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 60)
+  endif()
+  if(NOT ARG_LABELS)
+    set(ARG_LABELS unit)  # so `ctest -L unit` (the sanitizer pass) finds every unit test
   endif()
   add_test(NAME ${name} COMMAND ${name})
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
