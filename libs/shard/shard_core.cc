@@ -115,6 +115,15 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
                         absl::StrCat("samples must be positive, got ", push.samples())),
                     "bad_samples");
     }
+    // No worker's share of G exceeds G; a larger count would let one push outweigh a whole
+    // global batch (and could overflow the buffered sample count).
+    if (push.samples() > aggregator_.global_batch()) {
+      return Reject(
+          ack,
+          absl::InvalidArgumentError(absl::StrCat(
+              "samples ", push.samples(), " exceed the global batch ", aggregator_.global_batch())),
+          "bad_samples");
+    }
     absl::Status unpacked = tensor::UnpackFloatsInto(push.gradient(), scratch_gradient_);
     if (!unpacked.ok()) {
       return Reject(ack,
