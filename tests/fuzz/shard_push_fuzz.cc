@@ -10,6 +10,7 @@
 #include "libs/common/clock.h"
 #include "libs/shard/shard_core.h"
 #include "tests/fuzz/fuzz_input.h"
+#include "tests/fuzz/small_assignment.h"
 
 namespace {
 
@@ -21,40 +22,6 @@ namespace v1 = syncopate::v1;
 constexpr v1::Mode kModes[] = {v1::MODE_SYNC, v1::MODE_GBA, v1::MODE_ASYNC, v1::MODE_UNSPECIFIED,
                                v1::MODE_AUTO};
 
-// The shard owns flat [10, 14) of tensors "w" (3) and "b" (1); G = 4; workers 1 and 2.
-v1::ShardAssignment Assignment(uint8_t choice) {
-  v1::ShardAssignment a;
-  v1::JobSpec& job = *a.mutable_job();
-  job.mutable_optimizer()->set_kind((choice & 1) ? v1::OptimizerSpec::MOMENTUM
-                                                 : v1::OptimizerSpec::SGD);
-  job.mutable_optimizer()->set_learning_rate(0.5f);
-  job.mutable_optimizer()->set_momentum(0.9f);
-  job.set_global_batch(4);
-  job.set_num_workers(2);
-  job.set_num_shards(2);
-  const v1::Mode mode = kModes[(choice >> 1) % 3];
-  job.set_mode(mode);
-  job.set_seed(7);
-  v1::ShardPartition& p = *a.mutable_partition();
-  p.set_shard_id(1);
-  p.set_flat_begin(10);
-  p.set_flat_end(14);
-  for (auto [tensor, offset, length] : {std::tuple{"w", 10, 3}, std::tuple{"b", 13, 1}}) {
-    v1::TensorSlice* slice = p.add_slices();
-    slice->set_tensor(tensor);
-    slice->set_flat_offset(offset);
-    slice->set_length(length);
-    slice->mutable_init()->set_kind(v1::Initializer::ZEROS);
-  }
-  v1::Membership& m = *a.mutable_membership();
-  m.set_generation(1);
-  m.add_worker_ids(1);
-  m.add_worker_ids(2);
-  m.set_local_batch(2);
-  a.set_mode(mode);
-  return a;
-}
-
 void Check(bool condition) {
   if (!condition) std::abort();
 }
@@ -64,8 +31,9 @@ void Check(bool condition) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzInput in(data, size);
   FakeClock clock;
-  absl::StatusOr<std::unique_ptr<ShardCore>> created =
-      ShardCore::Create(Assignment(in.Byte()), &clock, nullptr);
+  const uint8_t choice = in.Byte();
+  absl::StatusOr<std::unique_ptr<ShardCore>> created = ShardCore::Create(
+      syncopate::fuzz::SmallAssignment(kModes[(choice >> 1) % 3], choice & 1), &clock, nullptr);
   Check(created.ok());
   ShardCore& core = **created;
   int owner = 0;
