@@ -21,7 +21,6 @@ int64_t GlobalBatchAggregator::staleness_threshold() const {
 
 PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {
   PushVerdict verdict;
-  verdict.staleness = version_ - push.token;
   auto reject = [&](absl::Status status) {
     verdict.outcome = v1::PUSH_REJECTED;
     verdict.status = std::move(status);
@@ -39,6 +38,8 @@ PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {
   if (push.token < 0) {
     return reject(absl::InvalidArgumentError(absl::StrCat("negative token ", push.token)));
   }
+  // Only now, with 0 <= token <= version: version - INT64_MIN overflowed (found by fuzzing).
+  verdict.staleness = version_ - push.token;
   switch (mode_) {
     case v1::MODE_SYNC:
       if (push.token < version_) {

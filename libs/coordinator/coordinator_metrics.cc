@@ -67,7 +67,20 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
                            .Name("syncopate_coordinator_barrier_waiting")
                            .Help("1 while the shard's sync barrier waits for the worker's gradient "
                                  "(from the shard's latest report)")
-                           .Register(registry)) {}
+                           .Register(registry)),
+      rejections_(prometheus::BuildCounter()
+                      .Name("syncopate_coordinator_rejections_total")
+                      .Help("Refused session hellos by session kind and reason")
+                      .Register(registry)) {
+  // Born at 0 so the first refusal is an increase rate() sees.
+  for (const char* session : {"worker", "shard"}) {
+    rejections_.Add({{"session", session}, {"reason", "unauthenticated"}});
+  }
+}
+
+void CoordinatorMetrics::CountRejection(const std::string& session, const std::string& reason) {
+  rejections_.Add({{"session", session}, {"reason", reason}}).Increment();
+}
 
 void CoordinatorMetrics::SetSlowdown(const std::string& worker, double slowdown, bool straggler) {
   slowdown_.Add({{"worker", worker}}).Set(slowdown);

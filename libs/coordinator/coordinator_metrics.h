@@ -29,6 +29,9 @@ class CoordinatorMetrics {
   void InitModePolicy(int shard);
   void CountDecision(int shard, const std::string& reason);
   void CountSwitch(int shard, const std::string& reason);
+  // A refused session hello, by reason ("unauthenticated": missing or wrong join token) and
+  // session ("worker" or "shard").
+  void CountRejection(const std::string& session, const std::string& reason);
   // Whether shard's current sync barrier still waits for the worker's gradient.
   void SetBarrierWaiting(int shard, const std::string& worker, bool waiting);
 
@@ -47,6 +50,7 @@ class CoordinatorMetrics {
   prometheus::Family<prometheus::Counter>& decisions_;
   prometheus::Family<prometheus::Counter>& switches_;
   prometheus::Family<prometheus::Gauge>& barrier_waiting_;
+  prometheus::Family<prometheus::Counter>& rejections_;
 };
 
 }  // namespace syncopate::coordinator

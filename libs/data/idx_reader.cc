@@ -170,7 +170,8 @@ absl::StatusOr<Dataset> ReadIdxPair(const std::string& images_path, const std::s
   const int64_t count = image_dims[0];
   const int64_t rows = image_dims[1];
   const int64_t cols = image_dims[2];
-  if (rows == 0 || cols == 0 || rows * cols > INT_MAX) {
+  // Divide rather than multiply: two u32 sides can overflow int64 (found by fuzzing).
+  if (rows == 0 || cols == 0 || rows > INT_MAX / cols) {
     return absl::DataLossError(absl::StrCat("IDX file '", images_path, "' has image size ", rows,
                                             " x ", cols, "; expected each side > 0 and at most ",
                                             INT_MAX, " pixels"));

@@ -1,6 +1,8 @@
 #include "libs/launch/local_cluster.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -20,6 +22,7 @@ absl::StatusOr<int> LocalCluster::StartChild(const std::string& name, std::vecto
   std::filesystem::remove(ready);
   argv.push_back("--ready_file=" + ready);
   argv.push_back("--metrics_listen=127.0.0.1:0");
+  argv.insert(argv.end(), security_flags_.begin(), security_flags_.end());
   SYNCOPATE_RETURN_IF_ERROR(
       processes_
           .Spawn({name, std::move(argv), absl::StrCat(options_.run_dir, "/logs/", name, ".log")})
@@ -73,6 +76,24 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
     out << job::JobSpecToText(o.job);
     if (!out) return absl::UnavailableError("cannot write " + job_path);
   }
+  SYNCOPATE_ASSIGN_OR_RETURN(const rpc::TransportSecurity security,
+                             rpc::LoadTransportSecurity(o.tls));
+  if (security.tls()) {
+    cluster->security_flags_ = {"--tls_cert=" + o.tls.cert_file, "--tls_key=" + o.tls.key_file,
+                                "--tls_ca=" + o.tls.ca_file};
+    if (!o.tls.server_name.empty()) {
+      cluster->security_flags_.push_back("--tls_server_name=" + o.tls.server_name);
+    }
+  }
+  if (!o.join_token.empty()) {
+    const std::string token_path = o.run_dir + "/join_token";
+    const int fd = open(token_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    const bool written = fd >= 0 && write(fd, o.join_token.data(), o.join_token.size()) ==
+                                        static_cast<ssize_t>(o.join_token.size());
+    if (fd >= 0) close(fd);
+    if (!written) return absl::UnavailableError("cannot write " + token_path);
+    cluster->security_flags_.push_back("--join_token_file=" + token_path);
+  }
   const std::string bin = o.bin_dir + "/";
   SYNCOPATE_ASSIGN_OR_RETURN(
       int coordinator_port,
@@ -81,7 +102,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
                            "--listen=127.0.0.1:0", "--state_dir=" + o.run_dir + "/coordinator"},
                           "grpc_port"));
   cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", coordinator_port);
-  cluster->stub_ = v1::Coordinator::NewStub(rpc::CreateChannel(cluster->coordinator_address_));
+  cluster->stub_ =
+      v1::Coordinator::NewStub(rpc::CreateChannel(cluster->coordinator_address_, security));
   const std::string coordinator = "--coordinator=" + cluster->coordinator_address_;
   const std::string checkpoint_dir =
       o.checkpoint_dir.empty() ? o.run_dir + "/checkpoints" : o.checkpoint_dir;

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "libs/launch/process_group.h"
+#include "libs/rpc/security.h"
 #include "syncopate/v1/coordinator.grpc.pb.h"
 
 namespace syncopate::launch {
@@ -29,6 +30,11 @@ struct LocalClusterOptions {
   std::string checkpoint_dir;
   // Shards with no checkpoint of their own restore from here (`syncopate local --resume`).
   std::string restore_dir;
+  // mTLS on every link when set (all three files); every child gets the same certificate.
+  rpc::TlsOptions tls;
+  // Shared join token (empty = none); handed to children in <run_dir>/join_token (mode 0600),
+  // never on a command line.
+  std::string join_token;
   absl::Duration ready_timeout = absl::Seconds(30);
 };
 
@@ -69,6 +75,7 @@ class LocalCluster {
 
   LocalClusterOptions options_;
   ProcessGroup processes_;
+  std::vector<std::string> security_flags_;  // appended to every child's argv
   std::string coordinator_address_;
   std::map<std::string, int> metrics_ports_;
   std::unique_ptr<v1::Coordinator::Stub> stub_;

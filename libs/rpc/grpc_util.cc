@@ -19,7 +19,15 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
 }
 
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
+  return CreateChannel(address, InstalledTransportSecurity());
+}
+
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address,
+                                             const TransportSecurity& security) {
   grpc::ChannelArguments args;
+  if (security.tls() && !security.server_name.empty()) {
+    args.SetSslTargetNameOverride(security.server_name);
+  }
   args.SetMaxReceiveMessageSize(kMaxMessageBytes);
   args.SetMaxSendMessageSize(kMaxMessageBytes);
   // Keepalive pings detect a silently dead peer (no RST, e.g. a partitioned node) within ~20 s.
@@ -28,7 +36,7 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
   args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 2000);
-  return grpc::CreateCustomChannel(address, grpc::InsecureChannelCredentials(), args);
+  return grpc::CreateCustomChannel(address, ChannelCredentials(security), args);
 }
 
 absl::StatusOr<StartedServer> StartServer(const std::string& listen_address,
@@ -36,7 +44,8 @@ absl::StatusOr<StartedServer> StartServer(const std::string& listen_address,
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   StartedServer started;
-  builder.AddListeningPort(listen_address, grpc::InsecureServerCredentials(), &started.port);
+  builder.AddListeningPort(listen_address, ServerCredentials(InstalledTransportSecurity()),
+                           &started.port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

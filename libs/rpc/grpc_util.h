@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "libs/rpc/security.h"
 
 namespace syncopate::rpc {
 
@@ -24,7 +25,11 @@ inline constexpr int kMaxMessageBytes = 64 << 20;
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
+// A channel to `address` with the process's installed transport security (plaintext unless
+// InstallTransportSecurity turned mTLS on), or with an explicit one (tests, the launcher).
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address);
+std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address,
+                                             const TransportSecurity& security);
 
 struct StartedServer {
   std::unique_ptr<grpc::Server> server;
@@ -32,8 +37,9 @@ struct StartedServer {
 };
 
 // Starts a server on `listen_address` ("host:port", port 0 picks a free one) with the services,
-// the standard gRPC health service and our message-size limit. SO_REUSEPORT is off, so a busy
-// port is an error rather than a silent second server.
+// the standard gRPC health service and our message-size limit, secured by the installed
+// transport security (mTLS with required client certificates when on). SO_REUSEPORT is off, so a
+// busy port is an error rather than a silent second server.
 absl::StatusOr<StartedServer> StartServer(const std::string& listen_address,
                                           const std::vector<grpc::Service*>& services);
 

@@ -116,6 +116,15 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
                         absl::StrCat("samples must be positive, got ", push.samples())),
                     "bad_samples");
     }
+    // No worker's share of G exceeds G; a larger count would let one push outweigh a whole
+    // global batch (and could overflow the buffered sample count).
+    if (push.samples() > aggregator_.global_batch()) {
+      return Reject(
+          ack,
+          absl::InvalidArgumentError(absl::StrCat(
+              "samples ", push.samples(), " exceed the global batch ", aggregator_.global_batch())),
+          "bad_samples");
+    }
     absl::Status unpacked = tensor::UnpackFloatsInto(push.gradient(), scratch_gradient_);
     if (!unpacked.ok()) {
       return Reject(ack,
@@ -326,6 +335,21 @@ absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources)
                                                         std::string(optimizer_->name())));
     }
     version = std::max(version, source.version());
+    // Validate every slice before any allocation: a checksummed but corrupt or crafted file must
+    // not make the shard allocate what its fields claim (found by checkpoint_fuzz).
+    for (const v1::CheckpointSlice& from : source.slices()) {
+      const uint64_t bytes = static_cast<uint64_t>(from.length()) * sizeof(float);
+      bool sound = from.length() >= 0 && from.tensor_offset() >= 0 &&
+                   from.tensor_offset() <= INT64_MAX - from.length() &&
+                   from.values().size() == bytes;
+      for (const std::string& vector : from.optimizer_state())
+        sound = sound && vector.size() == bytes;
+      if (!sound) {
+        return absl::DataLossError(absl::StrCat("checkpoint slice of ", from.tensor(),
+                                                " is inconsistent (length ", from.length(), ", ",
+                                                from.values().size(), " value bytes)"));
+      }
+    }
     for (const v1::CheckpointSlice& from : source.slices()) {
       if (static_cast<size_t>(from.optimizer_state_size()) != state.size()) {
         return absl::FailedPreconditionError("checkpoint optimizer state has the wrong shape");

@@ -45,9 +45,9 @@ class ShardMetrics {
 };
 
 // The `reason` label values of syncopate_shard_rejections_total (docs/metrics.md).
-inline constexpr const char* kRejectionReasons[] = {"wrong_shape", "non_finite",   "bad_samples",
-                                                    "not_member",  "future_token", "duplicate",
-                                                    "invalid",     "no_hello",     "empty_message"};
+inline constexpr const char* kRejectionReasons[] = {
+    "wrong_shape", "non_finite", "bad_samples", "not_member",    "future_token",
+    "duplicate",   "invalid",    "no_hello",    "empty_message", "unauthenticated"};
 
 // "sync", "gba", "async": the label value and the word users see.
 std::string ModeName(v1::Mode mode);

@@ -9,10 +9,11 @@
 namespace syncopate::worker {
 
 ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id,
-                                 v1::Role role)
+                                 v1::Role role, std::string join_token)
     : endpoint_(endpoint),
       worker_id_(worker_id),
       role_(role),
+      join_token_(std::move(join_token)),
       stub_(v1::ParameterShard::NewStub(rpc::CreateChannel(endpoint.address()))) {}
 
 ShardConnection::~ShardConnection() { stream_.reset(); }
@@ -31,6 +32,7 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
   v1::WorkerToShard hello;
   hello.mutable_hello()->set_worker_id(worker_id_);
   hello.mutable_hello()->set_role(role_);
+  hello.mutable_hello()->set_join_token(join_token_);
   if (!stream_->Write(hello)) {
     stream_->WaitForEnd(timeout);
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), " at ",
@@ -107,6 +109,11 @@ absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
   }
   auto it = replies_.find(request_id);
   if (it == replies_.end()) {
+    if (end_status_.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      // A configuration error (wrong join token), not a transient one: callers must not retry.
+      return absl::UnauthenticatedError(absl::StrCat("shard ", endpoint_.shard_id(),
+                                                     " refused us: ", end_status_.error_message()));
+    }
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(),
                                                " stream ended: ", end_status_.error_message()));
   }
@@ -116,7 +123,7 @@ absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
 }
 
 ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
-                                 std::function<bool()> abort)
+                                 std::function<bool()> abort, const std::string& join_token)
     : map_(map),
       worker_id_(worker_id),
       role_(role),
@@ -125,7 +132,7 @@ ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1:
       min_versions_(map.shards_size(), 0),
       modes_(map.shards_size(), v1::MODE_UNSPECIFIED) {
   for (const v1::ShardEndpoint& endpoint : map.shards()) {
-    shards_.push_back(std::make_unique<ShardConnection>(endpoint, worker_id, role));
+    shards_.push_back(std::make_unique<ShardConnection>(endpoint, worker_id, role, join_token));
   }
 }
 

@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -28,7 +29,9 @@ namespace syncopate::worker {
 // One Train stream to one shard.
 class ShardConnection {
  public:
-  ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id, v1::Role role);
+  // `join_token` goes into the TrainHello (the shard refuses a wrong one with UNAUTHENTICATED).
+  ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id, v1::Role role,
+                  std::string join_token = "");
   ~ShardConnection();
 
   // Opens the stream and waits for the shard's hello ack.
@@ -49,6 +52,7 @@ class ShardConnection {
   const v1::ShardEndpoint endpoint_;
   const int32_t worker_id_;
   const v1::Role role_;
+  const std::string join_token_;
   std::unique_ptr<v1::ParameterShard::Stub> stub_;
   std::unique_ptr<rpc::ClientStream<v1::WorkerToShard, v1::ShardToWorker>> stream_;
   int64_t next_request_id_ = 1;
@@ -77,7 +81,7 @@ class ParameterClient {
  public:
   // `abort` (optional) cuts every wait short: the job stopped or the process is shutting down.
   ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
-                  std::function<bool()> abort = nullptr);
+                  std::function<bool()> abort = nullptr, const std::string& join_token = "");
 
   // (Re)connects every broken or unopened shard stream.
   absl::Status Connect(absl::Duration timeout);

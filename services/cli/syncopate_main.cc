@@ -288,6 +288,9 @@ int Local() {
                               " not found; install it with: apt-get install prometheus"));
   }
 
+  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  if (!security.ok()) runtime::Die(std::string(security.status().message()));
+
   const absl::Time start = absl::Now();
   printf("syncopate local: job %s, %d workers, %d shards, mode %s, G=%d; run dir %s\n",
          job->job_id().c_str(), job->num_workers(), job->num_shards(),
@@ -300,6 +303,8 @@ int Local() {
   options.slowdowns = *slowdowns;
   options.slowdown_schedules = *schedules;
   options.evaluator = absl::GetFlag(FLAGS_evaluator);
+  options.tls = security->tls;
+  options.join_token = security->join_token;
   if (!absl::GetFlag(FLAGS_resume).empty()) {
     options.restore_dir = absl::GetFlag(FLAGS_resume) + "/checkpoints";
   }
@@ -395,6 +400,9 @@ int Local() {
 }
 
 int Status() {
+  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  if (!security.ok()) runtime::Die(std::string(security.status().message()));
+  rpc::InstallTransportSecurity(security->transport);
   auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(absl::GetFlag(FLAGS_coordinator)));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
@@ -450,6 +458,9 @@ int Status() {
 // A container HEALTHCHECK needs a client for grpc.health.v1 and Debian has no grpc_health_probe.
 // Exit codes follow the HEALTHCHECK contract: 0 healthy, 1 unhealthy (unreachable or not SERVING).
 int Health() {
+  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  if (!security.ok()) runtime::Die(std::string(security.status().message()));
+  rpc::InstallTransportSecurity(security->transport);
   const std::string address = absl::GetFlag(FLAGS_address);
   auto stub = grpc::health::v1::Health::NewStub(rpc::CreateChannel(address));
   grpc::ClientContext context;
@@ -473,7 +484,9 @@ int main(int argc, char** argv) {
       "syncopate <command> [flags]\n"
       "  local   train a job on a local cluster of child processes (see flags below)\n"
       "  status  show a running cluster: --coordinator=HOST:PORT\n"
-      "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT");
+      "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT\n"
+      "Security (every binary): --tls_cert/--tls_key/--tls_ca turn on mTLS; --join_token or\n"
+      "--join_token_file sets the shared join token (see docs/operations.md).");
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "local") return syncopate::cli::Local();
   if (command == "status") return syncopate::cli::Status();

@@ -4,14 +4,24 @@
 #ifndef SYNCOPATE_SERVICES_COORDINATOR_COORDINATOR_SERVICE_H_
 #define SYNCOPATE_SERVICES_COORDINATOR_COORDINATOR_SERVICE_H_
 
+#include <string>
+
 #include "libs/coordinator/coordinator_core.h"
+#include "libs/coordinator/coordinator_metrics.h"
 #include "syncopate/v1/coordinator.grpc.pb.h"
 
 namespace syncopate::coordinator {
 
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
-  explicit CoordinatorService(CoordinatorCore* core) : core_(core) {}
+  // `join_token`: every worker and shard hello must carry it (empty = no check). Refusals are
+  // logged and counted in `metrics` (may be null).
+  CoordinatorService(CoordinatorCore* core, std::string join_token, CoordinatorMetrics* metrics)
+      : core_(core), join_token_(std::move(join_token)), metrics_(metrics) {}
+
+  // OK, or UNAUTHENTICATED after logging and counting the refusal of a `session` hello.
+  absl::Status Authenticate(const std::string& session, const std::string& peer,
+                            const std::string& presented_token) const;
 
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorToWorker>* WorkerSession(
       grpc::CallbackServerContext* context) override;
@@ -23,6 +33,8 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
 
  private:
   CoordinatorCore* const core_;
+  const std::string join_token_;
+  CoordinatorMetrics* const metrics_;
 };
 
 }  // namespace syncopate::coordinator

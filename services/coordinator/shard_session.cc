@@ -9,7 +9,8 @@ namespace {
 class ShardSessionStream final : public rpc::BidiStream<v1::ShardMessage, v1::CoordinatorToShard> {
  public:
   using Base = rpc::BidiStream<v1::ShardMessage, v1::CoordinatorToShard>;
-  explicit ShardSessionStream(CoordinatorCore* core) : core_(core) {}
+  ShardSessionStream(const CoordinatorService* service, CoordinatorCore* core, std::string peer)
+      : service_(service), core_(core), peer_(std::move(peer)) {}
   void set_weak_self(std::weak_ptr<ShardSessionStream> self) { weak_self_ = std::move(self); }
 
  private:
@@ -34,6 +35,11 @@ class ShardSessionStream final : public rpc::BidiStream<v1::ShardMessage, v1::Co
                            "the first message of a shard session must be a hello"));
         return;
       }
+      if (absl::Status auth = service_->Authenticate("shard", peer_, message.hello().join_token());
+          !auth.ok()) {
+        Close(rpc::ToGrpcStatus(auth));
+        return;
+      }
       absl::Status status = core_->ShardHello(std::make_shared<Link>(weak_self_), message.hello());
       if (!status.ok()) {
         Close(rpc::ToGrpcStatus(status));
@@ -49,7 +55,9 @@ class ShardSessionStream final : public rpc::BidiStream<v1::ShardMessage, v1::Co
     if (shard_id_ >= 0) core_->ShardGone(shard_id_);
   }
 
+  const CoordinatorService* const service_;
   CoordinatorCore* const core_;
+  const std::string peer_;
   std::weak_ptr<ShardSessionStream> weak_self_;
   int32_t shard_id_ = -1;
 };
@@ -58,7 +66,7 @@ class ShardSessionStream final : public rpc::BidiStream<v1::ShardMessage, v1::Co
 
 grpc::ServerBidiReactor<v1::ShardMessage, v1::CoordinatorToShard>* CoordinatorService::ShardSession(
     grpc::CallbackServerContext* context) {
-  auto stream = std::make_shared<ShardSessionStream>(core_);
+  auto stream = std::make_shared<ShardSessionStream>(this, core_, context->peer());
   stream->set_weak_self(stream);
   stream->Begin(stream);
   return stream.get();

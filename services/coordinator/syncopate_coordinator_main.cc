@@ -11,6 +11,7 @@
 #include "libs/job/job_spec.h"
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/grpc_util.h"
+#include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
 #include "services/coordinator/coordinator_service.h"
 
@@ -28,6 +29,9 @@ namespace syncopate::coordinator {
 namespace {
 
 int Main() {
+  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  if (!security.ok()) runtime::Die(std::string(security.status().message()));
+  rpc::InstallTransportSecurity(security->transport);
   const std::string job_path = absl::GetFlag(FLAGS_job);
   absl::StatusOr<v1::JobSpec> job =
       job_path.empty() ? job::ParseJobSpec(job::DefaultJobText()) : job::LoadJobSpecFile(job_path);
@@ -53,13 +57,14 @@ int Main() {
   absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
   if (!core.ok()) runtime::Die(std::string(core.status().message()));
 
-  CoordinatorService service(core->get());
+  CoordinatorService service(core->get(), security->join_token, &metrics);
   absl::StatusOr<rpc::StartedServer> server =
       rpc::StartServer(absl::GetFlag(FLAGS_listen), {&service});
   if (!server.ok()) runtime::Die(std::string(server.status().message()), 1);
   LOG(INFO) << "coordinator for job " << job->job_id() << " serving on port " << server->port
             << ", metrics on " << (*metrics_server)->port() << "; " << *train_examples
-            << " training examples";
+            << " training examples; " << (security->transport.tls() ? "mTLS" : "plaintext")
+            << (security->join_token.empty() ? "" : ", join token required");
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     absl::Status written =
         runtime::WriteKeyValueFile(absl::GetFlag(FLAGS_ready_file),

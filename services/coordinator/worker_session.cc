@@ -12,7 +12,8 @@ class WorkerSessionStream final
   using Base = rpc::BidiStream<v1::WorkerMessage, v1::CoordinatorToWorker>;
 
  public:
-  explicit WorkerSessionStream(CoordinatorCore* core) : core_(core) {}
+  WorkerSessionStream(const CoordinatorService* service, CoordinatorCore* core, std::string peer)
+      : service_(service), core_(core), peer_(std::move(peer)) {}
   void set_weak_self(std::weak_ptr<WorkerSessionStream> self) { weak_self_ = std::move(self); }
 
  private:
@@ -39,6 +40,11 @@ class WorkerSessionStream final
                            "the first message of a worker session must be a hello"));
         return;
       }
+      if (absl::Status auth = service_->Authenticate("worker", peer_, message.hello().join_token());
+          !auth.ok()) {
+        Close(rpc::ToGrpcStatus(auth));
+        return;
+      }
       auto link = std::make_shared<Link>(weak_self_);
       link_ = link.get();
       absl::StatusOr<int32_t> id = core_->WorkerHello(std::move(link), message.hello());
@@ -56,7 +62,9 @@ class WorkerSessionStream final
     if (worker_id_ != 0) core_->WorkerGone(worker_id_, "session_closed", link_);
   }
 
+  const CoordinatorService* const service_;
   CoordinatorCore* const core_;
+  const std::string peer_;
   std::weak_ptr<WorkerSessionStream> weak_self_;
   int32_t worker_id_ = 0;             // 0 until the hello is accepted (ids start at 1)
   const WorkerLink* link_ = nullptr;  // identity only: the core owns the link
@@ -66,7 +74,7 @@ class WorkerSessionStream final
 
 grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorToWorker>*
 CoordinatorService::WorkerSession(grpc::CallbackServerContext* context) {
-  auto stream = std::make_shared<WorkerSessionStream>(core_);
+  auto stream = std::make_shared<WorkerSessionStream>(this, core_, context->peer());
   stream->set_weak_self(stream);
   stream->Begin(stream);
   return stream.get();

@@ -113,6 +113,7 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
   v1::ShardMessage hello;
   hello.mutable_hello()->set_shard_id(options_.shard_id);
   hello.mutable_hello()->set_address(options_.address);
+  hello.mutable_hello()->set_join_token(train_.join_token());
   session.Write(hello);
   // Report twice a second: the coordinator's status view and mode policy feed on it. The last
   // report (after the coordinator's stop) is marked final so the job's status is exact.
@@ -152,6 +153,11 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     session.WritesDone();
     session.WaitForEnd(absl::Seconds(2));
     return SessionEnd::kJobDone;
+  }
+  if (session.done() && session.status().error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    // A wrong join token is a configuration error: retrying cannot fix it.
+    fatal_error_ = "the coordinator refused this shard: " + session.status().error_message();
+    return SessionEnd::kFatal;
   }
   if (session.done()) {
     LOG(WARNING) << "coordinator session ended: " << session.status().error_message();

@@ -10,6 +10,7 @@
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/client_stream.h"
 #include "libs/rpc/grpc_util.h"
+#include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/shard/shard_core.h"
 #include "services/shard/shard_node.h"
@@ -36,17 +37,21 @@ namespace {
 int Main() {
   const int shard_id = absl::GetFlag(FLAGS_shard_id);
   if (shard_id < 0) runtime::Die("--shard_id is required and must be >= 0");
+  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  if (!security.ok()) runtime::Die(std::string(security.status().message()));
+  rpc::InstallTransportSecurity(security->transport);
   absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
       metrics::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen));
   if (!metrics_server.ok()) runtime::Die(std::string(metrics_server.status().message()), 1);
   ShardMetrics metrics((*metrics_server)->registry(), shard_id);
-  TrainService train(&metrics);
+  TrainService train(&metrics, security->join_token);
   absl::StatusOr<rpc::StartedServer> server =
       rpc::StartServer(absl::GetFlag(FLAGS_listen), {&train});
   if (!server.ok()) runtime::Die(std::string(server.status().message()), 1);
   const std::string address = absl::StrCat(absl::GetFlag(FLAGS_advertise_host), ":", server->port);
   LOG(INFO) << "shard " << shard_id << " serving on port " << server->port << ", metrics on "
-            << (*metrics_server)->port();
+            << (*metrics_server)->port() << (security->transport.tls() ? ", mTLS" : ", plaintext")
+            << (security->join_token.empty() ? "" : ", join token required");
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     absl::Status written =
         runtime::WriteKeyValueFile(absl::GetFlag(FLAGS_ready_file),

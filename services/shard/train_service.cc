@@ -2,13 +2,15 @@
 
 #include "glog/logging.h"
 #include "libs/rpc/bidi_stream.h"
+#include "libs/rpc/security.h"
 
 namespace syncopate::shard {
 namespace {
 
 class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToWorker> {
  public:
-  explicit TrainStream(TrainService* service) : service_(service) {}
+  TrainStream(TrainService* service, std::string peer)
+      : service_(service), peer_(std::move(peer)) {}
   void set_weak_self(std::weak_ptr<TrainStream> self) { weak_self_ = std::move(self); }
 
  private:
@@ -42,6 +44,13 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
   }
 
   void OnHello(const v1::TrainHello& hello) {
+    if (absl::Status auth = rpc::CheckJoinToken(service_->join_token(), hello.join_token());
+        !auth.ok()) {
+      LOG(WARNING) << "refused Train stream of worker " << hello.worker_id() << " from " << peer_
+                   << ": " << auth.message();
+      Refuse(grpc::StatusCode::UNAUTHENTICATED, "unauthenticated", std::string(auth.message()));
+      return;
+    }
     core_ = service_->core();
     if (core_ == nullptr) {
       Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shard has no partition assigned yet"));
@@ -79,6 +88,7 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
   }
 
   TrainService* const service_;
+  const std::string peer_;
   std::weak_ptr<TrainStream> weak_self_;
   std::shared_ptr<ShardCore> core_;  // only touched from OnRequest/OnStreamDone (serialised)
   int32_t worker_id_ = -1;
@@ -98,7 +108,7 @@ std::shared_ptr<ShardCore> TrainService::core() const {
 
 grpc::ServerBidiReactor<v1::WorkerToShard, v1::ShardToWorker>* TrainService::Train(
     grpc::CallbackServerContext* context) {
-  auto stream = std::make_shared<TrainStream>(this);
+  auto stream = std::make_shared<TrainStream>(this, context->peer());
   stream->set_weak_self(stream);
   stream->Begin(stream);
   return stream.get();

@@ -4,6 +4,7 @@
 #define SYNCOPATE_SERVICES_SHARD_TRAIN_SERVICE_H_
 
 #include <memory>
+#include <string>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
@@ -15,19 +16,23 @@ namespace syncopate::shard {
 
 class TrainService final : public v1::ParameterShard::CallbackService {
  public:
-  explicit TrainService(ShardMetrics* metrics) : metrics_(metrics) {}
+  // `join_token`: every TrainHello must carry it (empty = no check).
+  TrainService(ShardMetrics* metrics, std::string join_token)
+      : metrics_(metrics), join_token_(std::move(join_token)) {}
 
   // The core exists once the coordinator has assigned a partition; until then streams are
   // refused with UNAVAILABLE (workers retry).
   void SetCore(std::shared_ptr<ShardCore> core);
   std::shared_ptr<ShardCore> core() const;
   ShardMetrics* metrics() const { return metrics_; }
+  const std::string& join_token() const { return join_token_; }
 
   grpc::ServerBidiReactor<v1::WorkerToShard, v1::ShardToWorker>* Train(
       grpc::CallbackServerContext* context) override;
 
  private:
   ShardMetrics* const metrics_;
+  const std::string join_token_;
   mutable absl::Mutex mu_;
   std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
 };

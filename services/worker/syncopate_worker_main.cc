@@ -106,8 +106,12 @@ struct LeasedExamples {
 
 class Trainer {
  public:
-  Trainer(CoordinatorSession& session, WorkerMetrics& metrics, SlowdownSchedule slowdown)
-      : session_(session), m_(metrics), slowdown_(std::move(slowdown)) {}
+  Trainer(CoordinatorSession& session, WorkerMetrics& metrics, SlowdownSchedule slowdown,
+          std::string join_token)
+      : session_(session),
+        m_(metrics),
+        slowdown_(std::move(slowdown)),
+        join_token_(std::move(join_token)) {}
 
   absl::Status Run() {
     const v1::Welcome& welcome = session_.welcome();
@@ -118,9 +122,9 @@ class Trainer {
     absl::StatusOr<data::Dataset> train = data::LoadFashionMnist(
         job.dataset().dir(), data::Split::kTrain, job.dataset().train_limit());
     if (!train.ok()) return train.status();
-    ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER, [this] {
-      return session_.stop_requested() || runtime::ShutdownRequested();
-    });
+    ParameterClient client(
+        welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER,
+        [this] { return session_.stop_requested() || runtime::ShutdownRequested(); }, join_token_);
     std::vector<float> params(model->num_parameters());
     std::vector<float> grad(model->num_parameters());
     std::vector<float> features;
@@ -139,6 +143,7 @@ class Trainer {
       if (!*have_data) return absl::OkStatus();
 
       absl::Status connected = client.Connect(kConnectTimeout);
+      if (absl::IsUnauthenticated(connected)) return connected;  // wrong token: never retried
       if (!connected.ok()) {
         LOG(WARNING) << connected;
         runtime::WaitForShutdown(backoff.Next());
@@ -257,11 +262,12 @@ class Trainer {
   CoordinatorSession& session_;
   WorkerMetrics& m_;
   const SlowdownSchedule slowdown_;
+  const std::string join_token_;
   int64_t local_batch_ = 0;
   LeasedExamples leased_;
 };
 
-absl::Status RunEvaluator(CoordinatorSession& session) {
+absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_token) {
   const v1::Welcome& welcome = session.welcome();
   const v1::JobSpec& job = welcome.job();
   absl::StatusOr<model::Mlp> model = job::ModelForJob(job);
@@ -269,8 +275,9 @@ absl::Status RunEvaluator(CoordinatorSession& session) {
   absl::StatusOr<data::Dataset> test =
       data::LoadFashionMnist(job.dataset().dir(), data::Split::kTest, job.dataset().test_limit());
   if (!test.ok()) return test.status();
-  ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_EVALUATOR,
-                         [] { return runtime::ShutdownRequested(); });
+  ParameterClient client(
+      welcome.shard_map(), welcome.worker_id(), v1::ROLE_EVALUATOR,
+      [] { return runtime::ShutdownRequested(); }, join_token);
   std::vector<float> params(model->num_parameters());
   rpc::Backoff backoff;
   const absl::Duration interval = absl::Seconds(job.eval().interval_seconds());
@@ -288,6 +295,7 @@ absl::Status RunEvaluator(CoordinatorSession& session) {
       next_eval = absl::Now() + interval;
     }
     absl::Status connected = client.Connect(kConnectTimeout);
+    if (absl::IsUnauthenticated(connected)) return connected;  // wrong token: never retried
     absl::StatusOr<PullStats> pulled = connected.ok()
                                            ? client.PullAll(params, kPullTimeout, /*newest=*/true)
                                            : absl::StatusOr<PullStats>(connected);
@@ -341,6 +349,9 @@ int Main() {
     runtime::Die("--role must be worker or evaluator, got '" + role + "'");
   }
   if (!(absl::GetFlag(FLAGS_slowdown) >= 1.0)) runtime::Die("--slowdown must be >= 1");
+  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  if (!security.ok()) runtime::Die(std::string(security.status().message()));
+  rpc::InstallTransportSecurity(security->transport);
   SlowdownSchedule slowdown(absl::GetFlag(FLAGS_slowdown));
   if (!absl::GetFlag(FLAGS_slowdown_schedule).empty()) {
     absl::StatusOr<SlowdownSchedule> parsed =
@@ -368,6 +379,7 @@ int Main() {
   v1::WorkerHello hello;
   hello.set_name(name);
   hello.set_role(role == "worker" ? v1::ROLE_WORKER : v1::ROLE_EVALUATOR);
+  hello.set_join_token(security->join_token);
 
   // Run the role; when the coordinator is lost (it died and is restarting), rejoin under the
   // same name (which keeps the worker id) and carry on. Every join waits at most
@@ -377,8 +389,9 @@ int Main() {
     if (session == nullptr) return 0;  // shutdown requested
     LOG(INFO) << name << (joins == 0 ? " joined" : " rejoined") << " as "
               << session->welcome().worker_id();
-    absl::Status status =
-        role == "worker" ? Trainer(*session, metrics, slowdown).Run() : RunEvaluator(*session);
+    absl::Status status = role == "worker"
+                              ? Trainer(*session, metrics, slowdown, security->join_token).Run()
+                              : RunEvaluator(*session, security->join_token);
     if (absl::IsUnavailable(status) && !runtime::ShutdownRequested()) {
       LOG(WARNING) << "lost the coordinator (" << status.message() << "); rejoining";
       continue;

@@ -87,6 +87,12 @@ TEST(Training, KilledWorkerIsRemovedAndTheRunCompletes) {
 // shards switch to gba while it straggles and back to sync after it recovers; asserted on
 // GetStatus (the modes the coordinator ordered and why), never on wall-clock speed.
 TEST(Training, AutoSwitchesToGbaForATransientStragglerAndBack) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  // The scenario needs the four padded workers to fit in about one core; instrumented code is
+  // 2-3x slower, the straggler signal drowns in CPU contention and the 60 s wait times out
+  // (measured in the ASan pass). Memory errors are covered by the other training tests.
+  GTEST_SKIP() << "timing-based scenario; not meaningful under a sanitizer";
+#endif
   v1::JobSpec job = SmallJob(v1::MODE_AUTO, 4, 2, 1);
   // The default model and batch: steps of milliseconds, so the detector measures compute rather
   // than timer and scheduler jitter.

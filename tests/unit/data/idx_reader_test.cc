@@ -222,6 +222,15 @@ TEST_F(IdxFileTest, ZeroSizedImagesAreDataLoss) {
   EXPECT_EQ(dataset.status().code(), absl::StatusCode::kDataLoss);
 }
 
+// Two u32 sides whose product overflows int64 (a fuzzer's find) are refused, not multiplied.
+TEST_F(IdxFileTest, HugeImageSidesAreDataLoss) {
+  absl::StatusOr<Dataset> dataset =
+      ReadIdxPair(WritePlain("images", ImagesBytes(3, 0xFFFFFFFDu, 0xFFFFFA02u, kTinyPixels)),
+                  WritePlain("labels", LabelsBytes(3, kTinyLabels)), 0);
+  EXPECT_EQ(dataset.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(dataset.status().message(), HasSubstr("image size 4294967293 x 4294965762"));
+}
+
 TEST_F(IdxFileTest, CountMismatchIsDataLoss) {
   absl::StatusOr<Dataset> dataset =
       ReadIdxPair(WritePlain("images", ImagesBytes(3, 2, 2, kTinyPixels)),

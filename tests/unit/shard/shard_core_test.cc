@@ -329,6 +329,12 @@ TEST_F(ShardCoreTest, InvalidPushesAreRejectedCountedAndNeverApplied) {
       {"zero samples", 1, Gradient(1, 0, {1, 2, 3, 4}), absl::StatusCode::kInvalidArgument},
       {"negative samples", 1, Gradient(1, -4, {1, 2, 3, 4}), absl::StatusCode::kInvalidArgument},
       {"negative token", 1, Gradient(-1, 2, {1, 2, 3, 4}), absl::StatusCode::kInvalidArgument},
+      // Found by fuzzing: version - INT64_MIN overflowed while computing the staleness.
+      {"most negative token", 1, Gradient(std::numeric_limits<int64_t>::min(), 2, {1, 2, 3, 4}),
+       absl::StatusCode::kInvalidArgument},
+      {"more samples than G", 1, Gradient(1, 5, {1, 2, 3, 4}), absl::StatusCode::kInvalidArgument},
+      {"huge samples", 1, Gradient(1, std::numeric_limits<int64_t>::max(), {1, 2, 3, 4}),
+       absl::StatusCode::kInvalidArgument},
       {"unknown worker", 99, Gradient(1, 2, {1, 2, 3, 4}), absl::StatusCode::kFailedPrecondition},
       {"token from the future", 1, Gradient(2, 2, {1, 2, 3, 4}), absl::StatusCode::kOutOfRange},
   };

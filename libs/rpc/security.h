@@ -1,0 +1,79 @@
+// Transport security and the join token: what a Syncopate process proves about itself and what
+// it demands of its peers (DESIGN §8 "Security").
+//
+// mTLS is optional and all-or-nothing per process: with --tls_cert, --tls_key and --tls_ca every
+// server requires a client certificate signed by the CA, and every channel presents the process's
+// certificate and verifies the server's against the same CA. A peer without a valid certificate
+// fails the TLS handshake (the client sees UNAVAILABLE; gRPC logs the failure on the server).
+//
+// The join token is a shared secret carried in every session's hello (WorkerHello, ShardHello,
+// TrainHello). A server with a token refuses a hello whose token differs with UNAUTHENTICATED.
+// An empty expected token turns the check off.
+//
+// Thread-safety: InstallTransportSecurity must be called once, before the first channel or server
+// is created (mains do it right after parsing flags). Everything else is thread-safe.
+#ifndef SYNCOPATE_LIBS_RPC_SECURITY_H_
+#define SYNCOPATE_LIBS_RPC_SECURITY_H_
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "grpcpp/grpcpp.h"
+
+namespace syncopate::rpc {
+
+// File paths, as given on the command line.
+struct TlsOptions {
+  std::string cert_file;  // PEM certificate chain of this process
+  std::string key_file;   // PEM private key of cert_file
+  std::string ca_file;    // PEM CA bundle that signs every peer
+  // Name expected in the servers' certificates instead of the dialled host (one certificate for
+  // every service, e.g. "syncopate"); empty = the host part of each address.
+  std::string server_name;
+  bool enabled() const { return !cert_file.empty() || !key_file.empty() || !ca_file.empty(); }
+};
+
+// Loaded PEM material. An empty ca_pem means plaintext. A client may carry only ca_pem (it then
+// verifies the server but presents no certificate, which a Syncopate server refuses).
+struct TransportSecurity {
+  std::string cert_pem;
+  std::string key_pem;
+  std::string ca_pem;
+  std::string server_name;
+  bool tls() const { return !ca_pem.empty(); }
+};
+
+// Reads the three files. INVALID_ARGUMENT unless all three paths are given (or none), or when a
+// file is missing, empty or not PEM.
+absl::StatusOr<TransportSecurity> LoadTransportSecurity(const TlsOptions& options);
+
+std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TransportSecurity& security);
+std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TransportSecurity& security);
+
+// The process-wide transport security used by CreateChannel(address) and StartServer.
+void InstallTransportSecurity(TransportSecurity security);
+const TransportSecurity& InstalledTransportSecurity();
+
+// OK when the check is off (`expected` empty) or `presented` equals `expected`; otherwise
+// UNAUTHENTICATED ("missing join token" / "wrong join token"). The comparison takes the same time
+// wherever the first difference is (its duration depends only on the expected token's length).
+absl::Status CheckJoinToken(absl::string_view expected, absl::string_view presented);
+
+// What the shared command-line flags ask for: --tls_cert, --tls_key, --tls_ca, --tls_server_name,
+// --join_token, --join_token_file (defined once, in security.cc, for every binary).
+struct SecurityConfig {
+  TlsOptions tls;
+  TransportSecurity transport;
+  std::string join_token;  // empty = no token
+};
+TlsOptions TlsOptionsFromFlags();
+// Loads the certificates and the token (a token file's trailing newline is dropped).
+// INVALID_ARGUMENT with one clear line on a bad combination or an unreadable file.
+absl::StatusOr<SecurityConfig> SecurityFromFlags();
+
+}  // namespace syncopate::rpc
+
+#endif  // SYNCOPATE_LIBS_RPC_SECURITY_H_
