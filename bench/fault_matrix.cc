@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
+#include "libs/runtime/process_runtime.h"
 
 ABSL_FLAG(std::string, out, "bench-results/faults", "Results directory");
 ABSL_FLAG(std::string, bin_dir, "", "Directory of the service binaries (default: next to this)");
@@ -31,12 +32,6 @@ ABSL_FLAG(uint64_t, seed, 1, "Seed for the victims and moments");
 
 namespace syncopate::bench {
 namespace {
-
-std::string SelfDir() {
-  std::error_code error;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  return error ? "." : self.parent_path().string();
-}
 
 v1::JobSpec Job(v1::Mode mode) {
   v1::JobSpec job = *job::ParseJobSpec(job::DefaultJobText());
@@ -67,7 +62,8 @@ Trial RunTrial(v1::Mode mode, const std::string& kind, double kill_at, std::mt19
   Trial trial;
   launch::LocalClusterOptions options;
   options.job = Job(mode);
-  options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? SelfDir() : absl::GetFlag(FLAGS_bin_dir);
+  options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? runtime::ExecutableDir()
+                                                         : absl::GetFlag(FLAGS_bin_dir);
   options.run_dir = run_dir;
   std::filesystem::remove_all(run_dir);
   auto cluster = launch::LocalCluster::Start(options);

@@ -23,6 +23,7 @@
 #include "absl/time/clock.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
+#include "libs/runtime/process_runtime.h"
 #include "libs/shard/shard_metrics.h"
 
 ABSL_FLAG(std::string, out, "bench-results/straggler", "Results directory");
@@ -62,12 +63,6 @@ struct Run {
   bool ok = false;
 };
 
-std::string SelfDir() {
-  std::error_code error;
-  auto self = std::filesystem::read_symlink("/proc/self/exe", error);
-  return error ? "." : self.parent_path().string();
-}
-
 Run RunOne(const Scenario& scenario, const std::string& policy, double transient_seconds) {
   Run run;
   run.scenario = scenario.id;
@@ -79,7 +74,8 @@ Run RunOne(const Scenario& scenario, const std::string& policy, double transient
   job.mutable_eval()->set_interval_seconds(2);
   launch::LocalClusterOptions options;
   options.job = job;
-  options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? SelfDir() : absl::GetFlag(FLAGS_bin_dir);
+  options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? runtime::ExecutableDir()
+                                                         : absl::GetFlag(FLAGS_bin_dir);
   options.run_dir = absl::StrCat(absl::GetFlag(FLAGS_out), "/runs/", scenario.id, "-", policy);
   std::filesystem::remove_all(options.run_dir);
   const double base = absl::GetFlag(FLAGS_base_slowdown);

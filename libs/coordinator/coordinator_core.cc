@@ -87,6 +87,8 @@ void CoordinatorCore::RestoreProgress() {
   for (const auto& [name, id] : progress.worker_ids()) worker_ids_by_name_[name] = id;
   for (const auto& [id, mode] : progress.shard_modes()) restored_shard_modes_[id] = mode;
   evals_.assign(progress.evals().begin(), progress.evals().end());
+  // The job had an evaluator: after a restart, wait for it to rejoin before ending without one.
+  expect_evaluator_ = !evals_.empty();
   // A running job carries on as soon as its processes re-register; a finished one stays done.
   if (progress.state() == v1::JOB_RUNNING || progress.state() == v1::JOB_FINISHING) {
     state_ = v1::JOB_RUNNING;
@@ -137,7 +139,9 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
   int32_t id = 0;
   {
     absl::MutexLock lock(&mu_);
-    if (state_ == v1::JOB_DONE || state_ == v1::JOB_FINISHING) {
+    // While FINISHING the evaluator may still (re)join for the final evaluation; workers not.
+    if (state_ == v1::JOB_DONE ||
+        (state_ == v1::JOB_FINISHING && hello.role() == v1::ROLE_WORKER)) {
       return absl::FailedPreconditionError("the job has finished");
     }
     // A worker rejoining under its name (after its own or the coordinator's restart) keeps its
@@ -168,7 +172,7 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
     worker.last_heard = options_.clock->Now();
     LOG(INFO) << "hello from " << worker.name << " (id " << id << ", " << v1::Role_Name(worker.role)
               << ")";
-    if (state_ == v1::JOB_RUNNING) {
+    if (state_ == v1::JOB_RUNNING || state_ == v1::JOB_FINISHING) {
       if (worker.role == v1::ROLE_WORKER) {
         worker.member = true;
         ReshapeMembership(out);
@@ -335,6 +339,7 @@ void CoordinatorCore::BeginFinishing(Outbox& out) {
   finishing_since_ = options_.clock->Now();
   if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_FINISHING);
   LOG(INFO) << "target of " << target_examples_ << " examples reached; stopping workers";
+  SaveProgress();  // a coordinator restarted from here must not wait for the workers it stopped
   for (auto& [id, worker] : workers_) {
     if (worker.link == nullptr || worker.role != v1::ROLE_WORKER) continue;
     v1::CoordinatorToWorker stop;
@@ -437,7 +442,7 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     }
     assignment->set_mode(shard.mode);
     out.to_shards.emplace_back(link, std::move(message));
-    if (state_ == v1::JOB_RUNNING && AllShardsConnected()) {
+    if ((state_ == v1::JOB_RUNNING || state_ == v1::JOB_FINISHING) && AllShardsConnected()) {
       for (auto& [worker_id, worker] : workers_) {
         if (worker.link != nullptr && !worker.welcomed) Welcome(worker, out);
       }
@@ -551,7 +556,7 @@ void CoordinatorCore::Tick() {
           out.to_workers.emplace_back(worker.link, std::move(evaluate));
         }
       }
-      if (workers_left && evaluators == 0) {
+      if (workers_left && evaluators == 0 && !expect_evaluator_) {
         MarkDone("workers stopped (no evaluator)", out);
       } else if (now - finishing_since_ > 2 * options_.finish_timeout) {
         MarkDone("final evaluation timed out", out);

@@ -181,6 +181,7 @@ class CoordinatorCore {
   std::map<std::string, int32_t> worker_ids_by_name_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, v1::Mode> restored_shard_modes_ ABSL_GUARDED_BY(mu_);
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
+  bool expect_evaluator_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace syncopate::coordinator

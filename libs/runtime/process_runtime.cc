@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -111,6 +112,12 @@ absl::StatusOr<std::map<std::string, std::string>> ReadKeyValueFile(const std::s
     if (!kv.first.empty()) values[kv.first] = kv.second;
   }
   return values;
+}
+
+std::string ExecutableDir() {
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+  return error ? "." : self.parent_path().string();
 }
 
 void Die(const std::string& message, int code) {

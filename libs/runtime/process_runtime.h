@@ -31,6 +31,9 @@ absl::Status WriteKeyValueFile(const std::string& path,
                                const std::map<std::string, std::string>& values);
 absl::StatusOr<std::map<std::string, std::string>> ReadKeyValueFile(const std::string& path);
 
+// The directory of the running executable (where the sibling Syncopate binaries are installed).
+std::string ExecutableDir();
+
 // Prints "<program>: <message>" to stderr and exits with `code` (bad flags, bad job specs).
 [[noreturn]] void Die(const std::string& message, int code = 2);
 

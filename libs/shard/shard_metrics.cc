@@ -26,21 +26,6 @@ prometheus::Histogram::BucketBoundaries StalenessBuckets() {
 
 }  // namespace
 
-std::string ModeName(v1::Mode mode) {
-  switch (mode) {
-    case v1::MODE_SYNC:
-      return "sync";
-    case v1::MODE_GBA:
-      return "gba";
-    case v1::MODE_ASYNC:
-      return "async";
-    case v1::MODE_AUTO:
-      return "auto";
-    default:
-      return "unspecified";
-  }
-}
-
 ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
     : shard_(std::to_string(shard_id)),
       version_(prometheus::BuildGauge()

@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "libs/common/mode_name.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -49,8 +50,8 @@ inline constexpr const char* kRejectionReasons[] = {
     "wrong_shape", "non_finite", "bad_samples", "not_member",    "future_token",
     "duplicate",   "invalid",    "no_hello",    "empty_message", "unauthenticated"};
 
-// "sync", "gba", "async": the label value and the word users see.
-std::string ModeName(v1::Mode mode);
+// The `mode` label values: syncopate::ModeName.
+using ::syncopate::ModeName;
 
 }  // namespace syncopate::shard
 

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "libs/common/mode_name.h"
 #include "libs/straggler/robust_statistics.h"
 #include "libs/straggler/staleness.h"
 
@@ -22,21 +23,6 @@ using ::syncopate::v1::Mode;
 // far below anything a step timer can resolve, so it only absorbs arithmetic, never a
 // measurement.
 constexpr double kTieRelative = 1e-9;
-
-std::string ModeName(Mode mode) {
-  switch (mode) {
-    case v1::MODE_SYNC:
-      return "sync";
-    case v1::MODE_GBA:
-      return "gba";
-    case v1::MODE_ASYNC:
-      return "async";
-    case v1::MODE_AUTO:
-      return "auto";
-    default:
-      return "unspecified";
-  }
-}
 
 struct Prediction {
   double sync = 0;

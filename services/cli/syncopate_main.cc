@@ -188,12 +188,6 @@ absl::StatusOr<std::map<int, std::string>> SchedulesFromFlag(int workers) {
   return schedules;
 }
 
-std::string SelfDir() {
-  std::error_code error;
-  std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
-  return error ? "." : self.parent_path().string();
-}
-
 void WriteReports(const std::string& run_dir, const v1::ClusterStatus& status, double wall_seconds,
                   const std::vector<double>& slowdowns) {
   const double training = status.elapsed_seconds();
@@ -282,7 +276,7 @@ int Local() {
     run_dir = "runs/" + absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
   }
   std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
-  if (bin_dir.empty()) bin_dir = SelfDir();
+  if (bin_dir.empty()) bin_dir = runtime::ExecutableDir();
   if (absl::GetFlag(FLAGS_prometheus) && access(kPrometheusBinary, X_OK) != 0) {
     runtime::Die(absl::StrCat("--prometheus: ", kPrometheusBinary,
                               " not found; install it with: apt-get install prometheus"));

@@ -14,6 +14,7 @@ import math
 import re
 import sys
 import time
+import urllib.error
 import urllib.parse
 import urllib.request
 
@@ -52,7 +53,15 @@ class Prometheus:
 def wait_until_ready(prom, expected_targets, wait_seconds):
     deadline = time.time() + wait_seconds
     while True:
-        values = {name: prom.scalar(expr) for name, expr in READY.items()}
+        try:
+            values = {name: prom.scalar(expr) for name, expr in READY.items()}
+        except urllib.error.URLError as error:
+            # Prometheus prints its URL a moment before it listens; a refused connection while
+            # it starts is waited out like any other missing readiness condition.
+            if time.time() > deadline:
+                sys.exit(f"prometheus unreachable after {wait_seconds} s: {error}")
+            time.sleep(1)
+            continue
         missing = [n for n, v in values.items() if v is None or v <= 0]
         if values["all targets up"] != expected_targets:
             missing.append(f"all targets up ({values['all targets up']} of {expected_targets})")

@@ -22,7 +22,7 @@ class ShardDeath : public ::testing::TestWithParam<v1::Mode> {};
 // the test starts it again on its port; it restores its latest checkpoint (taken every second),
 // the workers reconnect with backoff, and the run completes with a trained model.
 TEST_P(ShardDeath, KilledShardRestoresItsCheckpointAndTheRunCompletes) {
-  v1::JobSpec job = SmallJob(GetParam(), 3, 2, 6);
+  v1::JobSpec job = SmallJob(GetParam(), 3, 2, 30);
   job.set_checkpoint_interval_seconds(1);
   auto cluster = launch::LocalCluster::Start(
       Options(job, absl::StrCat("shard-death-", v1::Mode_Name(GetParam()))));
@@ -76,7 +76,7 @@ class CoordinatorDeath : public ::testing::TestWithParam<v1::Mode> {};
 
 TEST_P(CoordinatorDeath, RestartedCoordinatorCarriesOnAndTheRunCompletes) {
   auto cluster = launch::LocalCluster::Start(
-      Options(SmallJob(GetParam(), 3, 2, 6),
+      Options(SmallJob(GetParam(), 3, 2, 30),
               absl::StrCat("coordinator-death-", v1::Mode_Name(GetParam()))));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
