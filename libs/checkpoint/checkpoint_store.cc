@@ -5,11 +5,11 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <sstream>
 
 #include "absl/strings/str_cat.h"
@@ -44,14 +44,19 @@ struct FileName {
 };
 
 std::vector<FileName> ListCheckpoints(const std::string& dir) {
-  static const std::regex kPattern(R"(shard-(\d+)-of-(\d+)-v(\d+)\.ckpt)");
   std::vector<FileName> files;
   std::error_code error;
   for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
-    std::smatch m;
+    // shard-<id>-of-<S>-v<version>.ckpt, and nothing else (temporary files end differently).
     const std::string name = entry.path().filename().string();
-    if (!std::regex_match(name, m, kPattern)) continue;
-    files.push_back({std::stoi(m[1]), std::stoi(m[2]), std::stoll(m[3]), entry.path().string()});
+    int shard = 0, shards = 0, consumed = 0;
+    long long version = 0;
+    if (std::sscanf(name.c_str(), "shard-%d-of-%d-v%lld.ckpt%n", &shard, &shards, &version,
+                    &consumed) != 3 ||
+        consumed != static_cast<int>(name.size())) {
+      continue;
+    }
+    files.push_back({shard, shards, static_cast<int64_t>(version), entry.path().string()});
   }
   // Newest first.
   std::sort(files.begin(), files.end(),
