@@ -74,24 +74,28 @@ inline std::string ReadFile(const std::string& path) {
   return text.str();
 }
 
-// GET http://127.0.0.1:port/metrics (a real scrape of a process's Prometheus endpoint).
-inline std::string ScrapeMetrics(int port) {
+// Sends one HTTP/1.0 request ("GET /metrics", "DELETE /metrics", ...) to 127.0.0.1:port and
+// returns the whole reply (status line, headers, body); empty if nothing listens.
+inline std::string HttpRequest(int port, const std::string& request) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(port);
   inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  std::string body;
+  std::string reply;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n";
-    (void)!write(fd, request.data(), request.size());
+    const std::string text = request + " HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n";
+    (void)!write(fd, text.data(), text.size());
     char buffer[65536];
     ssize_t n;
-    while ((n = read(fd, buffer, sizeof(buffer))) > 0) body.append(buffer, n);
+    while ((n = read(fd, buffer, sizeof(buffer))) > 0) reply.append(buffer, n);
   }
   close(fd);
-  return body;
+  return reply;
 }
+
+// GET http://127.0.0.1:port/metrics (a real scrape of a process's Prometheus endpoint).
+inline std::string ScrapeMetrics(int port) { return HttpRequest(port, "GET /metrics"); }
 
 // The value of the first sample line starting with `series` (name plus labels), or -1.
 inline double MetricValue(const std::string& text, const std::string& series) {

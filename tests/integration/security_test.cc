@@ -66,22 +66,9 @@ grpc::Status GetStatus(const std::string& address, const rpc::TransportSecurity&
   return stub->GetStatus(&context, v1::GetStatusRequest(), &status);
 }
 
-// Sends `request` (e.g. "DELETE /metrics") to a metrics port; returns the HTTP status line.
+// The HTTP status line `request` (e.g. "DELETE /metrics") gets from a metrics port.
 std::string HttpStatusLine(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  std::string reply;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string text = request + " HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n";
-    (void)!write(fd, text.data(), text.size());
-    char buffer[4096];
-    ssize_t n;
-    while ((n = read(fd, buffer, sizeof(buffer))) > 0) reply.append(buffer, n);
-  }
-  close(fd);
+  const std::string reply = testing::HttpRequest(port, request);
   return reply.substr(0, reply.find("\r\n"));
 }
 
