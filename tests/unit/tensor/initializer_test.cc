@@ -19,6 +19,13 @@ Initializer MakeInit(Initializer::Kind kind, int64_t fan_in, int64_t fan_out) {
   return init;
 }
 
+Initializer Uniform(double scale) {
+  Initializer init;
+  init.set_kind(Initializer::UNIFORM);
+  init.set_scale(scale);
+  return init;
+}
+
 std::vector<float> Whole(const Initializer& init, uint64_t seed, std::string_view name,
                          int64_t size) {
   std::vector<float> values(size);
@@ -80,6 +87,7 @@ TEST(InitializeSlice, UniformKindsStayWithinTheirBoundsAndMatchTheirMoments) {
     double limit;
   };
   const Case cases[] = {
+      {Uniform(0.05), 0.05},
       {MakeInit(Initializer::HE_UNIFORM, 784, 256), std::sqrt(6.0 / 784)},
       {MakeInit(Initializer::HE_UNIFORM, 1, 1), std::sqrt(6.0)},
       {MakeInit(Initializer::GLOROT_UNIFORM, 256, 128), std::sqrt(6.0 / 384)},
@@ -121,9 +129,82 @@ TEST(InitializeSlice, RejectsUnusableInitializers) {
   EXPECT_EQ(code(MakeInit(Initializer::GLOROT_UNIFORM, 10, 0)), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(MakeInit(Initializer::GLOROT_UNIFORM, 0, 10)), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(code(MakeInit(Initializer::ZEROS, 0, 0), -1), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Uniform(0)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Uniform(-1)), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(code(Uniform(INFINITY)), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(values, std::vector<float>(4, 5.0f)) << "output must be untouched on error";
   // HE_UNIFORM's formula does not use fan_out.
   EXPECT_TRUE(InitializeSlice(MakeInit(Initializer::HE_UNIFORM, 3, 0), 1, "t", 0, values).ok());
+}
+
+TEST(InitializeSlice, UniformMatchesPinnedValues) {
+  // Computed independently, like MatchesPinnedValues: UNIFORM(scale) is the same stream as the
+  // fan-based kinds, scaled by `scale`.
+  std::vector<float> values(3);
+  ASSERT_TRUE(InitializeSlice(Uniform(0.5), 7, "emb", 100, values).ok());
+  EXPECT_FLOAT_EQ(values[0], 0.462107122f);
+  EXPECT_FLOAT_EQ(values[1], 0.489980638f);
+  EXPECT_FLOAT_EQ(values[2], -0.246582627f);
+}
+
+std::vector<float> Row(const Initializer& init, uint64_t seed, std::string_view table, uint64_t key,
+                       int dim) {
+  std::vector<float> row(dim, 100.0f);
+  EXPECT_TRUE(InitializeRow(init, seed, table, key, row).ok());
+  return row;
+}
+
+TEST(InitializeRow, MatchesPinnedValues) {
+  // Computed independently (a row's stream is SplitMix64(table stream ^ SplitMix64(key)), see
+  // initializer.cc). A change re-initialises every embedding: make it deliberately.
+  const std::vector<float> row = Row(Uniform(0.05), 7, "C1", 12345, 3);
+  EXPECT_FLOAT_EQ(row[0], -0.0192568954f);
+  EXPECT_FLOAT_EQ(row[1], -0.0438899919f);
+  EXPECT_FLOAT_EQ(row[2], -0.0411998257f);
+}
+
+TEST(InitializeRow, IsAPureFunctionOfSeedTableAndKey) {
+  const Initializer init = Uniform(0.1);
+  EXPECT_EQ(Row(init, 3, "C7", 42, 16), Row(init, 3, "C7", 42, 16));
+  // A shorter row is a prefix of the longer one: element j depends on j, not on dim.
+  const std::vector<float> longer = Row(init, 3, "C7", 42, 16);
+  EXPECT_EQ(Row(init, 3, "C7", 42, 4), std::vector<float>(longer.begin(), longer.begin() + 4));
+  for (const auto& other :
+       {Row(init, 3, "C7", 43, 16), Row(init, 4, "C7", 42, 16), Row(init, 3, "C8", 42, 16)}) {
+    int same = 0;
+    for (size_t j = 0; j < other.size(); ++j) same += other[j] == longer[j];
+    EXPECT_LE(same, 1);
+  }
+}
+
+TEST(InitializeRow, DifferentKeysGiveDifferentRowsWithinTheScale) {
+  const Initializer init = Uniform(0.01);
+  double sum = 0;
+  int64_t count = 0;
+  std::vector<float> previous;
+  for (uint64_t key = 0; key < 2000; ++key) {
+    const std::vector<float> row = Row(init, 1, "t", key, 8);
+    EXPECT_NE(row, previous);
+    for (const float v : row) {
+      ASSERT_GE(v, -0.01f);
+      ASSERT_LE(v, 0.01f);
+      sum += v;
+      ++count;
+    }
+    previous = row;
+  }
+  // U(-a, a) has standard deviation a/sqrt(3); the mean of 16000 draws is within 0.03a of 0 by
+  // over 6 standard errors.
+  EXPECT_NEAR(sum / count, 0.0, 0.0003);
+}
+
+TEST(InitializeRow, ZerosAndErrors) {
+  EXPECT_EQ(Row(MakeInit(Initializer::ZEROS, 0, 0), 1, "t", 5, 4), std::vector<float>(4, 0.0f));
+  std::vector<float> row(4, 5.0f);
+  EXPECT_EQ(InitializeRow(Initializer(), 1, "t", 5, row).code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(InitializeRow(Uniform(0), 1, "t", 5, row).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(row, std::vector<float>(4, 5.0f)) << "output must be untouched on error";
 }
 
 }  // namespace
