@@ -1,0 +1,203 @@
+#include "libs/optim/update_rule.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
+
+namespace syncopate::optim {
+namespace {
+
+using ::syncopate::v1::OptimizerSpec;
+
+// Defaults for fields a spec leaves 0 (job.proto documents them): Adam's are Kingma & Ba's
+// (2015); Adagrad's epsilon and initial accumulator are TensorFlow/Keras's.
+constexpr float kDefaultBeta1 = 0.9f;
+constexpr float kDefaultBeta2 = 0.999f;
+constexpr float kDefaultAdamEpsilon = 1e-8f;
+constexpr float kDefaultAdagradEpsilon = 1e-7f;
+constexpr float kDefaultInitialAccumulator = 0.1f;
+
+// Plain SGD: p -= lr * g.
+class SgdRule final : public UpdateRule {
+ public:
+  explicit SgdRule(float learning_rate) : learning_rate_(learning_rate) {}
+  std::string_view name() const override { return "sgd"; }
+  int num_slots() const override { return 0; }
+  void Apply(std::span<float> params, std::span<const float> grad,
+             std::span<const std::span<float>> slots, int64_t step) const override {
+    const size_t n = params.size();
+    float* p = params.data();
+    const float* g = grad.data();
+    for (size_t i = 0; i < n; ++i) p[i] -= learning_rate_ * g[i];
+  }
+
+ private:
+  const float learning_rate_;
+};
+
+// Heavy-ball momentum (PyTorch convention, v = mu*v + g; p -= lr*v) or Nesterov
+// (p -= lr*(g + mu*v)). Slot 0 is the velocity.
+class MomentumRule final : public UpdateRule {
+ public:
+  MomentumRule(float learning_rate, float momentum, bool nesterov)
+      : learning_rate_(learning_rate), momentum_(momentum), nesterov_(nesterov) {}
+  std::string_view name() const override { return nesterov_ ? "nesterov" : "momentum"; }
+  int num_slots() const override { return 1; }
+  void Apply(std::span<float> params, std::span<const float> grad,
+             std::span<const std::span<float>> slots, int64_t step) const override {
+    const size_t n = params.size();
+    float* p = params.data();
+    float* v = slots[0].data();
+    const float* g = grad.data();
+    if (nesterov_) {
+      for (size_t i = 0; i < n; ++i) {
+        v[i] = momentum_ * v[i] + g[i];
+        p[i] -= learning_rate_ * (g[i] + momentum_ * v[i]);
+      }
+    } else {
+      for (size_t i = 0; i < n; ++i) {
+        v[i] = momentum_ * v[i] + g[i];
+        p[i] -= learning_rate_ * v[i];
+      }
+    }
+  }
+
+ private:
+  const float learning_rate_;
+  const float momentum_;
+  const bool nesterov_;
+};
+
+// Adagrad (Duchi, Hazan & Singer, JMLR 2011), Keras's form: acc += g^2;
+// p -= lr * g / (sqrt(acc) + eps). Slot 0 is the accumulator; it starts at initial_accumulator
+// so the first steps of a rare feature's row are not huge.
+class AdagradRule final : public UpdateRule {
+ public:
+  AdagradRule(float learning_rate, float epsilon, float initial_accumulator)
+      : learning_rate_(learning_rate),
+        epsilon_(epsilon),
+        initial_accumulator_(initial_accumulator) {}
+  std::string_view name() const override { return "adagrad"; }
+  int num_slots() const override { return 1; }
+  float slot_initial_value(int slot) const override { return initial_accumulator_; }
+  void Apply(std::span<float> params, std::span<const float> grad,
+             std::span<const std::span<float>> slots, int64_t step) const override {
+    const size_t n = params.size();
+    float* p = params.data();
+    float* acc = slots[0].data();
+    const float* g = grad.data();
+    for (size_t i = 0; i < n; ++i) {
+      acc[i] += g[i] * g[i];
+      p[i] -= learning_rate_ * g[i] / (std::sqrt(acc[i]) + epsilon_);
+    }
+  }
+
+ private:
+  const float learning_rate_;
+  const float epsilon_;
+  const float initial_accumulator_;
+};
+
+// Adam (Kingma & Ba, ICLR 2015) in TensorFlow's formulation, which folds the bias corrections
+// into the step size: lr_t = lr * sqrt(1 - b2^t) / (1 - b1^t); p -= lr_t * m / (sqrt(v) + eps).
+// Slot 0 is the first moment m, slot 1 the second moment v.
+class AdamRule final : public UpdateRule {
+ public:
+  AdamRule(float learning_rate, float beta1, float beta2, float epsilon)
+      : learning_rate_(learning_rate), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+  std::string_view name() const override { return "adam"; }
+  int num_slots() const override { return 2; }
+  void Apply(std::span<float> params, std::span<const float> grad,
+             std::span<const std::span<float>> slots, int64_t step) const override {
+    // Powers in double: b2^t for b2 = 0.999 loses most of its digits in float after a few
+    // thousand steps, and 1 - b1^t must not round to 0 at t = 1.
+    const double t = static_cast<double>(std::max<int64_t>(step, 1));
+    const float lr_t = static_cast<float>(learning_rate_ * std::sqrt(1.0 - std::pow(beta2_, t)) /
+                                          (1.0 - std::pow(beta1_, t)));
+    const size_t n = params.size();
+    float* p = params.data();
+    float* m = slots[0].data();
+    float* v = slots[1].data();
+    const float* g = grad.data();
+    for (size_t i = 0; i < n; ++i) {
+      m[i] = beta1_ * m[i] + (1.0f - beta1_) * g[i];
+      v[i] = beta2_ * v[i] + (1.0f - beta2_) * g[i] * g[i];
+      p[i] -= lr_t * m[i] / (std::sqrt(v[i]) + epsilon_);
+    }
+  }
+
+ private:
+  const float learning_rate_;
+  const float beta1_;
+  const float beta2_;
+  const float epsilon_;
+};
+
+absl::Status OutOfRange(absl::string_view field, float value, absl::string_view range) {
+  return absl::InvalidArgumentError(
+      absl::StrCat("optimizer.", field, " must be ", range, ", got ", value));
+}
+
+// A field where 0 means "the default": returns the value to use, or an error if it is negative
+// or not finite.
+absl::StatusOr<float> NonNegativeOrDefault(absl::string_view field, float value,
+                                           float default_value) {
+  if (!(value >= 0) || !std::isfinite(value)) {
+    return OutOfRange(field, value, "a finite number >= 0 (0 = the default)");
+  }
+  return value == 0 ? default_value : value;
+}
+
+// Adam's betas: [0, 1), with 0 meaning the default.
+absl::StatusOr<float> BetaOrDefault(absl::string_view field, float value, float default_value) {
+  if (!(value >= 0 && value < 1)) return OutOfRange(field, value, "in [0, 1) (0 = the default)");
+  return value == 0 ? default_value : value;
+}
+
+}  // namespace
+
+float UpdateRule::slot_initial_value(int slot) const { return 0.0f; }
+
+absl::StatusOr<std::unique_ptr<UpdateRule>> CreateUpdateRule(const OptimizerSpec& spec) {
+  const float lr = spec.learning_rate();
+  if (!(lr > 0) || !std::isfinite(lr)) {
+    return OutOfRange("learning_rate", lr, "a positive finite number");
+  }
+  switch (spec.kind()) {
+    case OptimizerSpec::SGD:
+      return std::make_unique<SgdRule>(lr);
+    case OptimizerSpec::MOMENTUM:
+      if (!(spec.momentum() >= 0 && spec.momentum() < 1)) {
+        return OutOfRange("momentum", spec.momentum(), "in [0, 1)");
+      }
+      return std::make_unique<MomentumRule>(lr, spec.momentum(), spec.nesterov());
+    case OptimizerSpec::ADAGRAD: {
+      SYNCOPATE_ASSIGN_OR_RETURN(
+          const float epsilon,
+          NonNegativeOrDefault("epsilon", spec.epsilon(), kDefaultAdagradEpsilon));
+      SYNCOPATE_ASSIGN_OR_RETURN(
+          const float initial,
+          NonNegativeOrDefault("initial_accumulator", spec.initial_accumulator(),
+                               kDefaultInitialAccumulator));
+      return std::make_unique<AdagradRule>(lr, epsilon, initial);
+    }
+    case OptimizerSpec::ADAM: {
+      SYNCOPATE_ASSIGN_OR_RETURN(const float beta1,
+                                 BetaOrDefault("beta1", spec.beta1(), kDefaultBeta1));
+      SYNCOPATE_ASSIGN_OR_RETURN(const float beta2,
+                                 BetaOrDefault("beta2", spec.beta2(), kDefaultBeta2));
+      SYNCOPATE_ASSIGN_OR_RETURN(
+          const float epsilon,
+          NonNegativeOrDefault("epsilon", spec.epsilon(), kDefaultAdamEpsilon));
+      return std::make_unique<AdamRule>(lr, beta1, beta2, epsilon);
+    }
+    default:
+      return absl::InvalidArgumentError(
+          absl::StrCat("optimizer.kind must be SGD, MOMENTUM, ADAGRAD or ADAM, got ",
+                       static_cast<int>(spec.kind())));
+  }
+}
+
+}  // namespace syncopate::optim
