@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "libs/common/status_macros.h"
+#include "libs/data/gzip_file.h"
 
 namespace syncopate::data {
 namespace {
@@ -35,11 +36,6 @@ constexpr unsigned kGzInputBufferBytes = 1u << 18;
 // Fashion-MNIST train (60000 x 784 floats) fits in one reservation.
 constexpr int64_t kMaxUpfrontReserveElements = int64_t{1} << 26;
 
-struct GzCloser {
-  void operator()(gzFile_s* file) const { gzclose(file); }
-};
-using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
-
 // One open IDX file plus the bookkeeping needed for precise error messages.
 struct IdxStream {
   GzFile file;
@@ -47,29 +43,11 @@ struct IdxStream {
   int64_t offset = 0;  // uncompressed bytes consumed so far
 };
 
-absl::Status OpenErrorFromErrno(int errnum, const std::string& path) {
-  std::string message = absl::StrCat("cannot open IDX file '", path,
-                                     "': ", errnum != 0 ? std::strerror(errnum) : "out of memory");
-  switch (errnum) {
-    case ENOENT:
-    case ENOTDIR:
-      return absl::NotFoundError(std::move(message));
-    case EACCES:
-    case EPERM:
-      return absl::PermissionDeniedError(std::move(message));
-    default:
-      return absl::UnknownError(std::move(message));
-  }
-}
-
 absl::StatusOr<IdxStream> OpenIdx(const std::string& path) {
-  errno = 0;
   // "e": O_CLOEXEC, so processes we spawn do not inherit the descriptor.
-  gzFile raw = gzopen(path.c_str(), "rbe");
-  if (raw == nullptr) return OpenErrorFromErrno(errno, path);
-  IdxStream stream{GzFile(raw), path, 0};
-  gzbuffer(raw, kGzInputBufferBytes);
-  return stream;
+  SYNCOPATE_ASSIGN_OR_RETURN(GzFile file, OpenGzFile(path, "rbe", "IDX file"));
+  gzbuffer(file.get(), kGzInputBufferBytes);
+  return IdxStream{std::move(file), path, 0};
 }
 
 // Reads exactly `total_bytes` from `stream` in chunks, handing each chunk to

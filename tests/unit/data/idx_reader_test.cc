@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/data/data_file_test.h"
 
 namespace syncopate::data {
 namespace {
@@ -52,36 +53,7 @@ std::string LabelsBytes(uint32_t count, const std::vector<uint8_t>& labels,
   return out;
 }
 
-// Each test writes into its own fresh directory.
-class IdxFileTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    const ::testing::TestInfo* info = ::testing::UnitTest::GetInstance()->current_test_info();
-    dir_ = std::filesystem::path(::testing::TempDir()) /
-           absl::StrCat("idx_reader_test_", info->test_suite_name(), "_", info->name());
-    std::filesystem::remove_all(dir_);
-    std::filesystem::create_directories(dir_);
-  }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
-
-  std::string WritePlain(const std::string& name, const std::string& bytes) {
-    const std::string path = (dir_ / name).string();
-    std::ofstream(path, std::ios::binary) << bytes;
-    return path;
-  }
-
-  std::string WriteGzip(const std::string& name, const std::string& bytes) {
-    const std::string path = (dir_ / name).string();
-    gzFile file = gzopen(path.c_str(), "wb");
-    EXPECT_NE(file, nullptr);
-    EXPECT_EQ(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())),
-              static_cast<int>(bytes.size()));
-    EXPECT_EQ(gzclose(file), Z_OK);
-    return path;
-  }
-
-  std::filesystem::path dir_;
-};
+using IdxFileTest = DataFileTest;
 
 // 3 images of 2 x 2 pixels; every pixel value is distinct so misplaced bytes show.
 const std::vector<uint8_t> kTinyPixels = {0, 255, 51, 102, 1, 2, 3, 4, 200, 100, 50, 25};

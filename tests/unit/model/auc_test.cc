@@ -1,6 +1,9 @@
 #include "libs/model/auc.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -30,6 +33,75 @@ TEST(MacroOneVsRestAuc, ReversedRankingIsZeroAndOneClassIsUndefined) {
   const std::vector<float> scores = {0.1f, 0.9f, 0.9f, 0.1f};
   EXPECT_DOUBLE_EQ(MacroOneVsRestAuc(scores, std::vector<int32_t>{0, 1}, 2), 0.0);
   EXPECT_TRUE(std::isnan(MacroOneVsRestAuc(scores, std::vector<int32_t>{1, 1}, 2)));
+}
+
+// The definition itself: over all (positive, negative) pairs, 1 if the positive scores higher,
+// 1/2 on a tie. O(n^2), for checking the O(n log n) rank computation.
+double BruteForceAuc(const std::vector<float>& scores, const std::vector<float>& labels) {
+  double wins = 0;
+  int64_t pairs = 0;
+  for (size_t i = 0; i < scores.size(); ++i) {
+    if (labels[i] != 1.0f) continue;
+    for (size_t j = 0; j < scores.size(); ++j) {
+      if (labels[j] != 0.0f) continue;
+      ++pairs;
+      if (scores[i] > scores[j]) wins += 1;
+      if (scores[i] == scores[j]) wins += 0.5;
+    }
+  }
+  return wins / static_cast<double>(pairs);
+}
+
+TEST(BinaryAuc, MatchesPairCountOnRandomDataWithManyTies) {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
+  for (int trial = 0; trial < 5; ++trial) {
+    std::vector<float> scores(2000);
+    std::vector<float> labels(2000);
+    for (size_t i = 0; i < scores.size(); ++i) {
+      labels[i] = uniform(rng) < 0.3f ? 1.0f : 0.0f;
+      // Informative but noisy, rounded to 0.1: eleven distinct scores, so nearly every pair of
+      // examples shares its score with hundreds of others.
+      const float raw = 0.4f * labels[i] + 0.8f * uniform(rng);
+      scores[i] = std::round(raw * 10.0f) / 10.0f;
+    }
+    const double expected = BruteForceAuc(scores, labels);
+    EXPECT_GT(expected, 0.6);
+    EXPECT_NEAR(BinaryAuc(scores, labels), expected, 1e-12) << "trial " << trial;
+  }
+}
+
+TEST(BinaryAuc, PerfectReversedAndAllTied) {
+  const std::vector<float> labels = {0, 0, 1, 1};
+  EXPECT_DOUBLE_EQ(BinaryAuc(std::vector<float>{0.1f, 0.2f, 0.3f, 0.4f}, labels), 1.0);
+  EXPECT_DOUBLE_EQ(BinaryAuc(std::vector<float>{0.4f, 0.3f, 0.2f, 0.1f}, labels), 0.0);
+  EXPECT_DOUBLE_EQ(BinaryAuc(std::vector<float>{0.5f, 0.5f, 0.5f, 0.5f}, labels), 0.5);
+}
+
+TEST(BinaryAuc, UndefinedWithoutBothClassesOrWithMismatchedSizes) {
+  EXPECT_TRUE(std::isnan(BinaryAuc(std::vector<float>{}, std::vector<float>{})));
+  EXPECT_TRUE(std::isnan(BinaryAuc(std::vector<float>{0.1f, 0.9f}, std::vector<float>{1, 1})));
+  EXPECT_TRUE(std::isnan(BinaryAuc(std::vector<float>{0.1f, 0.9f}, std::vector<float>{0, 0})));
+  EXPECT_TRUE(std::isnan(BinaryAuc(std::vector<float>{0.1f}, std::vector<float>{0, 1})));
+}
+
+TEST(BinaryAuc, NanScoresRankLowestAndTieWithEachOther) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // Positive NaN vs negatives {0.2, NaN}: loses to 0.2, ties NaN. Positive 0.9 beats both.
+  // (0 + 0.5 + 1 + 1) / 4.
+  EXPECT_DOUBLE_EQ(
+      BinaryAuc(std::vector<float>{nan, 0.9f, 0.2f, nan}, std::vector<float>{1, 1, 0, 0}), 0.625);
+}
+
+TEST(LogLoss, MatchesDefinitionAndClampsCertainMisses) {
+  const std::vector<float> p = {0.8f, 0.25f};
+  const std::vector<float> y = {1, 0};
+  EXPECT_NEAR(LogLoss(p, y), -(std::log(0.8) + std::log(0.75)) / 2, 1e-6);
+  // p = 0 for a positive costs -log(1e-7), not infinity.
+  EXPECT_NEAR(LogLoss(std::vector<float>{0.0f}, std::vector<float>{1}), -std::log(1e-7), 1e-9);
+  EXPECT_NEAR(LogLoss(std::vector<float>{1.0f}, std::vector<float>{0}), -std::log(1e-7), 1e-6);
+  EXPECT_TRUE(std::isnan(LogLoss(std::vector<float>{}, std::vector<float>{})));
+  EXPECT_TRUE(std::isnan(LogLoss(std::vector<float>{0.5f}, std::vector<float>{0, 1})));
 }
 
 }  // namespace
