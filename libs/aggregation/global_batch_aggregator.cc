@@ -8,12 +8,21 @@
 namespace syncopate::aggregation {
 
 GlobalBatchAggregator::GlobalBatchAggregator(int64_t dim, int64_t global_batch, v1::Mode mode,
-                                             int64_t version)
+                                             int64_t version, std::vector<int32_t> table_dims)
     : dim_(dim),
       global_batch_(global_batch),
       mode_(mode),
       version_(version),
-      weighted_sum_(static_cast<size_t>(dim), 0.0f) {}
+      weighted_sum_(static_cast<size_t>(dim), 0.0f),
+      sparse_(table_dims.size()) {
+  for (size_t t = 0; t < table_dims.size(); ++t) sparse_[t].dim = table_dims[t];
+}
+
+int64_t GlobalBatchAggregator::buffered_rows() const {
+  int64_t rows = 0;
+  for (const SparseBuffer& buffer : sparse_) rows += static_cast<int64_t>(buffer.keys.size());
+  return rows;
+}
 
 int64_t GlobalBatchAggregator::staleness_threshold() const {
   return StalenessThreshold(static_cast<int>(members_.size()), local_batch_, global_batch_);
@@ -81,7 +90,34 @@ void GlobalBatchAggregator::Accumulate(const GradientPush& push, double weight) 
   const float* g = push.gradient.data();
   const int64_t n = dim_;
   for (int64_t i = 0; i < n; ++i) sum[i] += scale * g[i];
+  for (const SparseGradient& rows : push.sparse) {
+    SparseBuffer& buffer = sparse_[rows.table];
+    const size_t dim = static_cast<size_t>(buffer.dim);
+    for (size_t k = 0; k < rows.keys.size(); ++k) {
+      const auto [it, inserted] =
+          buffer.index.try_emplace(rows.keys[k], static_cast<uint32_t>(buffer.keys.size()));
+      if (inserted) {
+        buffer.keys.push_back(rows.keys[k]);
+        buffer.sums.resize(buffer.sums.size() + dim, 0.0f);
+      }
+      float* row_sum = buffer.sums.data() + static_cast<size_t>(it->second) * dim;
+      const float* row = rows.rows.data() + k * dim;
+      for (size_t i = 0; i < dim; ++i) row_sum[i] += scale * row[i];
+    }
+  }
   buffered_samples_ += push.samples;
+}
+
+void GlobalBatchAggregator::ClearBuffer() {
+  std::fill(weighted_sum_.begin(), weighted_sum_.end(), 0.0f);
+  for (SparseBuffer& buffer : sparse_) {
+    buffer.index.clear();
+    buffer.keys.clear();
+    buffer.sums.clear();
+  }
+  buffered_samples_ = 0;
+  pushed_this_version_.clear();
+  flush_pending_ = false;
 }
 
 bool GlobalBatchAggregator::UpdateReady() const {
@@ -103,16 +139,23 @@ bool GlobalBatchAggregator::UpdateReady() const {
   }
 }
 
-int64_t GlobalBatchAggregator::TakeUpdate(std::span<float> mean) {
+int64_t GlobalBatchAggregator::TakeUpdate(std::span<float> mean, SparseUpdate* sparse) {
   const int64_t samples = buffered_samples_;
-  const float inv = samples > 0 ? 1.0f / static_cast<float>(samples) : 0.0f;
   for (int64_t i = 0; i < dim_; ++i) {
-    mean[i] = weighted_sum_[i] * inv;
-    weighted_sum_[i] = 0.0f;
+    mean[i] = NormalisedByGlobalBatch(weighted_sum_[i], samples);
   }
-  buffered_samples_ = 0;
-  pushed_this_version_.clear();
-  flush_pending_ = false;
+  if (sparse != nullptr) {
+    sparse->tables.resize(sparse_.size());
+    for (size_t t = 0; t < sparse_.size(); ++t) {
+      SparseUpdate::Table& out = sparse->tables[t];
+      out.keys.swap(sparse_[t].keys);  // ClearBuffer empties what was `out.keys`
+      out.rows.resize(sparse_[t].sums.size());
+      for (size_t i = 0; i < out.rows.size(); ++i) {
+        out.rows[i] = NormalisedByGlobalBatch(sparse_[t].sums[i], samples);
+      }
+    }
+  }
+  ClearBuffer();
   ++version_;
   return samples;
 }
@@ -131,10 +174,7 @@ void GlobalBatchAggregator::SetMode(v1::Mode mode) {
 }
 
 void GlobalBatchAggregator::RestoreVersion(int64_t version) {
-  std::fill(weighted_sum_.begin(), weighted_sum_.end(), 0.0f);
-  buffered_samples_ = 0;
-  pushed_this_version_.clear();
-  flush_pending_ = false;
+  ClearBuffer();
   version_ = version;
 }
 

@@ -8,6 +8,9 @@
 //           samples; the mean is normalised by the sample count (not by sum of weights), so
 //           decayed gradients shorten the step.
 //   async - baseline: every gradient is an update of its own.
+// Sparse (embedding) rows follow the same rule as dense elements: a row absent from a push is a
+// zero gradient from that push, so rows accumulate weight * samples * gradient like dense elements
+// and the update divides by the same sample count (NormalisedByGlobalBatch says it once).
 // Switching keeps the version monotone and never moves optimizer state (the optimizer is not
 // even visible here): sync->gba keeps the barrier buffer as the GBA buffer; any other switch
 // with a non-empty buffer first flushes it as one update normalised by its own sample count.
@@ -20,6 +23,7 @@
 #include <span>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "syncopate/v1/cluster.pb.h"
@@ -27,11 +31,29 @@
 
 namespace syncopate::aggregation {
 
+// One embedding table's rows of a pushed gradient: keys unique, rows keys.size() * dim floats.
+struct SparseGradient {
+  int32_t table = 0;
+  std::span<const uint64_t> keys;
+  std::span<const float> rows;
+};
+
 struct GradientPush {
   int32_t worker = 0;
   int64_t token = 0;    // version the gradient was computed on
   int64_t samples = 0;  // b: the gradient is the mean over b samples
   std::span<const float> gradient;
+  std::span<const SparseGradient> sparse;
+};
+
+// The sparse part of one update: per table, the rows any aggregated push touched and their mean
+// gradient (normalised exactly like the dense part).
+struct SparseUpdate {
+  struct Table {
+    std::vector<uint64_t> keys;
+    std::vector<float> rows;  // keys.size() * dim
+  };
+  std::vector<Table> tables;  // indexed like the aggregator's table dims
 };
 
 struct PushVerdict {
@@ -43,20 +65,30 @@ struct PushVerdict {
 
 class GlobalBatchAggregator {
  public:
-  // `mode` is MODE_SYNC, MODE_GBA or MODE_ASYNC (AUTO is a coordinator notion).
-  GlobalBatchAggregator(int64_t dim, int64_t global_batch, v1::Mode mode, int64_t version = 0);
+  // `mode` is MODE_SYNC, MODE_GBA or MODE_ASYNC (AUTO is a coordinator notion). `table_dims`
+  // holds the row width of each embedding table whose rows pushes may carry.
+  GlobalBatchAggregator(int64_t dim, int64_t global_batch, v1::Mode mode, int64_t version = 0,
+                        std::vector<int32_t> table_dims = {});
 
-  // Validates the token and the sender and aggregates. Shape and finiteness are the caller's
-  // checks (they need no aggregation state). Never changes the version: see TakeUpdate.
+  // Validates the token and the sender and aggregates. Shape, finiteness and key ownership are
+  // the caller's checks (they need no aggregation state). Never changes the version: see
+  // TakeUpdate.
   PushVerdict Push(const GradientPush& push);
 
   // True when the buffer holds a complete update for the current mode.
   bool UpdateReady() const;
 
-  // Writes the aggregated mean gradient into `mean` (size dim), clears the buffer and advances
-  // the version by one. Returns the number of samples the update consumed. Requires
-  // UpdateReady().
-  int64_t TakeUpdate(std::span<float> mean);
+  // Writes the aggregated mean gradient into `mean` (size dim) and, when `sparse` is not null,
+  // the mean rows into it; clears the buffer and advances the version by one. Returns the number
+  // of samples the update consumed. Requires UpdateReady().
+  int64_t TakeUpdate(std::span<float> mean, SparseUpdate* sparse = nullptr);
+
+  // The GBA normalisation, in one place for dense elements and embedding rows alike: an update
+  // is the buffered sum of weight * samples * gradient divided by the samples consumed — not by
+  // the sum of weights, so decayed gradients shorten the step instead of being re-inflated.
+  static float NormalisedByGlobalBatch(float weighted_sum, int64_t samples) {
+    return samples > 0 ? weighted_sum / static_cast<float>(samples) : 0.0f;
+  }
 
   // The workers whose gradients count. A sync barrier never waits on a worker that left.
   // `local_batch` is B, the per-worker batch the coordinator set (used for the GBA threshold).
@@ -72,13 +104,25 @@ class GlobalBatchAggregator {
   int64_t version() const { return version_; }
   int64_t global_batch() const { return global_batch_; }
   int64_t buffered_samples() const { return buffered_samples_; }
+  // Embedding rows buffered for the next update, over all tables.
+  int64_t buffered_rows() const;
   int64_t staleness_threshold() const;
   const absl::flat_hash_set<int32_t>& members() const { return members_; }
   // Sync only: current members whose gradient for the current version has not arrived.
   std::vector<int32_t> BarrierWaitingFor() const;
 
  private:
+  // The rows of one table buffered since the last update: row i of `sums` (dim floats) belongs
+  // to the key whose index entry is i.
+  struct SparseBuffer {
+    int32_t dim = 0;
+    absl::flat_hash_map<uint64_t, uint32_t> index;
+    std::vector<uint64_t> keys;
+    std::vector<float> sums;
+  };
+
   void Accumulate(const GradientPush& push, double weight);
+  void ClearBuffer();
 
   const int64_t dim_;
   const int64_t global_batch_;
@@ -88,6 +132,7 @@ class GlobalBatchAggregator {
   absl::flat_hash_set<int32_t> members_;
   // Sum of weight * samples * gradient over the pushes since the last update.
   std::vector<float> weighted_sum_;
+  std::vector<SparseBuffer> sparse_;  // one per table
   int64_t buffered_samples_ = 0;
   // Sync: who has pushed for the current version.
   absl::flat_hash_set<int32_t> pushed_this_version_;

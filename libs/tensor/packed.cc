@@ -34,6 +34,22 @@ bool BlockAllFinite(const float* values, size_t n) {
 
 }  // namespace
 
+std::string PackKeys(std::span<const uint64_t> keys) {
+  std::string bytes(keys.size_bytes(), '\0');
+  if (!keys.empty()) std::memcpy(bytes.data(), keys.data(), keys.size_bytes());
+  return bytes;
+}
+
+absl::Status UnpackKeys(std::string_view bytes, std::vector<uint64_t>& out) {
+  if (bytes.size() % sizeof(uint64_t) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(bytes.size(), " key bytes are not a whole number of 8-byte keys"));
+  }
+  out.resize(bytes.size() / sizeof(uint64_t));
+  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  return absl::OkStatus();
+}
+
 std::string PackFloats(std::span<const float> values) {
   std::string bytes(values.size_bytes(), '\0');
   if (!values.empty()) std::memcpy(bytes.data(), values.data(), values.size_bytes());

@@ -7,6 +7,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/status.h"
 
@@ -19,6 +20,13 @@ std::string PackFloats(std::span<const float> values);
 // bytes.size() == 4 * out.size(): a wrong-sized payload means sender and receiver disagree on the
 // layout, and silently truncating it would corrupt parameters.
 absl::Status UnpackFloatsInto(std::string_view bytes, std::span<float> out);
+
+// Embedding keys on the wire: little-endian uint64, 8 bytes each, in order.
+std::string PackKeys(std::span<const uint64_t> keys);
+
+// Inverse of PackKeys; resizes `out`. INVALID_ARGUMENT, leaving `out` untouched, unless
+// bytes.size() is a multiple of 8.
+absl::Status UnpackKeys(std::string_view bytes, std::vector<uint64_t>& out);
 
 // True when no value is NaN or +-Inf. Meant for every gradient a shard receives, so it is a
 // branch-free scan over the exponent bits.

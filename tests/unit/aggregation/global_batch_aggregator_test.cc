@@ -18,7 +18,7 @@ v1::Membership Members(std::vector<int32_t> ids, int32_t local_batch) {
 }
 
 GradientPush PushOf(int32_t worker, int64_t token, int64_t samples, const std::vector<float>& g) {
-  return GradientPush{worker, token, samples, g};
+  return GradientPush{worker, token, samples, g, {}};
 }
 
 std::vector<float> Take(GlobalBatchAggregator& agg) {
@@ -167,6 +167,68 @@ TEST(ModeSwitch, EmptyBufferSwitchesWithoutAnUpdate) {
   agg.SetMode(v1::MODE_SYNC);
   EXPECT_FALSE(agg.UpdateReady());
   EXPECT_EQ(agg.version(), 2);
+}
+
+// Sparse rows: table 0 has rows of width 2. A row a push does not carry is a zero gradient from
+// that push, so every row divides by the update's whole sample count, like dense elements.
+TEST(SparseAggregation, RowsNormaliseByTheGlobalBatchLikeDenseElements) {
+  GlobalBatchAggregator agg(1, 4, v1::MODE_SYNC, 0, /*table_dims=*/{2});
+  agg.SetMembership(Members({1, 2}, 2));
+  const std::vector<uint64_t> keys1 = {7, 9}, keys2 = {7};
+  const std::vector<float> rows1 = {1, 1, 4, 8}, rows2 = {3, 3};
+  const std::vector<float> dense = {0};
+  const std::vector<SparseGradient> sparse1 = {{0, keys1, rows1}};
+  const std::vector<SparseGradient> sparse2 = {{0, keys2, rows2}};
+  agg.Push(GradientPush{1, 0, 2, dense, sparse1});
+  EXPECT_EQ(agg.buffered_rows(), 2);
+  agg.Push(GradientPush{2, 0, 2, dense, sparse2});
+  EXPECT_EQ(agg.buffered_rows(), 2);  // key 7 once, summed
+  ASSERT_TRUE(agg.UpdateReady());
+  std::vector<float> mean(1);
+  SparseUpdate update;
+  EXPECT_EQ(agg.TakeUpdate(mean, &update), 4);
+  ASSERT_EQ(update.tables.size(), 1u);
+  EXPECT_THAT(update.tables[0].keys, ElementsAre(7u, 9u));
+  // key 7: (2*1 + 2*3) / 4 = 2; key 9: 2*(4, 8) / 4 = (2, 4).
+  EXPECT_THAT(update.tables[0].rows, ElementsAre(2.0f, 2.0f, 2.0f, 4.0f));
+  EXPECT_EQ(agg.buffered_rows(), 0);
+  // The next update starts empty.
+  agg.Push(GradientPush{1, 1, 2, dense, sparse2});
+  agg.Push(GradientPush{2, 1, 2, dense, {}});
+  agg.TakeUpdate(mean, &update);
+  EXPECT_THAT(update.tables[0].keys, ElementsAre(7u));
+  EXPECT_THAT(update.tables[0].rows, ElementsAre(1.5f, 1.5f));
+}
+
+TEST(SparseAggregation, StaleRowsAreDecayedWithTheirPush) {
+  // N=2, B=2, G=4: threshold 2; tau = 4 gives weight 1/3, for dense and rows alike.
+  GlobalBatchAggregator agg(1, 4, v1::MODE_GBA, 10, /*table_dims=*/{1});
+  agg.SetMembership(Members({1, 2}, 2));
+  const std::vector<uint64_t> keys = {5};
+  const std::vector<float> row = {3}, dense = {3};
+  const std::vector<SparseGradient> sparse = {{0, keys, row}};
+  agg.Push(GradientPush{1, 10, 2, dense, sparse});
+  agg.Push(GradientPush{2, 6, 2, dense, sparse});
+  ASSERT_TRUE(agg.UpdateReady());
+  std::vector<float> mean(1);
+  SparseUpdate update;
+  agg.TakeUpdate(mean, &update);
+  EXPECT_FLOAT_EQ(mean[0], (6.0f + 2.0f) / 4.0f);
+  EXPECT_FLOAT_EQ(update.tables[0].rows[0], mean[0]);
+}
+
+TEST(SparseAggregation, SyncToGbaKeepsBufferedRowsAndRestoreClearsThem) {
+  GlobalBatchAggregator agg(1, 4, v1::MODE_SYNC, 3, /*table_dims=*/{1});
+  agg.SetMembership(Members({1, 2}, 2));
+  const std::vector<uint64_t> keys = {1};
+  const std::vector<float> row = {2}, dense = {0};
+  const std::vector<SparseGradient> sparse = {{0, keys, row}};
+  agg.Push(GradientPush{1, 3, 2, dense, sparse});
+  agg.SetMode(v1::MODE_GBA);
+  EXPECT_EQ(agg.buffered_rows(), 1);
+  agg.RestoreVersion(9);
+  EXPECT_EQ(agg.buffered_rows(), 0);
+  EXPECT_EQ(agg.buffered_samples(), 0);
 }
 
 }  // namespace

@@ -92,3 +92,25 @@ TEST(FirstNonFinite, ReportsTheEarliestOfSeveral) {
 
 }  // namespace
 }  // namespace syncopate::tensor
+
+namespace syncopate::tensor {
+namespace {
+
+TEST(PackKeys, RoundTripsAndIsLittleEndian) {
+  const std::vector<uint64_t> keys = {0, 1, 0x0102030405060708ull, ~uint64_t{0}};
+  const std::string bytes = PackKeys(keys);
+  ASSERT_EQ(bytes.size(), 32u);
+  EXPECT_EQ(static_cast<uint8_t>(bytes[16]), 0x08);  // least significant byte first
+  std::vector<uint64_t> back;
+  ASSERT_TRUE(UnpackKeys(bytes, back).ok());
+  EXPECT_EQ(back, keys);
+}
+
+TEST(PackKeys, RejectsAPartialKeyAndLeavesTheOutputAlone) {
+  std::vector<uint64_t> out = {42};
+  EXPECT_EQ(UnpackKeys(std::string(12, '\0'), out).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(out, std::vector<uint64_t>{42});
+}
+
+}  // namespace
+}  // namespace syncopate::tensor
