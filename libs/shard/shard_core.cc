@@ -3,8 +3,10 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "libs/common/status_macros.h"
+#include "libs/embedding/owner_shard.h"
 #include "libs/tensor/initializer.h"
 #include "libs/tensor/packed.h"
 
@@ -33,11 +35,24 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
   if (assignment.job().global_batch() <= 0) {
     return absl::InvalidArgumentError("job.global_batch must be positive");
   }
+  if (assignment.job().num_shards() <= 0 || partition.shard_id() < 0 ||
+      partition.shard_id() >= assignment.job().num_shards()) {
+    return absl::InvalidArgumentError(absl::StrCat("shard id ", partition.shard_id(),
+                                                   " is outside the job's ",
+                                                   assignment.job().num_shards(), " shards"));
+  }
   SYNCOPATE_ASSIGN_OR_RETURN(auto optimizer,
                              optim::CreateOptimizer(assignment.job().optimizer(), size));
-  auto core =
-      std::unique_ptr<ShardCore>(new ShardCore(assignment, clock, metrics, std::move(optimizer)));
+  SYNCOPATE_ASSIGN_OR_RETURN(auto row_rule, optim::CreateUpdateRule(assignment.job().optimizer()));
+  auto core = std::unique_ptr<ShardCore>(
+      new ShardCore(assignment, clock, metrics, std::move(optimizer), std::move(row_rule)));
   absl::MutexLock lock(&core->mu_);
+  for (const v1::EmbeddingTableSpec& spec : partition.tables()) {
+    SYNCOPATE_ASSIGN_OR_RETURN(
+        auto table,
+        embedding::EmbeddingTable::Create(spec, assignment.job().seed(), core->row_rule_.get()));
+    core->tables_.push_back(std::move(table));
+  }
   // (offset, length) of every slice: they must tile the range exactly, so a total that adds up
   // is not enough (an overlap could hide a gap that would stay uninitialised).
   std::vector<std::pair<int64_t, int64_t>> spans;
@@ -70,23 +85,52 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
   if (metrics != nullptr) {
     metrics->SetVersion(0);
     metrics->SetMode(assignment.mode());
-    metrics->SetBytes(size * static_cast<int64_t>(sizeof(float)), core->optimizer_->state_bytes());
   }
+  core->PublishBytes();
   return core;
 }
 
+namespace {
+
+std::vector<int32_t> TableDims(const v1::ShardPartition& partition) {
+  std::vector<int32_t> dims;
+  for (const v1::EmbeddingTableSpec& spec : partition.tables()) dims.push_back(spec.dim());
+  return dims;
+}
+
+}  // namespace
+
+void ShardCore::PublishBytes() {
+  if (metrics_ == nullptr) return;
+  // Embedding rows hold their optimizer slots inline; split the table's bytes in proportion.
+  int64_t parameter_bytes = size() * static_cast<int64_t>(sizeof(float));
+  int64_t state_bytes = optimizer_->state_bytes();
+  const int slots = row_rule_->num_slots();
+  for (const auto& table : tables_) {
+    const int64_t bytes = table->memory_bytes();
+    parameter_bytes += bytes / (1 + slots);
+    state_bytes += bytes - bytes / (1 + slots);
+  }
+  metrics_->SetBytes(parameter_bytes, state_bytes);
+}
+
 ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,
-                     std::unique_ptr<optim::Optimizer> optimizer)
+                     std::unique_ptr<optim::Optimizer> optimizer,
+                     std::unique_ptr<optim::UpdateRule> row_rule)
     : flat_begin_(assignment.partition().flat_begin()),
       flat_end_(assignment.partition().flat_end()),
+      shard_id_(assignment.partition().shard_id()),
+      num_shards_(assignment.job().num_shards()),
+      table_count_(assignment.partition().tables_size()),
       assignment_(assignment),
       clock_(clock),
       metrics_(metrics),
       params_(static_cast<size_t>(flat_end_ - flat_begin_)),
       mean_gradient_(params_.size()),
       optimizer_(std::move(optimizer)),
+      row_rule_(std::move(row_rule)),
       aggregator_(static_cast<int64_t>(params_.size()), assignment.job().global_batch(),
-                  assignment.mode()),
+                  assignment.mode(), /*version=*/0, TableDims(assignment.partition())),
       scratch_gradient_(params_.size()) {}
 
 v1::PushAck ShardCore::Reject(v1::PushAck ack, const absl::Status& status,
@@ -140,8 +184,12 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
                                      tensor::FirstNonFinite(scratch_gradient_))),
                     "non_finite");
     }
-    aggregation::PushVerdict verdict = aggregator_.Push(
-        {worker, push.token(), push.samples(), std::span<const float>(scratch_gradient_)});
+    std::string sparse_reason;
+    absl::Status sparse_ok = UnpackSparsePush(push, &sparse_reason);
+    if (!sparse_ok.ok()) return Reject(ack, sparse_ok, sparse_reason);
+    aggregation::PushVerdict verdict =
+        aggregator_.Push({worker, push.token(), push.samples(),
+                          std::span<const float>(scratch_gradient_), scratch_sparse_});
     ack.set_staleness(verdict.staleness);
     ack.set_weight(verdict.weight);
     if (verdict.outcome == v1::PUSH_REJECTED) {
@@ -183,12 +231,89 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
   return ack;
 }
 
+absl::Status ShardCore::ValidateKeys(int32_t table, std::span<const uint64_t> keys) const {
+  if (table < 0 || static_cast<size_t>(table) >= static_cast<size_t>(TableCount())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "embedding table ", table, " does not exist (the job has ", TableCount(), ")"));
+  }
+  for (const uint64_t key : keys) {
+    if (embedding::OwnerShard(key, num_shards_) != shard_id_) {
+      return absl::InvalidArgumentError(absl::StrCat("key ", key, " belongs to shard ",
+                                                     embedding::OwnerShard(key, num_shards_),
+                                                     ", not shard ", shard_id_));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ShardCore::UnpackSparsePush(const v1::PushRequest& push, std::string* reason) {
+  const size_t n = static_cast<size_t>(push.sparse_size());
+  if (scratch_keys_.size() < n) {
+    scratch_keys_.resize(n);
+    scratch_rows_.resize(n);
+  }
+  scratch_sparse_.clear();
+  absl::flat_hash_set<int32_t> tables_seen;
+  for (size_t i = 0; i < n; ++i) {
+    const v1::SparseRows& rows = push.sparse(static_cast<int>(i));
+    *reason = "wrong_shape";
+    absl::Status unpacked = tensor::UnpackKeys(rows.keys(), scratch_keys_[i]);
+    if (!unpacked.ok()) return unpacked;
+    absl::Status valid = ValidateKeys(rows.table(), scratch_keys_[i]);
+    if (!valid.ok()) {
+      if (rows.table() >= 0 && rows.table() < TableCount()) *reason = "wrong_shard";
+      return valid;
+    }
+    if (!tables_seen.insert(rows.table()).second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("embedding table ", rows.table(), " appears twice in one push"));
+    }
+    const int32_t dim = tables_[rows.table()]->dim();
+    scratch_rows_[i].resize(scratch_keys_[i].size() * static_cast<size_t>(dim));
+    unpacked = tensor::UnpackFloatsInto(rows.values(), scratch_rows_[i]);
+    if (!unpacked.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rows of embedding table ", rows.table(), " have the wrong length for ",
+                       scratch_keys_[i].size(), " keys of width ", dim, ": ", unpacked.message()));
+    }
+    if (!tensor::AllFinite(scratch_rows_[i])) {
+      *reason = "non_finite";
+      return absl::InvalidArgumentError(absl::StrCat("embedding gradient of table ", rows.table(),
+                                                     " has a non-finite value at element ",
+                                                     tensor::FirstNonFinite(scratch_rows_[i])));
+    }
+    // Each key once per table: the aggregator weights a push's rows by its sample count once.
+    absl::flat_hash_set<uint64_t> keys_seen;
+    keys_seen.reserve(scratch_keys_[i].size());
+    for (const uint64_t key : scratch_keys_[i]) {
+      if (!keys_seen.insert(key).second) {
+        *reason = "duplicate_key";
+        return absl::InvalidArgumentError(
+            absl::StrCat("key ", key, " appears twice in table ", rows.table()));
+      }
+    }
+    scratch_sparse_.push_back({rows.table(), scratch_keys_[i], scratch_rows_[i]});
+  }
+  return absl::OkStatus();
+}
+
 void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
   bool applied = false;
   while (aggregator_.UpdateReady()) {
     const absl::Time start = clock_->Now();
-    aggregator_.TakeUpdate(mean_gradient_);
+    aggregator_.TakeUpdate(mean_gradient_, &sparse_update_);
     optimizer_->Apply(params_, mean_gradient_);
+    // Lazy: only the rows this update touched move; Adam's bias correction uses the shard's
+    // update count (TensorFlow's LazyAdam does the same with the global step).
+    const int64_t step = optimizer_->steps();
+    for (size_t t = 0; t < sparse_update_.tables.size(); ++t) {
+      const aggregation::SparseUpdate::Table& rows = sparse_update_.tables[t];
+      const size_t dim = static_cast<size_t>(tables_[t]->dim());
+      for (size_t k = 0; k < rows.keys.size(); ++k) {
+        tables_[t]->Apply(rows.keys[k], std::span<const float>(rows.rows).subspan(k * dim, dim),
+                          step);
+      }
+    }
     ++counts_.updates;
     applied = true;
     if (metrics_ != nullptr) {
@@ -196,22 +321,46 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
     }
   }
   if (!applied) return;
+  if (!tables_.empty()) PublishBytes();
   if (metrics_ != nullptr) metrics_->SetVersion(aggregator_.version());
   const int64_t version = aggregator_.version();
   auto due = std::stable_partition(pending_pulls_.begin(), pending_pulls_.end(),
                                    [&](const PendingPull& p) { return p.min_version > version; });
   for (auto it = due; it != pending_pulls_.end(); ++it) {
-    ready->push_back({std::move(it->done), MakeResponse(it->request_id, it->since)});
+    ready->push_back(
+        {std::move(it->done), MakeResponse(it->request_id, it->rows, it->create_rows, it->since)});
   }
   pending_pulls_.erase(due, pending_pulls_.end());
 }
 
-v1::PullResponse ShardCore::MakeResponse(int64_t request_id, absl::Time since) const {
+v1::PullResponse ShardCore::MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
+                                         bool create_rows, absl::Time since) {
   v1::PullResponse response;
   response.set_request_id(request_id);
   response.set_version(aggregator_.version());
   response.set_mode(aggregator_.mode());
   response.set_values(tensor::PackFloats(params_));
+  bool created = false;
+  for (const RowRequest& request : rows) {
+    embedding::EmbeddingTable& table = *tables_[request.table];
+    const size_t dim = static_cast<size_t>(table.dim());
+    std::vector<float> values(request.keys.size() * dim);
+    const int64_t before = table.size();
+    for (size_t k = 0; k < request.keys.size(); ++k) {
+      std::span<float> out = std::span<float>(values).subspan(k * dim, dim);
+      if (create_rows) {
+        table.Pull(request.keys[k], out);
+      } else {
+        table.Peek(request.keys[k], out);
+      }
+    }
+    created = created || table.size() != before;
+    v1::SparseRows* out = response.add_sparse();
+    out->set_table(request.table);
+    out->set_keys(tensor::PackKeys(request.keys));
+    out->set_values(tensor::PackFloats(values));
+  }
+  if (created) PublishBytes();
   const double held = absl::ToDoubleSeconds(clock_->Now() - since);
   response.set_held_seconds(held);
   if (metrics_ != nullptr) metrics_->ObservePullHeld(held);
@@ -222,20 +371,37 @@ void ShardCore::Deliver(std::vector<ReadyPull>& ready) {
   for (ReadyPull& pull : ready) pull.done(std::move(pull.response));
 }
 
-void ShardCore::Pull(const void* owner, int64_t request_id, int64_t min_version,
-                     PullCallback done) {
+absl::Status ShardCore::Pull(const void* owner, const v1::PullRequest& request, bool create_rows,
+                             PullCallback done) {
+  std::vector<RowRequest> rows;
+  for (const v1::SparseRows& wanted : request.sparse()) {
+    RowRequest row{wanted.table(), {}};
+    absl::Status valid = tensor::UnpackKeys(wanted.keys(), row.keys);
+    std::string reason = "wrong_shape";
+    if (valid.ok()) {
+      valid = ValidateKeys(wanted.table(), row.keys);
+      if (wanted.table() >= 0 && wanted.table() < TableCount()) reason = "wrong_shard";
+    }
+    if (!valid.ok()) {
+      if (metrics_ != nullptr) metrics_->CountRejection(reason);
+      return valid;
+    }
+    rows.push_back(std::move(row));
+  }
   v1::PullResponse response;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
     // Only a sync barrier holds pulls; gba and async always serve the newest parameters.
-    if (aggregator_.mode() == v1::MODE_SYNC && aggregator_.version() < min_version) {
-      pending_pulls_.push_back({owner, request_id, min_version, now, std::move(done)});
-      return;
+    if (aggregator_.mode() == v1::MODE_SYNC && aggregator_.version() < request.min_version()) {
+      pending_pulls_.push_back({owner, request.request_id(), request.min_version(), std::move(rows),
+                                create_rows, now, std::move(done)});
+      return absl::OkStatus();
     }
-    response = MakeResponse(request_id, now);
+    response = MakeResponse(request.request_id(), rows, create_rows, now);
   }
   done(std::move(response));
+  return absl::OkStatus();
 }
 
 void ShardCore::CancelPulls(const void* owner) {
@@ -265,7 +431,8 @@ void ShardCore::SetMode(v1::Mode mode) {
     // keeps the version) are answered with the newest parameters: gba pulls never wait.
     if (mode != v1::MODE_SYNC) {
       for (PendingPull& p : pending_pulls_) {
-        ready.push_back({std::move(p.done), MakeResponse(p.request_id, p.since)});
+        ready.push_back(
+            {std::move(p.done), MakeResponse(p.request_id, p.rows, p.create_rows, p.since)});
       }
       pending_pulls_.clear();
     }
@@ -280,12 +447,20 @@ ShardStats ShardCore::Stats() const {
   stats.mode = aggregator_.mode();
   stats.barrier_waiting_for = aggregator_.BarrierWaitingFor();
   stats.pending_pulls = static_cast<int64_t>(pending_pulls_.size());
+  for (const auto& table : tables_) stats.embedding_rows += table->size();
   return stats;
 }
 
 std::vector<float> ShardCore::Parameters() const {
   absl::MutexLock lock(&mu_);
   return params_;
+}
+
+std::vector<float> ShardCore::EmbeddingRow(int32_t table, uint64_t key) const {
+  absl::MutexLock lock(&mu_);
+  std::vector<float> row(static_cast<size_t>(tables_.at(table)->dim()));
+  tables_[table]->Peek(key, row);
+  return row;
 }
 
 v1::ShardCheckpoint ShardCore::Snapshot() const {
@@ -309,6 +484,32 @@ v1::ShardCheckpoint ShardCore::Snapshot() const {
         tensor::PackFloats(std::span<const float>(params_).subspan(offset, slice.length())));
     for (std::span<float> vector : state) {
       out->add_optimizer_state(tensor::PackFloats(vector.subspan(offset, slice.length())));
+    }
+  }
+  checkpoint.set_optimizer_steps(optimizer_->steps());
+  const int slots = row_rule_->num_slots();
+  for (const auto& table : tables_) {
+    const size_t dim = static_cast<size_t>(table->dim());
+    std::vector<uint64_t> keys;
+    std::vector<float> values;
+    std::vector<std::vector<float>> state(static_cast<size_t>(slots));
+    keys.reserve(static_cast<size_t>(table->size()));
+    values.reserve(static_cast<size_t>(table->size()) * dim);
+    table->ForEach([&](uint64_t key, std::span<const float> value, std::span<const float> slot) {
+      keys.push_back(key);
+      values.insert(values.end(), value.begin(), value.end());
+      for (int k = 0; k < slots; ++k) {
+        const auto begin = slot.begin() + static_cast<std::ptrdiff_t>(k * dim);
+        state[k].insert(state[k].end(), begin, begin + static_cast<std::ptrdiff_t>(dim));
+      }
+    });
+    v1::EmbeddingSlice* out = checkpoint.add_embeddings();
+    out->set_table(table->spec().name());
+    out->set_dim(table->dim());
+    out->set_keys(tensor::PackKeys(keys));
+    out->set_values(tensor::PackFloats(values));
+    for (const std::vector<float>& vector : state) {
+      out->add_optimizer_state(tensor::PackFloats(vector));
     }
   }
   return checkpoint;
@@ -379,6 +580,68 @@ absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources)
                                                       params_.size(), " parameters of shard ",
                                                       assignment_.partition().shard_id()));
   }
+  // Embedding rows: every source's rows this shard owns under the current partitioning (a
+  // checkpoint taken with S shards restores onto S'). Built into fresh tables and swapped in
+  // only once every source has been checked, so a bad source changes nothing.
+  std::vector<std::unique_ptr<embedding::EmbeddingTable>> tables;
+  for (const auto& table : tables_) {
+    SYNCOPATE_ASSIGN_OR_RETURN(
+        auto fresh, embedding::EmbeddingTable::Create(table->spec(), assignment_.job().seed(),
+                                                      row_rule_.get()));
+    tables.push_back(std::move(fresh));
+  }
+  const size_t slots = static_cast<size_t>(row_rule_->num_slots());
+  int64_t optimizer_steps = 0;
+  std::vector<uint64_t> keys;
+  std::vector<float> row_values, row_state;
+  std::vector<std::vector<float>> slot_values(slots);
+  for (const v1::ShardCheckpoint& source : sources) {
+    optimizer_steps = std::max(optimizer_steps, source.optimizer_steps());
+    for (const v1::EmbeddingSlice& from : source.embeddings()) {
+      auto it = std::find_if(tables.begin(), tables.end(),
+                             [&](const auto& t) { return t->spec().name() == from.table(); });
+      if (it == tables.end()) {
+        return absl::FailedPreconditionError(
+            absl::StrCat("checkpoint has embedding table '", from.table(), "' the job lacks"));
+      }
+      embedding::EmbeddingTable& table = **it;
+      const size_t dim = static_cast<size_t>(table.dim());
+      if (from.dim() != table.dim()) {
+        return absl::FailedPreconditionError(absl::StrCat(
+            "checkpoint table '", from.table(), "' has width ", from.dim(), ", not ", table.dim()));
+      }
+      SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackKeys(from.keys(), keys));
+      const uint64_t bytes = static_cast<uint64_t>(keys.size()) * dim * sizeof(float);
+      bool sound = from.values().size() == bytes &&
+                   static_cast<size_t>(from.optimizer_state_size()) == slots;
+      for (const std::string& vector : from.optimizer_state())
+        sound = sound && vector.size() == bytes;
+      if (!sound) {
+        return absl::DataLossError(absl::StrCat("checkpoint rows of table '", from.table(),
+                                                "' are inconsistent with their ", keys.size(),
+                                                " keys"));
+      }
+      row_values.resize(keys.size() * dim);
+      SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.values(), row_values));
+      for (size_t k = 0; k < slots; ++k) {
+        slot_values[k].resize(keys.size() * dim);
+        SYNCOPATE_RETURN_IF_ERROR(
+            tensor::UnpackFloatsInto(from.optimizer_state(static_cast<int>(k)), slot_values[k]));
+      }
+      row_state.resize(slots * dim);
+      for (size_t r = 0; r < keys.size(); ++r) {
+        if (embedding::OwnerShard(keys[r], num_shards_) != shard_id_) continue;
+        for (size_t k = 0; k < slots; ++k) {
+          std::copy_n(slot_values[k].begin() + static_cast<std::ptrdiff_t>(r * dim), dim,
+                      row_state.begin() + static_cast<std::ptrdiff_t>(k * dim));
+        }
+        table.Set(keys[r], std::span<const float>(row_values).subspan(r * dim, dim), row_state);
+      }
+    }
+  }
+  tables_ = std::move(tables);
+  optimizer_->set_steps(optimizer_steps);
+  PublishBytes();
   params_ = std::move(params);
   for (size_t k = 0; k < state.size(); ++k) {
     std::copy(new_state[k].begin(), new_state[k].end(), state[k].begin());

@@ -2,7 +2,10 @@
 // optimizer, the global-batch aggregator and the pulls waiting for a version.
 //
 // Every push is validated before it reaches the aggregator (size, finiteness, sample count,
-// membership, token); nothing invalid is ever applied, and each rejection is counted by reason.
+// membership, token, embedding keys); nothing invalid is ever applied, and each rejection is
+// counted by reason.
+// Besides its dense range the shard holds its share of every embedding table: the rows whose key
+// embedding::OwnerShard maps to it, created on first touch by a worker's pull or push.
 // Thread-safety: thread-safe. Pull callbacks run without the shard's lock held, on the thread
 // that made the version available (a push, a membership change or a mode switch).
 #ifndef SYNCOPATE_LIBS_SHARD_SHARD_CORE_H_
@@ -20,6 +23,7 @@
 #include "absl/time/time.h"
 #include "libs/aggregation/global_batch_aggregator.h"
 #include "libs/common/clock.h"
+#include "libs/embedding/embedding_table.h"
 #include "libs/optim/optimizer.h"
 #include "libs/shard/shard_metrics.h"
 #include "syncopate/v1/checkpoint.pb.h"
@@ -38,6 +42,7 @@ struct ShardStats {
   int64_t rejected = 0;
   std::vector<int32_t> barrier_waiting_for;
   int64_t pending_pulls = 0;
+  int64_t embedding_rows = 0;
 };
 
 class ShardCore {
@@ -52,10 +57,15 @@ class ShardCore {
   // ready. The ack says what happened (rejections carry a gRPC status code and message).
   v1::PushAck Push(int32_t worker, const v1::PushRequest& push);
 
-  // Answers with the parameters once the version is >= min_version; `done` runs immediately or
-  // when the version arrives (sync: when the barrier releases). A pending pull is dropped
-  // (never called) by CancelPulls with the same owner.
-  void Pull(const void* owner, int64_t request_id, int64_t min_version, PullCallback done);
+  // Answers with the parameters (and the requested embedding rows) once the version is >=
+  // request.min_version(); `done` runs immediately or when the version arrives (sync: when the
+  // barrier releases). A pending pull is dropped (never called) by CancelPulls with the same
+  // owner. Rows a worker pulls are created on first touch; `create_rows` false (the evaluator)
+  // reads absent rows as their initial value without storing them. A malformed row request
+  // (unknown table, partial key, a key another shard owns) is refused with INVALID_ARGUMENT and
+  // counted; `done` is then never called.
+  absl::Status Pull(const void* owner, const v1::PullRequest& request, bool create_rows,
+                    PullCallback done);
   void CancelPulls(const void* owner);
 
   void SetMembership(const v1::Membership& membership);
@@ -65,8 +75,12 @@ class ShardCore {
   int64_t flat_begin() const { return flat_begin_; }
   int64_t flat_end() const { return flat_end_; }
   int64_t size() const { return flat_end_ - flat_begin_; }
+  int32_t shard_id() const { return shard_id_; }
+  int32_t num_shards() const { return num_shards_; }
   // A copy of the current parameters (tests, checkpoints).
   std::vector<float> Parameters() const;
+  // The current value of one embedding row (its initial value if never touched); tests.
+  std::vector<float> EmbeddingRow(int32_t table, uint64_t key) const;
 
   // The shard's parameters and optimizer state by global coordinates (tensor + offset).
   v1::ShardCheckpoint Snapshot() const;
@@ -77,10 +91,17 @@ class ShardCore {
   absl::Status Restore(const std::vector<v1::ShardCheckpoint>& sources);
 
  private:
+  // The rows one pull asked for, validated and unpacked.
+  struct RowRequest {
+    int32_t table;
+    std::vector<uint64_t> keys;
+  };
   struct PendingPull {
     const void* owner;
     int64_t request_id;
     int64_t min_version;
+    std::vector<RowRequest> rows;
+    bool create_rows;
     absl::Time since;
     PullCallback done;
   };
@@ -90,18 +111,31 @@ class ShardCore {
   };
 
   ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,
-            std::unique_ptr<optim::Optimizer> optimizer);
+            std::unique_ptr<optim::Optimizer> optimizer,
+            std::unique_ptr<optim::UpdateRule> row_rule);
 
   // Applies every ready update and collects the pulls that became answerable.
   void ApplyReadyUpdates(std::vector<ReadyPull>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::PullResponse MakeResponse(int64_t request_id, absl::Time since) const
+  v1::PullResponse MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
+                                bool create_rows, absl::Time since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::PushAck Reject(v1::PushAck ack, const absl::Status& status, const std::string& reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Unpacks and validates the sparse rows of a push into the scratch buffers; on failure the
+  // rejection reason is written to `reason`.
+  absl::Status UnpackSparsePush(const v1::PushRequest& push, std::string* reason)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Checks that `table` exists and every key belongs to this shard.
+  absl::Status ValidateKeys(int32_t table, std::span<const uint64_t> keys) const;
+  void PublishBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  int32_t TableCount() const { return table_count_; }
   static void Deliver(std::vector<ReadyPull>& ready);
 
   const int64_t flat_begin_;
   const int64_t flat_end_;
+  const int32_t shard_id_;
+  const int32_t num_shards_;
+  const int32_t table_count_;  // embedding tables (fixed at creation)
   const v1::ShardAssignment assignment_;
   Clock* const clock_;
   ShardMetrics* const metrics_;
@@ -110,6 +144,14 @@ class ShardCore {
   std::vector<float> params_ ABSL_GUARDED_BY(mu_);
   std::vector<float> mean_gradient_ ABSL_GUARDED_BY(mu_);  // scratch for one update
   std::unique_ptr<optim::Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
+  // The update rule of embedding rows (same spec as the dense optimizer; state lives in rows).
+  std::unique_ptr<optim::UpdateRule> row_rule_;
+  std::vector<std::unique_ptr<embedding::EmbeddingTable>> tables_ ABSL_GUARDED_BY(mu_);
+  aggregation::SparseUpdate sparse_update_ ABSL_GUARDED_BY(mu_);  // scratch for one update
+  // Scratch for one push's rows, per entry of its `sparse` field.
+  std::vector<std::vector<uint64_t>> scratch_keys_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::vector<float>> scratch_rows_ ABSL_GUARDED_BY(mu_);
+  std::vector<aggregation::SparseGradient> scratch_sparse_ ABSL_GUARDED_BY(mu_);
   aggregation::GlobalBatchAggregator aggregator_ ABSL_GUARDED_BY(mu_);
   std::vector<PendingPull> pending_pulls_ ABSL_GUARDED_BY(mu_);
   std::vector<float> scratch_gradient_ ABSL_GUARDED_BY(mu_);

@@ -2,6 +2,7 @@
 
 #include "glog/logging.h"
 #include "libs/rpc/bidi_stream.h"
+#include "libs/rpc/grpc_util.h"
 #include "libs/rpc/security.h"
 
 namespace syncopate::shard {
@@ -57,6 +58,7 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
       return;
     }
     worker_id_ = hello.worker_id();
+    role_ = hello.role();
     const ShardStats stats = core_->Stats();
     v1::ShardToWorker reply;
     v1::TrainHelloAck* ack = reply.mutable_hello();
@@ -69,13 +71,20 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
 
   void OnPull(const v1::PullRequest& pull) {
     std::weak_ptr<TrainStream> weak = weak_self_;
-    core_->Pull(this, pull.request_id(), pull.min_version(), [weak](v1::PullResponse response) {
-      if (auto self = weak.lock()) {
-        v1::ShardToWorker reply;
-        *reply.mutable_pull() = std::move(response);
-        self->Send(std::move(reply));
-      }
-    });
+    // The evaluator reads rows without creating them: evaluation must not grow the tables.
+    absl::Status accepted = core_->Pull(this, pull, /*create_rows=*/role_ != v1::ROLE_EVALUATOR,
+                                        [weak](v1::PullResponse response) {
+                                          if (auto self = weak.lock()) {
+                                            v1::ShardToWorker reply;
+                                            *reply.mutable_pull() = std::move(response);
+                                            self->Send(std::move(reply));
+                                          }
+                                        });
+    if (!accepted.ok()) {  // already counted by the core
+      LOG_EVERY_N(WARNING, 100) << "refused pull from worker " << worker_id_ << ": "
+                                << accepted.message();
+      Close(rpc::ToGrpcStatus(accepted));
+    }
   }
 
   void Refuse(grpc::StatusCode code, const std::string& reason, const std::string& message) {
@@ -92,6 +101,7 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
   std::weak_ptr<TrainStream> weak_self_;
   std::shared_ptr<ShardCore> core_;  // only touched from OnRequest/OnStreamDone (serialised)
   int32_t worker_id_ = -1;
+  v1::Role role_ = v1::ROLE_UNSPECIFIED;
 };
 
 }  // namespace

@@ -55,11 +55,26 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         std::string gradient = in.Bytes(32);
         if (kind & 0x80) gradient.resize(4 * sizeof(float));
         push.set_gradient(gradient);
+        if (kind & 0x40) {  // embedding rows: fuzzed table, keys and values
+          v1::SparseRows* rows = push.add_sparse();
+          rows->set_table(static_cast<int32_t>(in.Byte() % 3) - 1);
+          rows->set_keys(in.Bytes(24));
+          rows->set_values(in.Bytes(48));
+        }
         break;
       }
-      case 3:
-        core.Pull(&owner, in.Int64(), in.Byte() % 8, [](v1::PullResponse) {});
+      case 3: {
+        v1::PullRequest pull;
+        pull.set_request_id(in.Int64());
+        pull.set_min_version(in.Byte() % 8);
+        if (kind & 0x40) {
+          v1::SparseRows* rows = pull.add_sparse();
+          rows->set_table(static_cast<int32_t>(in.Byte() % 3) - 1);
+          rows->set_keys(in.Bytes(24));
+        }
+        (void)core.Pull(&owner, pull, (kind & 0x80) != 0, [](v1::PullResponse) {});
         continue;
+      }
       case 4: {
         v1::Membership m;
         m.set_generation(++generation);

@@ -1,5 +1,6 @@
 // The small shard assignment the shard fuzz targets run on: flat [10, 14) of tensors "w" (3
-// elements) and "b" (1), G = 4, workers 1 and 2 with local batch 2.
+// elements) and "b" (1), G = 4, workers 1 and 2 with local batch 2; one embedding table "emb" of
+// width 2 (this shard owns the keys embedding::OwnerShard maps to 1 of 2).
 #ifndef SYNCOPATE_TESTS_FUZZ_SMALL_ASSIGNMENT_H_
 #define SYNCOPATE_TESTS_FUZZ_SMALL_ASSIGNMENT_H_
 
@@ -32,6 +33,11 @@ inline v1::ShardAssignment SmallAssignment(v1::Mode mode, bool momentum) {
     slice->set_length(length);
     slice->mutable_init()->set_kind(v1::Initializer::ZEROS);
   }
+  v1::EmbeddingTableSpec* table = p.add_tables();
+  table->set_name("emb");
+  table->set_dim(2);
+  table->mutable_init()->set_kind(v1::Initializer::UNIFORM);
+  table->mutable_init()->set_scale(0.1);
   v1::Membership& m = *a.mutable_membership();
   m.set_generation(1);
   m.add_worker_ids(1);

@@ -66,7 +66,10 @@ TEST(ShardCoreConcurrency, PushesPullsAndModeSwitchesFromManyThreads) {
         const v1::PushAck ack = shard.Push(w, push);
         EXPECT_NE(ack.outcome(), v1::PUSH_OUTCOME_UNSPECIFIED);
         ++acks;
-        shard.Pull(&threads, i, 0, [&](v1::PullResponse) { ++pulls_answered; });
+        v1::PullRequest pull;
+        pull.set_request_id(i);
+        EXPECT_TRUE(
+            shard.Pull(&threads, pull, true, [&](v1::PullResponse) { ++pulls_answered; }).ok());
       }
     });
   }

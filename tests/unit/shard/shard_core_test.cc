@@ -104,7 +104,12 @@ class ShardCoreTest : public ::testing::Test {
   // Issues a pull whose response (if any) lands in `out`.
   void PullInto(ShardCore& core, const void* owner, int64_t request_id, int64_t min_version,
                 std::optional<v1::PullResponse>& out) {
-    core.Pull(owner, request_id, min_version, [&out](v1::PullResponse r) { out = std::move(r); });
+    v1::PullRequest request;
+    request.set_request_id(request_id);
+    request.set_min_version(min_version);
+    ASSERT_TRUE(core.Pull(owner, request, /*create_rows=*/true,
+                          [&out](v1::PullResponse r) { out = std::move(r); })
+                    .ok());
   }
 
   FakeClock clock_;
