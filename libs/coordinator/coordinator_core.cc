@@ -40,9 +40,9 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
   if (options.train_examples <= 0) {
     return absl::InvalidArgumentError("the training set is empty");
   }
-  SYNCOPATE_ASSIGN_OR_RETURN(model::Mlp model, job::ModelForJob(options.job));
+  SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(options.job));
   SYNCOPATE_ASSIGN_OR_RETURN(std::vector<v1::ShardPartition> partitions,
-                             job::PartitionDense(model.tensors(), options.job.num_shards()));
+                             job::PartitionModel(layout, options.job.num_shards()));
   SYNCOPATE_ASSIGN_OR_RETURN(
       data::LeaseTable leases,
       data::LeaseTable::Create(options.train_examples, options.job.block_size(),
@@ -317,6 +317,7 @@ void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
   if (draining_shards_since_.has_value() || state_ == v1::JOB_DONE) return;
   v1::EvalStatus eval;
   eval.set_accuracy(report.accuracy());
+  eval.set_auc(report.auc());
   eval.set_loss(report.loss());
   eval.set_final(report.final());
   // Periodic evaluations are stamped on arrival (they measure parameters pulled a moment ago);

@@ -58,6 +58,9 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   if (spec.dataset().kind() == v1::DatasetSpec::FASHION_MNIST && spec.dataset().dir().empty()) {
     spec.mutable_dataset()->set_dir("/usr/share/datasets/fashion-mnist");
   }
+  if (spec.model().kind() == v1::ModelSpec::WDL && spec.model().embedding_dim() == 0) {
+    spec.mutable_model()->set_embedding_dim(16);
+  }
   if (spec.block_size() == 0) spec.set_block_size(1000);
   if (spec.eval().interval_seconds() == 0) spec.mutable_eval()->set_interval_seconds(5);
   if (spec.mode() == v1::MODE_UNSPECIFIED) spec.set_mode(v1::MODE_SYNC);
@@ -69,12 +72,28 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   auto bad = [](absl::string_view field, auto... why) {
     return absl::InvalidArgumentError(absl::StrCat("job spec: ", field, " ", why...));
   };
-  if (spec.model().kind() != v1::ModelSpec::MLP) return bad("model.kind", "must be MLP");
   for (int width : spec.model().hidden()) {
     if (width <= 0) return bad("model.hidden", "widths must be positive, got ", width);
   }
-  if (spec.dataset().kind() != v1::DatasetSpec::FASHION_MNIST) {
-    return bad("dataset.kind", "must be FASHION_MNIST");
+  switch (spec.model().kind()) {
+    case v1::ModelSpec::MLP:
+      if (spec.dataset().kind() != v1::DatasetSpec::FASHION_MNIST) {
+        return bad("dataset.kind", "must be FASHION_MNIST for model MLP");
+      }
+      break;
+    case v1::ModelSpec::WDL:
+      if (spec.dataset().kind() != v1::DatasetSpec::CRITEO) {
+        return bad("dataset.kind", "must be CRITEO for model WDL");
+      }
+      if (spec.model().embedding_dim() <= 0 || spec.model().embedding_dim() > 1024) {
+        return bad("model.embedding_dim", "must be in [1, 1024], got ",
+                   spec.model().embedding_dim());
+      }
+      if (spec.dataset().train_path().empty()) return bad("dataset.train_path", "is required");
+      if (spec.dataset().test_path().empty()) return bad("dataset.test_path", "is required");
+      break;
+    default:
+      return bad("model.kind", "must be MLP or WDL");
   }
   if (spec.dataset().train_limit() < 0) return bad("dataset.train_limit", "must be >= 0");
   if (spec.dataset().test_limit() < 0) return bad("dataset.test_limit", "must be >= 0");

@@ -43,9 +43,45 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
   return partitions;
 }
 
+absl::StatusOr<model::Wdl> WdlForJob(const v1::JobSpec& spec) {
+  if (spec.model().kind() != v1::ModelSpec::WDL) {
+    return absl::InvalidArgumentError("not a WDL job");
+  }
+  return model::Wdl::Create(
+      spec.model().embedding_dim(),
+      std::vector<int>(spec.model().hidden().begin(), spec.model().hidden().end()));
+}
+
+absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& spec) {
+  ModelLayout layout;
+  if (spec.model().kind() == v1::ModelSpec::WDL) {
+    absl::StatusOr<model::Wdl> wdl = WdlForJob(spec);
+    if (!wdl.ok()) return wdl.status();
+    layout.dense = wdl->tensors();
+    layout.tables = wdl->tables();
+    return layout;
+  }
+  absl::StatusOr<model::Mlp> mlp = ModelForJob(spec);
+  if (!mlp.ok()) return mlp.status();
+  layout.dense = mlp->tensors();
+  return layout;
+}
+
+absl::StatusOr<std::vector<v1::ShardPartition>> PartitionModel(const ModelLayout& layout,
+                                                               int num_shards) {
+  absl::StatusOr<std::vector<v1::ShardPartition>> partitions =
+      PartitionDense(layout.dense, num_shards);
+  if (!partitions.ok()) return partitions.status();
+  for (v1::ShardPartition& partition : *partitions) {
+    for (const v1::EmbeddingTableSpec& table : layout.tables) *partition.add_tables() = table;
+  }
+  return partitions;
+}
+
 absl::StatusOr<model::Mlp> ModelForJob(const v1::JobSpec& spec) {
-  if (spec.dataset().kind() != v1::DatasetSpec::FASHION_MNIST) {
-    return absl::InvalidArgumentError("only FASHION_MNIST jobs have a model yet");
+  if (spec.dataset().kind() != v1::DatasetSpec::FASHION_MNIST ||
+      spec.model().kind() != v1::ModelSpec::MLP) {
+    return absl::InvalidArgumentError("only FASHION_MNIST jobs have an MLP");
   }
   constexpr int kPixels = 28 * 28;
   constexpr int kClasses = 10;

@@ -2,6 +2,8 @@
 // vector (all dense tensors concatenated in declaration order) is cut into S contiguous ranges
 // of equal size +-1 element, which balances bytes exactly; a tensor may span two shards. Each
 // range lists the tensor slices it holds, so checkpoints can store global coordinates.
+// Embedding tables are not cut into ranges: every shard holds the rows whose key hash maps to it
+// (embedding::OwnerShard), so each partition lists every table.
 // Thread-safety: free functions, thread-safe.
 #ifndef SYNCOPATE_LIBS_JOB_PARTITIONER_H_
 #define SYNCOPATE_LIBS_JOB_PARTITIONER_H_
@@ -11,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "libs/model/mlp.h"
+#include "libs/model/wdl.h"
 #include "syncopate/v1/cluster.pb.h"
 
 namespace syncopate::job {
@@ -18,8 +21,23 @@ namespace syncopate::job {
 absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
     std::span<const model::DenseTensorSpec> tensors, int num_shards);
 
-// The model a job trains (dimensions come from the dataset kind).
+// What a job's model stores on the shards: its dense tensors (flat-vector order) and its
+// embedding tables (table-id order).
+struct ModelLayout {
+  std::vector<model::DenseTensorSpec> dense;
+  std::vector<v1::EmbeddingTableSpec> tables;
+};
+
+absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& spec);
+
+// The dense partition of the layout plus every table on every shard.
+absl::StatusOr<std::vector<v1::ShardPartition>> PartitionModel(const ModelLayout& layout,
+                                                               int num_shards);
+
+// The model an MLP job trains (dimensions come from the dataset kind).
 absl::StatusOr<model::Mlp> ModelForJob(const v1::JobSpec& spec);
+// The model a WDL job trains.
+absl::StatusOr<model::Wdl> WdlForJob(const v1::JobSpec& spec);
 
 }  // namespace syncopate::job
 

@@ -3,6 +3,8 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
+#include "libs/embedding/owner_shard.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/tensor/packed.h"
 
@@ -62,11 +64,13 @@ bool ShardConnection::broken() const {
   return stream_ == nullptr || ended_;
 }
 
-absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version) {
+absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
+                                                  std::vector<v1::SparseRows> sparse) {
   v1::WorkerToShard message;
   const int64_t id = next_request_id_++;
   message.mutable_pull()->set_request_id(id);
   message.mutable_pull()->set_min_version(min_version);
+  for (v1::SparseRows& rows : sparse) *message.mutable_pull()->add_sparse() = std::move(rows);
   if (stream_ == nullptr || !stream_->Write(message)) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
@@ -74,7 +78,8 @@ absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version) {
 }
 
 absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples,
-                                                  std::string gradient) {
+                                                  std::string gradient,
+                                                  std::vector<v1::SparseRows> sparse) {
   v1::WorkerToShard message;
   const int64_t id = next_request_id_++;
   v1::PushRequest* push = message.mutable_push();
@@ -82,6 +87,7 @@ absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples
   push->set_token(token);
   push->set_samples(samples);
   push->set_gradient(std::move(gradient));
+  for (v1::SparseRows& rows : sparse) *push->add_sparse() = std::move(rows);
   if (stream_ == nullptr || !stream_->Write(message)) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
@@ -123,14 +129,17 @@ absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
 }
 
 ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
-                                 std::function<bool()> abort, const std::string& join_token)
+                                 std::function<bool()> abort, const std::string& join_token,
+                                 std::vector<int32_t> table_dims)
     : map_(map),
       worker_id_(worker_id),
       role_(role),
       abort_(std::move(abort)),
       tokens_(map.shards_size(), 0),
       min_versions_(map.shards_size(), 0),
-      modes_(map.shards_size(), v1::MODE_UNSPECIFIED) {
+      modes_(map.shards_size(), v1::MODE_UNSPECIFIED),
+      table_dims_(std::move(table_dims)),
+      routed_(map.shards_size()) {
   for (const v1::ShardEndpoint& endpoint : map.shards()) {
     shards_.push_back(std::make_unique<ShardConnection>(endpoint, worker_id, role, join_token));
   }
@@ -149,13 +158,48 @@ absl::Status ParameterClient::Connect(absl::Duration timeout) {
 }
 
 absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl::Duration timeout,
-                                                   bool newest) {
+                                                   bool newest, const TableKeys* keys,
+                                                   TableRows* rows) {
+  const size_t tables = keys == nullptr ? 0 : keys->size();
+  if (tables != 0 && (tables != table_dims_.size() || rows == nullptr)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("pull of ", tables, " tables; the client has ", table_dims_.size()));
+  }
+  // Route every key to its owner; remember where each came from, for the rows and the push.
+  const int32_t num_shards = static_cast<int32_t>(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) routed_[s].assign(tables, {});
+  for (size_t t = 0; t < tables; ++t) {
+    const std::vector<uint64_t>& table_keys = (*keys)[t];
+    for (size_t k = 0; k < table_keys.size(); ++k) {
+      routed_[embedding::OwnerShard(table_keys[k], num_shards)][t].push_back(
+          static_cast<uint32_t>(k));
+    }
+  }
+  routed_keys_ = keys == nullptr ? TableKeys{} : *keys;
   std::vector<int64_t> ids(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) {
-    absl::StatusOr<int64_t> id = shards_[s]->SendPull(newest ? 0 : min_versions_[s]);
+    std::vector<v1::SparseRows> wanted;
+    std::vector<uint64_t> shard_keys;
+    for (size_t t = 0; t < tables; ++t) {
+      if (routed_[s][t].empty()) continue;
+      shard_keys.clear();
+      for (uint32_t k : routed_[s][t]) shard_keys.push_back((*keys)[t][k]);
+      v1::SparseRows& request = wanted.emplace_back();
+      request.set_table(static_cast<int32_t>(t));
+      request.set_keys(tensor::PackKeys(shard_keys));
+    }
+    absl::StatusOr<int64_t> id =
+        shards_[s]->SendPull(newest ? 0 : min_versions_[s], std::move(wanted));
     if (!id.ok()) return id.status();
     ids[s] = *id;
   }
+  if (rows != nullptr) {
+    rows->resize(tables);
+    for (size_t t = 0; t < tables; ++t) {
+      (*rows)[t].resize((*keys)[t].size() * static_cast<size_t>(table_dims_[t]));
+    }
+  }
+  std::vector<float> values;
   PullStats stats;
   for (size_t s = 0; s < shards_.size(); ++s) {
     absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(ids[s], timeout, abort_);
@@ -166,6 +210,18 @@ absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl
         pull.values(),
         params.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
     if (!unpacked.ok()) return unpacked;
+    for (const v1::SparseRows& got : pull.sparse()) {
+      const size_t t = static_cast<size_t>(got.table());
+      if (t >= tables) return absl::DataLossError("shard answered rows of a table not asked for");
+      const size_t dim = static_cast<size_t>(table_dims_[t]);
+      const std::vector<uint32_t>& positions = routed_[s][t];
+      values.resize(positions.size() * dim);
+      SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(got.values(), values));
+      for (size_t k = 0; k < positions.size(); ++k) {
+        std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(k * dim), dim,
+                    (*rows)[t].begin() + static_cast<std::ptrdiff_t>(positions[k] * dim));
+      }
+    }
     tokens_[s] = pull.version();
     modes_[s] = pull.mode();
     stats.held_seconds = std::max(stats.held_seconds, pull.held_seconds());
@@ -176,7 +232,13 @@ absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl
 }
 
 absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradient, int64_t samples,
-                                                   absl::Duration timeout) {
+                                                   absl::Duration timeout,
+                                                   const TableRows* row_grads) {
+  const size_t tables = row_grads == nullptr ? 0 : row_grads->size();
+  if (tables != routed_keys_.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("push of ", tables, " tables of rows; the last ",
+                                                   "pull routed ", routed_keys_.size()));
+  }
   PushStats stats;
   std::vector<size_t> pending(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) pending[s] = s;
@@ -189,7 +251,27 @@ absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradie
       const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
       std::string bytes = tensor::PackFloats(
           gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
-      absl::StatusOr<int64_t> id = shards_[s]->SendPush(tokens_[s], samples, std::move(bytes));
+      std::vector<v1::SparseRows> sparse;
+      for (size_t t = 0; t < tables; ++t) {
+        const std::vector<uint32_t>& positions = routed_[s][t];
+        if (positions.empty()) continue;
+        const size_t dim = static_cast<size_t>(table_dims_[t]);
+        std::vector<uint64_t> shard_keys;
+        std::vector<float> shard_rows;
+        shard_keys.reserve(positions.size());
+        shard_rows.reserve(positions.size() * dim);
+        for (uint32_t k : positions) {
+          shard_keys.push_back(routed_keys_[t][k]);
+          const auto row = (*row_grads)[t].begin() + static_cast<std::ptrdiff_t>(k * dim);
+          shard_rows.insert(shard_rows.end(), row, row + static_cast<std::ptrdiff_t>(dim));
+        }
+        v1::SparseRows& out = sparse.emplace_back();
+        out.set_table(static_cast<int32_t>(t));
+        out.set_keys(tensor::PackKeys(shard_keys));
+        out.set_values(tensor::PackFloats(shard_rows));
+      }
+      absl::StatusOr<int64_t> id =
+          shards_[s]->SendPush(tokens_[s], samples, std::move(bytes), std::move(sparse));
       if (!id.ok()) return id.status();
       ids.emplace_back(s, *id);
     }

@@ -36,8 +36,9 @@ class ShardConnection {
 
   // Opens the stream and waits for the shard's hello ack.
   absl::Status Connect(absl::Duration timeout);
-  absl::StatusOr<int64_t> SendPull(int64_t min_version);
-  absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string gradient);
+  absl::StatusOr<int64_t> SendPull(int64_t min_version, std::vector<v1::SparseRows> sparse = {});
+  absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string gradient,
+                                   std::vector<v1::SparseRows> sparse = {});
   // Waits up to `timeout`; gives up early with CANCELLED once `abort` returns true (polled).
   absl::StatusOr<v1::ShardToWorker> WaitReply(int64_t request_id, absl::Duration timeout,
                                               const std::function<bool()>& abort = nullptr);
@@ -77,22 +78,32 @@ struct PushStats {
   std::vector<v1::PushAck> rejections;
 };
 
+// Per embedding table: keys, or their rows (keys x width floats) in the same order.
+using TableKeys = std::vector<std::vector<uint64_t>>;
+using TableRows = std::vector<std::vector<float>>;
+
 class ParameterClient {
  public:
   // `abort` (optional) cuts every wait short: the job stopped or the process is shutting down.
+  // `table_dims` holds the row width of each of the model's embedding tables.
   ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
-                  std::function<bool()> abort = nullptr, const std::string& join_token = "");
+                  std::function<bool()> abort = nullptr, const std::string& join_token = "",
+                  std::vector<int32_t> table_dims = {});
 
   // (Re)connects every broken or unopened shard stream.
   absl::Status Connect(absl::Duration timeout);
 
-  // Pulls every shard's slice into `params` (the full flat vector).
+  // Pulls every shard's slice into `params` (the full flat vector) and, when `keys` is given
+  // (distinct keys per table), the rows of those keys into `rows`, each key from the shard
+  // embedding::OwnerShard assigns it.
   absl::StatusOr<PullStats> PullAll(std::span<float> params, absl::Duration timeout,
-                                    bool newest = false);
+                                    bool newest = false, const TableKeys* keys = nullptr,
+                                    TableRows* rows = nullptr);
   // Pushes each shard its slice of `gradient` (a mean over `samples` examples), computed on
-  // the versions of the last pull.
+  // the versions of the last pull, and its share of `row_grads` (aligned with the keys of the
+  // last pull).
   absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,
-                                    absl::Duration timeout);
+                                    absl::Duration timeout, const TableRows* row_grads = nullptr);
 
   int64_t token(size_t shard) const { return tokens_[shard]; }
   size_t num_shards() const { return shards_.size(); }
@@ -106,6 +117,10 @@ class ParameterClient {
   std::vector<int64_t> tokens_;        // version of the last pulled parameters
   std::vector<int64_t> min_versions_;  // what the next pull waits for
   std::vector<v1::Mode> modes_;
+  const std::vector<int32_t> table_dims_;
+  // The last pull's keys by shard: routed_[shard][table] lists positions into keys[table].
+  std::vector<std::vector<std::vector<uint32_t>>> routed_;
+  TableKeys routed_keys_;
 };
 
 }  // namespace syncopate::worker

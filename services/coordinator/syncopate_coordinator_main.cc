@@ -7,12 +7,12 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/coordinator/coordinator_core.h"
-#include "libs/data/idx_reader.h"
 #include "libs/job/job_spec.h"
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
+#include "libs/workload/workload.h"
 #include "services/coordinator/coordinator_service.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (protobuf text format); empty = the built-in default");
@@ -36,12 +36,8 @@ int Main() {
   absl::StatusOr<v1::JobSpec> job =
       job_path.empty() ? job::ParseJobSpec(job::DefaultJobText()) : job::LoadJobSpecFile(job_path);
   if (!job.ok()) runtime::Die(std::string(job.status().message()));
-  absl::StatusOr<int64_t> train_examples =
-      data::CountFashionMnist(job->dataset().dir(), data::Split::kTrain);
+  absl::StatusOr<int64_t> train_examples = workload::CountTrainExamples(*job);
   if (!train_examples.ok()) runtime::Die(std::string(train_examples.status().message()));
-  if (job->dataset().train_limit() > 0) {
-    *train_examples = std::min(*train_examples, job->dataset().train_limit());
-  }
 
   absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
       metrics::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen));

@@ -12,15 +12,14 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "libs/data/idx_reader.h"
 #include "libs/data/lease_table.h"
-#include "libs/job/partitioner.h"
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/worker/coordinator_session.h"
 #include "libs/worker/parameter_client.h"
 #include "libs/worker/slowdown_schedule.h"
+#include "libs/workload/workload.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "Coordinator address (host:port)");
 ABSL_FLAG(std::string, name, "", "Stable worker name (default: the host name)");
@@ -117,19 +116,18 @@ class Trainer {
     const v1::Welcome& welcome = session_.welcome();
     const v1::JobSpec& job = welcome.job();
     local_batch_ = welcome.local_batch();
-    absl::StatusOr<model::Mlp> model = job::ModelForJob(job);
-    if (!model.ok()) return model.status();
-    absl::StatusOr<data::Dataset> train = data::LoadFashionMnist(
-        job.dataset().dir(), data::Split::kTrain, job.dataset().train_limit());
-    if (!train.ok()) return train.status();
+    absl::StatusOr<std::unique_ptr<workload::Workload>> work =
+        workload::CreateWorkload(job, workload::Purpose::kTrain);
+    if (!work.ok()) return work.status();
+    workload::Workload& model = **work;
     ParameterClient client(
         welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER,
-        [this] { return session_.stop_requested() || runtime::ShutdownRequested(); }, join_token_);
-    std::vector<float> params(model->num_parameters());
-    std::vector<float> grad(model->num_parameters());
-    std::vector<float> features;
-    std::vector<int32_t> labels;
-    std::vector<int64_t> batch;
+        [this] { return session_.stop_requested() || runtime::ShutdownRequested(); }, join_token_,
+        model.table_dims());
+    std::vector<float> params(model.num_parameters());
+    std::vector<float> grad(model.num_parameters());
+    workload::TableRows rows, row_grads;
+    std::vector<int64_t> batch;  // kept across a failed pull: its examples are already leased
     rpc::Backoff backoff;
     const absl::Time training_start = absl::Now();
     LOG(INFO) << "worker " << welcome.worker_id() << " training with local batch " << local_batch_;
@@ -138,9 +136,14 @@ class Trainer {
       absl::StatusOr<bool> keep_going = HandleCommands(absl::ZeroDuration());
       if (!keep_going.ok()) return keep_going.status();
       if (!*keep_going) return absl::OkStatus();
-      absl::StatusOr<bool> have_data = EnsureData();
-      if (!have_data.ok()) return have_data.status();
-      if (!*have_data) return absl::OkStatus();
+      if (batch.empty()) {
+        absl::StatusOr<bool> have_data = EnsureData();
+        if (!have_data.ok()) return have_data.status();
+        if (!*have_data) return absl::OkStatus();
+        leased_.Take(std::min<int64_t>(local_batch_, leased_.order.size()), batch);
+        // The rows to pull depend on the batch, so it is chosen before the pull.
+        model.PrepareTrain(batch);
+      }
 
       absl::Status connected = client.Connect(kConnectTimeout);
       if (absl::IsUnauthenticated(connected)) return connected;  // wrong token: never retried
@@ -150,7 +153,8 @@ class Trainer {
         continue;
       }
       const absl::Time pull_start = absl::Now();
-      absl::StatusOr<PullStats> pulled = client.PullAll(params, kPullTimeout);
+      absl::StatusOr<PullStats> pulled =
+          client.PullAll(params, kPullTimeout, /*newest=*/false, &model.keys(), &rows);
       if (absl::IsCancelled(pulled.status())) continue;  // stopping: the loop head decides
       if (!pulled.ok()) {
         LOG(WARNING) << "pull failed: " << pulled.status();
@@ -159,17 +163,10 @@ class Trainer {
       }
       const double pull_seconds = Seconds(pull_start) - pulled->held_seconds;
 
-      const int64_t b = std::min<int64_t>(local_batch_, leased_.order.size());
-      leased_.Take(b, batch);
-      features.resize(b * train->dim);
-      labels.resize(b);
-      for (int64_t i = 0; i < b; ++i) {
-        std::copy_n(train->example(batch[i]), train->dim, features.data() + i * train->dim);
-        labels[i] = train->labels[batch[i]];
-      }
+      const int64_t b = static_cast<int64_t>(batch.size());
+      batch.clear();
       const absl::Time compute_start = absl::Now();
-      absl::StatusOr<float> loss =
-          model->LossAndGradient(params, {features.data(), labels.data(), b}, grad);
+      absl::StatusOr<float> loss = model.TrainStep(params, rows, grad, row_grads);
       if (!loss.ok()) return loss.status();
       const double compute_seconds = Seconds(compute_start);
       const double slowdown = slowdown_.At(absl::Now() - training_start);
@@ -180,7 +177,7 @@ class Trainer {
       const double padded_compute = Seconds(compute_start);
 
       const absl::Time push_start = absl::Now();
-      absl::StatusOr<PushStats> pushed = client.PushAll(grad, b, kPushTimeout);
+      absl::StatusOr<PushStats> pushed = client.PushAll(grad, b, kPushTimeout, &row_grads);
       if (absl::IsCancelled(pushed.status())) continue;
       if (!pushed.ok()) {
         LOG(WARNING) << "push failed: " << pushed.status();
@@ -270,15 +267,15 @@ class Trainer {
 absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_token) {
   const v1::Welcome& welcome = session.welcome();
   const v1::JobSpec& job = welcome.job();
-  absl::StatusOr<model::Mlp> model = job::ModelForJob(job);
-  if (!model.ok()) return model.status();
-  absl::StatusOr<data::Dataset> test =
-      data::LoadFashionMnist(job.dataset().dir(), data::Split::kTest, job.dataset().test_limit());
-  if (!test.ok()) return test.status();
+  absl::StatusOr<std::unique_ptr<workload::Workload>> work =
+      workload::CreateWorkload(job, workload::Purpose::kEvaluate);
+  if (!work.ok()) return work.status();
+  workload::Workload& model = **work;
   ParameterClient client(
       welcome.shard_map(), welcome.worker_id(), v1::ROLE_EVALUATOR,
-      [] { return runtime::ShutdownRequested(); }, join_token);
-  std::vector<float> params(model->num_parameters());
+      [] { return runtime::ShutdownRequested(); }, join_token, model.table_dims());
+  std::vector<float> params(model.num_parameters());
+  workload::TableRows rows;
   rpc::Backoff backoff;
   const absl::Duration interval = absl::Seconds(job.eval().interval_seconds());
   absl::Time next_eval = absl::Now() + interval;
@@ -296,16 +293,28 @@ absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_t
     }
     absl::Status connected = client.Connect(kConnectTimeout);
     if (absl::IsUnauthenticated(connected)) return connected;  // wrong token: never retried
-    absl::StatusOr<PullStats> pulled = connected.ok()
-                                           ? client.PullAll(params, kPullTimeout, /*newest=*/true)
-                                           : absl::StatusOr<PullStats>(connected);
-    if (!pulled.ok()) {
-      LOG(WARNING) << "evaluator pull failed: " << pulled.status();
+    // Chunk by chunk: each pulls the newest dense parameters and the rows its examples touch.
+    // The versions reported are the first chunk's (the final evaluation runs after training
+    // stopped, so there every chunk sees the same parameters).
+    absl::Status scored = connected;
+    std::vector<int64_t> versions;
+    for (int64_t begin = 0; scored.ok() && begin < model.eval_size(); begin += model.eval_chunk()) {
+      model.PrepareEval(begin, std::min(model.eval_size(), begin + model.eval_chunk()));
+      absl::StatusOr<PullStats> pulled =
+          client.PullAll(params, kPullTimeout, /*newest=*/true, &model.keys(), &rows);
+      if (!pulled.ok()) {
+        scored = pulled.status();
+        break;
+      }
+      if (versions.empty()) versions = pulled->versions;
+      scored = model.ScoreEval(params, rows);
+    }
+    absl::StatusOr<model::Evaluation> eval = model.FinishEval();
+    if (!scored.ok()) {
+      LOG(WARNING) << "evaluator pull failed: " << scored;
       runtime::WaitForShutdown(backoff.Next());
       continue;
     }
-    absl::StatusOr<model::Evaluation> eval =
-        model->Evaluate(params, {test->features.data(), test->labels.data(), test->size});
     if (!eval.ok()) return eval.status();
     v1::WorkerMessage report;
     v1::EvalReport* r = report.mutable_eval();
@@ -316,10 +325,10 @@ absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_t
     r->set_final(request.final());
     r->set_requested_at_examples(request.at_examples());
     r->set_requested_at_seconds(request.at_seconds());
-    for (int64_t v : pulled->versions) r->add_shard_versions(v);
+    for (int64_t v : versions) r->add_shard_versions(v);
     session.Send(report);
-    LOG(INFO) << "accuracy " << eval->accuracy << " at versions " << pulled->versions[0]
-              << (request.final() ? " (final)" : "");
+    LOG(INFO) << "accuracy " << eval->accuracy << " auc " << eval->auc << " at versions "
+              << (versions.empty() ? -1 : versions[0]) << (request.final() ? " (final)" : "");
     if (request.final()) return absl::OkStatus();  // the job's last word; nothing follows
   }
   return absl::OkStatus();

@@ -1,0 +1,275 @@
+#include "libs/model/wdl.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "Eigen/Core"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
+
+namespace syncopate::model {
+namespace {
+
+using ::syncopate::v1::Initializer;
+using MatrixMap = Eigen::Map<Eigen::MatrixXf>;
+using ConstMatrixMap = Eigen::Map<const Eigen::MatrixXf>;
+using VectorMap = Eigen::Map<Eigen::VectorXf>;
+using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
+
+// splitmix64's finaliser: a bijective 64-bit mixer.
+uint64_t Mix64(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+// Counts span orders of magnitude (Criteo's integer columns are mostly counts); log1p keeps
+// their scale comparable to the embeddings'. Missing (NaN) contributes nothing.
+float TransformNumeric(float x) { return std::isnan(x) ? 0.0f : std::log1p(std::max(x, 0.0f)); }
+
+// The embeddings start small so that the deep part's first predictions are close to the wide
+// part's, and large enough to break the symmetry between rows.
+constexpr double kDeepInitScale = 0.05;
+
+}  // namespace
+
+uint64_t CategoricalKey(int field, uint64_t value) {
+  // Mixing the field first keeps (field, value) pairs whose raw XOR would collide apart.
+  return Mix64(value ^ Mix64(static_cast<uint64_t>(field) + 1));
+}
+
+void BatchKeys::Collect(const CtrBatchView& batch) {
+  keys.clear();
+  position.resize(static_cast<size_t>(batch.size) * kWdlCategorical);
+  absl::flat_hash_map<uint64_t, int32_t> seen;
+  seen.reserve(static_cast<size_t>(batch.size) * kWdlCategorical);
+  for (int64_t j = 0; j < batch.size; ++j) {
+    for (int f = 0; f < kWdlCategorical; ++f) {
+      const uint64_t key = CategoricalKey(f, batch.categorical[j * kWdlCategorical + f]);
+      const auto [it, inserted] = seen.try_emplace(key, static_cast<int32_t>(keys.size()));
+      if (inserted) keys.push_back(key);
+      position[j * kWdlCategorical + f] = it->second;
+    }
+  }
+}
+
+absl::StatusOr<Wdl> Wdl::Create(int embedding_dim, std::vector<int> hidden) {
+  if (embedding_dim <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("WDL needs embedding_dim > 0, got ", embedding_dim));
+  }
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    if (hidden[i] <= 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WDL hidden layer ", i, " needs a positive width, got ", hidden[i]));
+    }
+  }
+  hidden.push_back(1);
+  std::vector<Layer> layers;
+  int64_t offset = 0;
+  int inputs = kWdlCategorical * embedding_dim + kWdlNumeric;
+  for (const int outputs : hidden) {
+    Layer layer{.inputs = inputs, .outputs = outputs, .weight_offset = offset, .bias_offset = 0};
+    offset += static_cast<int64_t>(outputs) * inputs;
+    layer.bias_offset = offset;
+    offset += outputs;
+    layers.push_back(layer);
+    inputs = outputs;
+  }
+  return Wdl(embedding_dim, std::move(layers), offset);
+}
+
+Wdl::Wdl(int embedding_dim, std::vector<Layer> layers, int64_t wide_offset)
+    : embedding_dim_(embedding_dim),
+      input_dim_(kWdlCategorical * embedding_dim + kWdlNumeric),
+      layers_(std::move(layers)),
+      wide_offset_(wide_offset),
+      num_parameters_(wide_offset + kWdlNumeric) {
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const bool output = i + 1 == layers_.size();
+    const std::string name = output ? "deep_out" : absl::StrCat("deep", i);
+    Initializer weight_init;
+    // He for ReLU layers; Glorot for the linear output.
+    weight_init.set_kind(output ? Initializer::GLOROT_UNIFORM : Initializer::HE_UNIFORM);
+    weight_init.set_fan_in(layers_[i].inputs);
+    weight_init.set_fan_out(layers_[i].outputs);
+    Initializer zeros;
+    zeros.set_kind(Initializer::ZEROS);
+    tensors_.push_back({.name = name + "/w",
+                        .rows = layers_[i].outputs,
+                        .cols = layers_[i].inputs,
+                        .init = weight_init});
+    tensors_.push_back({.name = name + "/b", .rows = layers_[i].outputs, .cols = 1, .init = zeros});
+  }
+  Initializer zeros;
+  zeros.set_kind(Initializer::ZEROS);
+  tensors_.push_back({.name = "wide/numeric", .rows = 1, .cols = kWdlNumeric, .init = zeros});
+  activations_.resize(layers_.size());
+}
+
+std::vector<v1::EmbeddingTableSpec> Wdl::tables() const {
+  std::vector<v1::EmbeddingTableSpec> tables(2);
+  tables[kDeepTable].set_name("deep");
+  tables[kDeepTable].set_dim(embedding_dim_);
+  tables[kDeepTable].mutable_init()->set_kind(Initializer::UNIFORM);
+  tables[kDeepTable].mutable_init()->set_scale(kDeepInitScale);
+  tables[kWideTable].set_name("wide");
+  tables[kWideTable].set_dim(1);
+  tables[kWideTable].mutable_init()->set_kind(Initializer::ZEROS);
+  return tables;
+}
+
+absl::Status Wdl::Validate(std::span<const float> params, const CtrBatchView& batch,
+                           const BatchKeys& keys, std::span<const float> deep_rows,
+                           std::span<const float> wide_rows) const {
+  if (std::cmp_not_equal(params.size(), num_parameters_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params has ", params.size(), " floats; the model has ", num_parameters_));
+  }
+  if (batch.size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch has ", batch.size, " examples"));
+  }
+  if (keys.position.size() != static_cast<size_t>(batch.size) * kWdlCategorical) {
+    return absl::InvalidArgumentError("batch keys were collected for another batch");
+  }
+  if (deep_rows.size() != keys.keys.size() * static_cast<size_t>(embedding_dim_) ||
+      wide_rows.size() != keys.keys.size()) {
+    return absl::InvalidArgumentError(absl::StrCat("rows for ", keys.keys.size(), " keys have ",
+                                                   deep_rows.size(), " deep and ", wide_rows.size(),
+                                                   " wide floats"));
+  }
+  return absl::OkStatus();
+}
+
+void Wdl::Forward(const float* params, const CtrBatchView& batch, const BatchKeys& keys,
+                  const float* deep_rows, const float* wide_rows) {
+  const int64_t n = batch.size;
+  const size_t e = static_cast<size_t>(embedding_dim_);
+  inputs_.resize(static_cast<size_t>(input_dim_) * n);
+  numeric_.resize(static_cast<size_t>(kWdlNumeric) * n);
+  logits_.resize(n);
+  for (int64_t j = 0; j < n; ++j) {
+    float* column = inputs_.data() + j * input_dim_;
+    for (int f = 0; f < kWdlCategorical; ++f) {
+      const int32_t p = keys.position[j * kWdlCategorical + f];
+      std::copy_n(deep_rows + p * e, e, column + f * e);
+    }
+    for (int i = 0; i < kWdlNumeric; ++i) {
+      const float x = TransformNumeric(batch.numeric[j * kWdlNumeric + i]);
+      column[kWdlCategorical * e + i] = x;
+      numeric_[j * kWdlNumeric + i] = x;
+    }
+  }
+  const float* in = inputs_.data();
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = layers_[i];
+    activations_[i].resize(static_cast<size_t>(layer.outputs) * n);
+    const ConstMatrixMap weights(params + layer.weight_offset, layer.outputs, layer.inputs);
+    const ConstVectorMap bias(params + layer.bias_offset, layer.outputs);
+    MatrixMap out(activations_[i].data(), layer.outputs, n);
+    out.noalias() = weights * ConstMatrixMap(in, layer.inputs, n);
+    out.colwise() += bias;
+    if (i + 1 < layers_.size()) out = out.cwiseMax(0.0f);
+    in = activations_[i].data();
+  }
+  // The wide part: one weight per categorical value plus a linear term on the numerics.
+  const ConstVectorMap v(params + wide_offset_, kWdlNumeric);
+  for (int64_t j = 0; j < n; ++j) {
+    float wide = v.dot(ConstVectorMap(numeric_.data() + j * kWdlNumeric, kWdlNumeric));
+    for (int f = 0; f < kWdlCategorical; ++f)
+      wide += wide_rows[keys.position[j * kWdlCategorical + f]];
+    logits_[j] = activations_.back()[j] + wide;
+  }
+}
+
+absl::StatusOr<float> Wdl::LossAndGradient(std::span<const float> params, const CtrBatchView& batch,
+                                           const BatchKeys& keys, std::span<const float> deep_rows,
+                                           std::span<const float> wide_rows,
+                                           std::span<float> dense_grad, std::span<float> deep_grad,
+                                           std::span<float> wide_grad) {
+  SYNCOPATE_RETURN_IF_ERROR(Validate(params, batch, keys, deep_rows, wide_rows));
+  if (std::cmp_not_equal(dense_grad.size(), num_parameters_) ||
+      deep_grad.size() != deep_rows.size() || wide_grad.size() != wide_rows.size()) {
+    return absl::InvalidArgumentError("gradient buffers do not match the parameters and rows");
+  }
+  for (int64_t j = 0; j < batch.size; ++j) {
+    if (batch.labels[j] != 0.0f && batch.labels[j] != 1.0f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", batch.labels[j], " of example ", j, " is not 0 or 1"));
+    }
+  }
+  const int64_t n = batch.size;
+  const size_t e = static_cast<size_t>(embedding_dim_);
+  Forward(params.data(), batch, keys, deep_rows.data(), wide_rows.data());
+
+  // Logistic loss in its stable form, log(1 + e^z) - y z = max(z, 0) - y z + log1p(e^-|z|);
+  // dLoss/dz = sigmoid(z) - y, divided by n for the mean.
+  double loss_sum = 0.0;
+  std::vector<float>& d_logit = logits_;  // overwritten in place
+  for (int64_t j = 0; j < n; ++j) {
+    const double z = logits_[j];
+    const double y = batch.labels[j];
+    loss_sum += std::max(z, 0.0) - y * z + std::log1p(std::exp(-std::abs(z)));
+    const double p = 1.0 / (1.0 + std::exp(-z));
+    d_logit[j] = static_cast<float>((p - y) / static_cast<double>(n));
+  }
+
+  std::fill(dense_grad.begin(), dense_grad.end(), 0.0f);
+  std::fill(deep_grad.begin(), deep_grad.end(), 0.0f);
+  std::fill(wide_grad.begin(), wide_grad.end(), 0.0f);
+  VectorMap d_v(dense_grad.data() + wide_offset_, kWdlNumeric);
+  for (int64_t j = 0; j < n; ++j) {
+    d_v += d_logit[j] * ConstVectorMap(numeric_.data() + j * kWdlNumeric, kWdlNumeric);
+    for (int f = 0; f < kWdlCategorical; ++f) {
+      wide_grad[keys.position[j * kWdlCategorical + f]] += d_logit[j];
+    }
+  }
+
+  // Back through the MLP, down to the inputs (the embeddings need their gradient).
+  const float* delta = d_logit.data();
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const Layer& layer = layers_[i];
+    const ConstMatrixMap d_out(delta, layer.outputs, n);
+    const float* in_data = i == 0 ? inputs_.data() : activations_[i - 1].data();
+    const ConstMatrixMap in(in_data, layer.inputs, n);
+    MatrixMap d_weights(dense_grad.data() + layer.weight_offset, layer.outputs, layer.inputs);
+    VectorMap d_bias(dense_grad.data() + layer.bias_offset, layer.outputs);
+    d_weights.noalias() = d_out * in.transpose();
+    d_bias = d_out.rowwise().sum();
+    const ConstMatrixMap weights(params.data() + layer.weight_offset, layer.outputs, layer.inputs);
+    std::vector<float>& buffer = (delta == delta_.data()) ? next_delta_ : delta_;
+    buffer.resize(static_cast<size_t>(layer.inputs) * n);
+    MatrixMap d_in(buffer.data(), layer.inputs, n);
+    d_in.noalias() = weights.transpose() * d_out;
+    if (i > 0) d_in = (in.array() > 0.0f).select(d_in, 0.0f);  // the ReLU below
+    delta = buffer.data();
+  }
+  // `delta` is now dLoss/d(inputs): scatter the embedding part onto the rows.
+  for (int64_t j = 0; j < n; ++j) {
+    const float* column = delta + j * input_dim_;
+    for (int f = 0; f < kWdlCategorical; ++f) {
+      float* row = deep_grad.data() + keys.position[j * kWdlCategorical + f] * e;
+      for (size_t k = 0; k < e; ++k) row[k] += column[f * e + k];
+    }
+  }
+  return static_cast<float>(loss_sum / static_cast<double>(n));
+}
+
+absl::Status Wdl::Predict(std::span<const float> params, const CtrBatchView& batch,
+                          const BatchKeys& keys, std::span<const float> deep_rows,
+                          std::span<const float> wide_rows, std::span<float> probabilities) {
+  SYNCOPATE_RETURN_IF_ERROR(Validate(params, batch, keys, deep_rows, wide_rows));
+  if (std::cmp_not_equal(probabilities.size(), batch.size)) {
+    return absl::InvalidArgumentError("probabilities must have one entry per example");
+  }
+  Forward(params.data(), batch, keys, deep_rows.data(), wide_rows.data());
+  for (int64_t j = 0; j < batch.size; ++j) {
+    probabilities[j] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits_[j]))));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::model

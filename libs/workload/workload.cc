@@ -1,0 +1,236 @@
+#include "libs/workload/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <optional>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
+#include "libs/data/criteo_reader.h"
+#include "libs/data/idx_reader.h"
+#include "libs/job/partitioner.h"
+#include "libs/model/auc.h"
+#include "libs/model/wdl.h"
+
+namespace syncopate::workload {
+namespace {
+
+// The dense MLP on an image dataset: no embedding tables, so keys() stays empty.
+class ImageWorkload final : public Workload {
+ public:
+  ImageWorkload(model::Mlp mlp, data::Dataset data)
+      : mlp_(std::move(mlp)), data_(std::move(data)) {}
+
+  const std::vector<int32_t>& table_dims() const override { return no_tables_; }
+  int64_t num_parameters() const override { return mlp_.num_parameters(); }
+  const TableKeys& keys() const override { return no_keys_; }
+
+  int64_t train_size() const override { return data_.size; }
+  void PrepareTrain(std::span<const int64_t> examples) override { Gather(examples); }
+  absl::StatusOr<float> TrainStep(std::span<const float> params, const TableRows&,
+                                  std::span<float> dense_grad, TableRows& row_grads) override {
+    row_grads.clear();
+    return mlp_.LossAndGradient(
+        params, {features_.data(), labels_.data(), static_cast<int64_t>(labels_.size())},
+        dense_grad);
+  }
+
+  int64_t eval_size() const override { return data_.size; }
+  // Mlp::Evaluate bounds its own memory, so the whole set is one chunk.
+  int64_t eval_chunk() const override { return std::max<int64_t>(data_.size, 1); }
+  void PrepareEval(int64_t, int64_t) override {}
+  absl::Status ScoreEval(std::span<const float> params, const TableRows&) override {
+    SYNCOPATE_ASSIGN_OR_RETURN(
+        evaluation_,
+        mlp_.Evaluate(params, {data_.features.data(), data_.labels.data(), data_.size}));
+    return absl::OkStatus();
+  }
+  absl::StatusOr<model::Evaluation> FinishEval() override {
+    if (!evaluation_.has_value()) return absl::FailedPreconditionError("nothing was scored");
+    model::Evaluation result = *evaluation_;
+    evaluation_.reset();
+    return result;
+  }
+
+ private:
+  void Gather(std::span<const int64_t> examples) {
+    features_.resize(examples.size() * data_.dim);
+    labels_.resize(examples.size());
+    for (size_t i = 0; i < examples.size(); ++i) {
+      std::copy_n(data_.example(examples[i]), data_.dim, features_.data() + i * data_.dim);
+      labels_[i] = data_.labels[examples[i]];
+    }
+  }
+
+  model::Mlp mlp_;
+  data::Dataset data_;
+  std::vector<float> features_;
+  std::vector<int32_t> labels_;
+  std::optional<model::Evaluation> evaluation_;
+  const std::vector<int32_t> no_tables_;
+  const TableKeys no_keys_;
+};
+
+// Wide & deep on Criteo-format data: both tables are keyed by the same (field, value) keys.
+class CtrWorkload final : public Workload {
+ public:
+  // Examples per evaluation chunk: bounds one pull's keys (~26 per example before dedup) and
+  // the model's scratch while keeping the matrix products large.
+  static constexpr int64_t kEvalChunk = 8192;
+
+  CtrWorkload(model::Wdl wdl, data::CtrDataset data)
+      : wdl_(std::move(wdl)), data_(std::move(data)) {
+    for (const v1::EmbeddingTableSpec& table : wdl_.tables()) dims_.push_back(table.dim());
+    keys_.resize(dims_.size());
+  }
+
+  const std::vector<int32_t>& table_dims() const override { return dims_; }
+  int64_t num_parameters() const override { return wdl_.num_parameters(); }
+  const TableKeys& keys() const override { return keys_; }
+
+  int64_t train_size() const override { return data_.size; }
+  void PrepareTrain(std::span<const int64_t> examples) override {
+    Gather(examples.size(), [&](size_t i) { return examples[i]; });
+  }
+  absl::StatusOr<float> TrainStep(std::span<const float> params, const TableRows& rows,
+                                  std::span<float> dense_grad, TableRows& row_grads) override {
+    SYNCOPATE_RETURN_IF_ERROR(CheckRows(rows));
+    row_grads.resize(rows.size());
+    for (size_t t = 0; t < rows.size(); ++t) row_grads[t].resize(rows[t].size());
+    return wdl_.LossAndGradient(
+        params, View(), batch_keys_, rows[model::Wdl::kDeepTable], rows[model::Wdl::kWideTable],
+        dense_grad, row_grads[model::Wdl::kDeepTable], row_grads[model::Wdl::kWideTable]);
+  }
+
+  int64_t eval_size() const override { return data_.size; }
+  int64_t eval_chunk() const override { return kEvalChunk; }
+  void PrepareEval(int64_t begin, int64_t end) override {
+    Gather(static_cast<size_t>(end - begin),
+           [&](size_t i) { return begin + static_cast<int64_t>(i); });
+  }
+  absl::Status ScoreEval(std::span<const float> params, const TableRows& rows) override {
+    SYNCOPATE_RETURN_IF_ERROR(CheckRows(rows));
+    const size_t before = scores_.size();
+    scores_.resize(before + labels_.size());
+    SYNCOPATE_RETURN_IF_ERROR(
+        wdl_.Predict(params, View(), batch_keys_, rows[model::Wdl::kDeepTable],
+                     rows[model::Wdl::kWideTable], std::span<float>(scores_).subspan(before)));
+    scored_labels_.insert(scored_labels_.end(), labels_.begin(), labels_.end());
+    return absl::OkStatus();
+  }
+  absl::StatusOr<model::Evaluation> FinishEval() override {
+    if (scores_.empty()) return absl::FailedPreconditionError("nothing was scored");
+    int64_t correct = 0;
+    for (size_t i = 0; i < scores_.size(); ++i) {
+      correct += ((scores_[i] > 0.5f) == (scored_labels_[i] > 0.5f)) ? 1 : 0;
+    }
+    model::Evaluation result{
+        .accuracy = static_cast<double>(correct) / static_cast<double>(scores_.size()),
+        .mean_loss = model::LogLoss(scores_, scored_labels_),
+        .auc = model::BinaryAuc(scores_, scored_labels_),
+        .examples = static_cast<int64_t>(scores_.size())};
+    scores_.clear();
+    scored_labels_.clear();
+    return result;
+  }
+
+ private:
+  template <typename IndexOf>
+  void Gather(size_t n, IndexOf index_of) {
+    numeric_.resize(n * data::kCriteoNumeric);
+    categorical_.resize(n * data::kCriteoCategorical);
+    labels_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t e = index_of(i);
+      std::copy_n(data_.numeric_row(e), data::kCriteoNumeric,
+                  numeric_.data() + i * data::kCriteoNumeric);
+      std::copy_n(data_.categorical_row(e), data::kCriteoCategorical,
+                  categorical_.data() + i * data::kCriteoCategorical);
+      labels_[i] = data_.labels[e];
+    }
+    batch_keys_.Collect(View());
+    for (std::vector<uint64_t>& table_keys : keys_) table_keys = batch_keys_.keys;
+  }
+  model::CtrBatchView View() const {
+    return {numeric_.data(), categorical_.data(), labels_.data(),
+            static_cast<int64_t>(labels_.size())};
+  }
+  absl::Status CheckRows(const TableRows& rows) const {
+    if (rows.size() != dims_.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("rows for ", rows.size(), " tables; the model has ", dims_.size()));
+    }
+    return absl::OkStatus();
+  }
+
+  model::Wdl wdl_;
+  data::CtrDataset data_;
+  std::vector<int32_t> dims_;
+  TableKeys keys_;
+  model::BatchKeys batch_keys_;
+  std::vector<float> numeric_;
+  std::vector<uint64_t> categorical_;
+  std::vector<float> labels_;
+  std::vector<float> scores_;
+  std::vector<float> scored_labels_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job, Purpose purpose) {
+  const v1::DatasetSpec& dataset = job.dataset();
+  const bool train = purpose == Purpose::kTrain;
+  switch (job.model().kind()) {
+    case v1::ModelSpec::MLP: {
+      SYNCOPATE_ASSIGN_OR_RETURN(model::Mlp mlp, job::ModelForJob(job));
+      SYNCOPATE_ASSIGN_OR_RETURN(
+          data::Dataset data,
+          data::LoadFashionMnist(dataset.dir(), train ? data::Split::kTrain : data::Split::kTest,
+                                 train ? dataset.train_limit() : dataset.test_limit()));
+      return std::make_unique<ImageWorkload>(std::move(mlp), std::move(data));
+    }
+    case v1::ModelSpec::WDL: {
+      SYNCOPATE_ASSIGN_OR_RETURN(model::Wdl wdl, job::WdlForJob(job));
+      SYNCOPATE_ASSIGN_OR_RETURN(
+          data::CtrDataset data,
+          data::ReadCriteoTsv(train ? dataset.train_path() : dataset.test_path(),
+                              train ? dataset.train_limit() : dataset.test_limit()));
+      if (data.size == 0) {
+        return absl::FailedPreconditionError(
+            absl::StrCat(train ? dataset.train_path() : dataset.test_path(), " holds no examples"));
+      }
+      return std::make_unique<CtrWorkload>(std::move(wdl), std::move(data));
+    }
+    default:
+      return absl::InvalidArgumentError(absl::StrCat("no workload for model kind ",
+                                                     v1::ModelSpec::Kind_Name(job.model().kind())));
+  }
+}
+
+absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job) {
+  const v1::DatasetSpec& dataset = job.dataset();
+  int64_t count = 0;
+  switch (dataset.kind()) {
+    case v1::DatasetSpec::FASHION_MNIST: {
+      SYNCOPATE_ASSIGN_OR_RETURN(count,
+                                 data::CountFashionMnist(dataset.dir(), data::Split::kTrain));
+      break;
+    }
+    case v1::DatasetSpec::CRITEO: {
+      // Parsing the file is the count that agrees with what workers load (and it validates the
+      // file before any worker starts).
+      SYNCOPATE_ASSIGN_OR_RETURN(data::CtrDataset data,
+                                 data::ReadCriteoTsv(dataset.train_path(), dataset.train_limit()));
+      count = data.size;
+      break;
+    }
+    default:
+      return absl::InvalidArgumentError("job has no dataset kind");
+  }
+  if (dataset.train_limit() > 0) count = std::min(count, dataset.train_limit());
+  if (count <= 0) return absl::FailedPreconditionError("the training set holds no examples");
+  return count;
+}
+
+}  // namespace syncopate::workload

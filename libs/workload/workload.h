@@ -1,0 +1,67 @@
+// What a worker trains and an evaluator measures, independent of the model: the dense MLP on
+// Fashion-MNIST or wide & deep on Criteo-format CTR data. The worker loop (pull, compute, push)
+// and the evaluator loop are the same for both; only this interface differs.
+//
+// A batch is prepared first (PrepareTrain / PrepareEval): afterwards keys() lists, per embedding
+// table, the distinct rows it touches, which the caller pulls from the shards; the step then
+// takes those rows (aligned with keys()) and returns row gradients aligned the same way.
+// Thread-safety: thread-compatible; one training loop owns an instance.
+#ifndef SYNCOPATE_LIBS_WORKLOAD_WORKLOAD_H_
+#define SYNCOPATE_LIBS_WORKLOAD_WORKLOAD_H_
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "libs/model/mlp.h"
+#include "syncopate/v1/job.pb.h"
+
+namespace syncopate::workload {
+
+// Per table, the rows of keys()[table] in order (keys x width floats).
+using TableRows = std::vector<std::vector<float>>;
+using TableKeys = std::vector<std::vector<uint64_t>>;
+
+class Workload {
+ public:
+  virtual ~Workload() = default;
+
+  // Row width of each embedding table (table id order); empty for dense-only models.
+  virtual const std::vector<int32_t>& table_dims() const = 0;
+  virtual int64_t num_parameters() const = 0;
+  // The distinct rows the prepared batch touches, per table.
+  virtual const TableKeys& keys() const = 0;
+
+  // Training (workers): the training set's size, then batches of its example indices.
+  virtual int64_t train_size() const = 0;
+  virtual void PrepareTrain(std::span<const int64_t> examples) = 0;
+  // Mean loss of the prepared batch; writes the dense gradient and the row gradients (resized to
+  // the rows' shapes).
+  virtual absl::StatusOr<float> TrainStep(std::span<const float> params, const TableRows& rows,
+                                          std::span<float> dense_grad, TableRows& row_grads) = 0;
+
+  // Evaluation (the evaluator): the evaluation set in chunks [begin, end) of at most
+  // eval_chunk() examples, scored in order, then the metrics over everything scored.
+  virtual int64_t eval_size() const = 0;
+  virtual int64_t eval_chunk() const = 0;
+  virtual void PrepareEval(int64_t begin, int64_t end) = 0;
+  virtual absl::Status ScoreEval(std::span<const float> params, const TableRows& rows) = 0;
+  // Accuracy, mean loss, AUC over the chunks scored since the last FinishEval; resets.
+  virtual absl::StatusOr<model::Evaluation> FinishEval() = 0;
+};
+
+enum class Purpose { kTrain, kEvaluate };
+
+// Builds the job's model and loads the data the purpose needs (the training set for workers,
+// the evaluation set for the evaluator). Errors name the file or field.
+absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job, Purpose purpose);
+
+// How many training examples the job's dataset holds (after train_limit): what the
+// coordinator's data leases cover.
+absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job);
+
+}  // namespace syncopate::workload
+
+#endif  // SYNCOPATE_LIBS_WORKLOAD_WORKLOAD_H_
