@@ -4,6 +4,9 @@
 //
 // Every run uses the same job (the default MLP on Fashion-MNIST, G=256, 4 workers, 2 shards,
 // same seed and hyperparameters) and differs only in the policy and the emulated machine speeds.
+// Scenario "ctr" runs examples/ctr_wdl.textproto (wide & deep, Adagrad) instead, on
+// planted-teacher Criteo-format data it generates, with one 4x straggler, and compares each
+// policy's test AUC at equal samples with the teacher's Bayes-optimal AUC.
 // Every worker's compute is padded by a base factor (sleep, not spin), so the four workers
 // together need about one core of this two-core machine: the figures measure coordination,
 // not CPU contention. Writes results.md (table), results.json and accuracy_vs_time.svg.
@@ -11,6 +14,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +25,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "libs/data/ctr_generator.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
 #include "libs/runtime/process_runtime.h"
@@ -31,9 +36,13 @@ ABSL_FLAG(std::string, bin_dir, "", "Directory of the service binaries (default:
 ABSL_FLAG(int, epochs, 3, "Epochs per run (the fixed sample budget)");
 ABSL_FLAG(double, base_slowdown, 4.0,
           "Padding factor of every worker, so 4 workers use about one core");
-ABSL_FLAG(std::string, scenarios, "a,b,c,d", "Which scenarios to run");
+ABSL_FLAG(std::string, scenarios, "a,b,c,d,ctr",
+          "Which scenarios to run (a-d: MLP; ctr: wide & deep)");
 ABSL_FLAG(std::string, policies, "sync,async,gba,auto", "Which policies to run");
 ABSL_FLAG(double, target_accuracy, 0.85, "Accuracy for the time-to-target column");
+ABSL_FLAG(std::string, ctr_job, "examples/ctr_wdl.textproto", "Job of the ctr scenario");
+ABSL_FLAG(int64_t, ctr_train_rows, 400000, "Training rows the ctr scenario generates");
+ABSL_FLAG(int64_t, ctr_test_rows, 50000, "Test rows the ctr scenario generates");
 
 namespace syncopate::bench {
 namespace {
@@ -51,6 +60,14 @@ struct Point {
   double accuracy;
 };
 
+// The ctr scenario's data: generated once per output directory (same teacher for both files).
+struct CtrData {
+  std::string train_path;
+  std::string test_path;
+  double bayes_auc = 0;
+  double bayes_logloss = 0;
+};
+
 struct Run {
   std::string scenario;
   std::string policy;
@@ -59,18 +76,51 @@ struct Run {
   double final_accuracy = 0;
   int64_t examples = 0;
   double switches = 0;  // per shard
+  double final_auc = 0;
+  double final_loss = 0;
   std::vector<Point> curve;
   bool ok = false;
 };
 
-Run RunOne(const Scenario& scenario, const std::string& policy, double transient_seconds) {
+absl::StatusOr<CtrData> GenerateCtrData(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  CtrData data{dir + "/ctr_train.tsv.gz", dir + "/ctr_test.tsv.gz", 0, 0};
+  const data::CtrTeacherConfig teacher;  // the defaults: one teacher for both files
+  absl::StatusOr<data::CtrGenerationReport> train = data::GenerateCtr(
+      teacher, /*sample_seed=*/1, absl::GetFlag(FLAGS_ctr_train_rows), data.train_path);
+  if (!train.ok()) return train.status();
+  absl::StatusOr<data::CtrGenerationReport> test = data::GenerateCtr(
+      teacher, /*sample_seed=*/2, absl::GetFlag(FLAGS_ctr_test_rows), data.test_path);
+  if (!test.ok()) return test.status();
+  data.bayes_auc = test->bayes_auc;
+  data.bayes_logloss = test->bayes_logloss;
+  printf("ctr data: %ld train / %ld test rows, positive rate %.3f, test Bayes AUC %.4f\n",
+         static_cast<long>(train->rows), static_cast<long>(test->rows), test->positive_rate,
+         test->bayes_auc);
+  return data;
+}
+
+Run RunOne(const Scenario& scenario, const std::string& policy, double transient_seconds,
+           const CtrData* ctr) {
   Run run;
   run.scenario = scenario.id;
   run.policy = policy;
-  v1::JobSpec job = *job::ParseJobSpec(job::DefaultJobText());
+  v1::JobSpec job;
+  if (ctr != nullptr) {
+    absl::StatusOr<v1::JobSpec> loaded = job::LoadJobSpecFile(absl::GetFlag(FLAGS_ctr_job));
+    if (!loaded.ok()) {
+      fprintf(stderr, "%s\n", std::string(loaded.status().message()).c_str());
+      return run;
+    }
+    job = *loaded;
+    job.mutable_dataset()->set_train_path(ctr->train_path);
+    job.mutable_dataset()->set_test_path(ctr->test_path);
+  } else {
+    job = *job::ParseJobSpec(job::DefaultJobText());
+    job.mutable_stop()->set_epochs(absl::GetFlag(FLAGS_epochs));
+  }
   job.set_job_id(absl::StrCat("bench-", scenario.id, "-", policy));
   job.set_mode(*job::ParseMode(policy));
-  job.mutable_stop()->set_epochs(absl::GetFlag(FLAGS_epochs));
   job.mutable_eval()->set_interval_seconds(2);
   launch::LocalClusterOptions options;
   options.job = job;
@@ -106,6 +156,8 @@ Run RunOne(const Scenario& scenario, const std::string& policy, double transient
   run.wall_seconds = last.elapsed_seconds();
   run.examples = last.examples();
   run.final_accuracy = last.last_eval().accuracy();
+  run.final_auc = last.last_eval().auc();
+  run.final_loss = last.last_eval().loss();
   for (const v1::EvalStatus& e : last.eval_history()) {
     run.curve.push_back({e.seconds_at_eval(), e.examples_at_eval(), e.accuracy()});
     if (run.time_to_target < 0 && e.accuracy() >= absl::GetFlag(FLAGS_target_accuracy)) {
@@ -114,6 +166,16 @@ Run RunOne(const Scenario& scenario, const std::string& policy, double transient
   }
   for (const v1::ShardStatus& s : last.shards()) run.switches += s.switches();
   if (last.shards_size() > 0) run.switches /= last.shards_size();
+  if (ctr != nullptr) {
+    printf(
+        "%s %-5s: %s, %.1f s, %ld examples, test AUC %.4f (Bayes %.4f), logloss %.4f, "
+        "switches/shard %.1f\n",
+        scenario.id.c_str(), policy.c_str(), run.ok ? "done" : "DID NOT FINISH", run.wall_seconds,
+        static_cast<long>(run.examples), run.final_auc, ctr->bayes_auc, run.final_loss,
+        run.switches);
+    fflush(stdout);
+    return run;
+  }
   printf("%s %-5s: %s, %.1f s, final accuracy %.2f%%, time to %.0f%%: %s, switches/shard %.1f\n",
          scenario.id.c_str(), policy.c_str(), run.ok ? "done" : "DID NOT FINISH", run.wall_seconds,
          100 * run.final_accuracy, 100 * absl::GetFlag(FLAGS_target_accuracy),
@@ -177,12 +239,55 @@ std::string Svg(const std::vector<Scenario>& scenarios, const std::vector<Run>& 
   return svg + "</svg>\n";
 }
 
+// The ctr scenario's table and the issue's three goals, computed from this run's numbers.
+std::string CtrTable(const std::vector<Run>& runs, const CtrData& ctr) {
+  std::string md = absl::StrFormat(
+      "\n## CTR: wide & deep, one worker 4x slower\n\n"
+      "examples/ctr_wdl.textproto on generated Criteo-format data (planted teacher); test AUC "
+      "and logloss from the final evaluation, at the same number of samples for every policy. "
+      "The teacher's Bayes-optimal test AUC is %.4f (logloss %.4f).\n\n"
+      "| policy | test AUC | AUC vs Bayes | logloss | samples | wall (s) | switches/shard |\n"
+      "|---|---|---|---|---|---|---|\n",
+      ctr.bayes_auc, ctr.bayes_logloss);
+  const Run* by_policy[4] = {nullptr, nullptr, nullptr, nullptr};
+  const char* names[4] = {"sync", "async", "gba", "auto"};
+  for (const Run& r : runs) {
+    if (r.scenario != "ctr") continue;
+    md += absl::StrFormat("| %s | %.4f | %+.4f | %.4f | %d | %.1f | %.1f |\n", r.policy,
+                          r.final_auc, r.final_auc - ctr.bayes_auc, r.final_loss, r.examples,
+                          r.wall_seconds, r.switches);
+    for (int k = 0; k < 4; ++k) {
+      if (r.policy == names[k] && r.ok) by_policy[k] = &r;
+    }
+  }
+  const Run *sync = by_policy[0], *async = by_policy[1], *gba = by_policy[2];
+  md += "\nGoals (issue 4):\n\n";
+  if (sync != nullptr && gba != nullptr) {
+    const double relative = (gba->final_auc - sync->final_auc) / sync->final_auc;
+    md += absl::StrFormat("- gba within 0.1%% (relative) of sync's AUC: %+.3f%% -> %s\n",
+                          100 * relative,
+                          std::abs(relative) <= 0.001 || relative > 0 ? "met" : "NOT met");
+  }
+  if (async != nullptr && gba != nullptr) {
+    const double gain = gba->final_auc - async->final_auc;
+    md += absl::StrFormat("- gba >= naive async + 0.2%% AUC: %+.4f -> %s\n", gain,
+                          gain >= 0.002 ? "met" : "NOT met");
+  }
+  if (sync != nullptr) {
+    const double gap = ctr.bayes_auc - sync->final_auc;
+    md += absl::StrFormat("- model (sync) AUC within 0.01 of the Bayes AUC: gap %.4f -> %s\n", gap,
+                          gap <= 0.01 ? "met" : "NOT met");
+  }
+  return md;
+}
+
 int Main() {
   const std::vector<Scenario> all = {
       {"a", "no straggler", {1, 1, 1, 1}},
       {"b", "one worker 4x slower", {1, 1, 1, 4}},
       {"c", "one worker 4x slower, middle third", {1, 1, 1, 1}, true},
       {"d", "half the workers 2x slower", {1, 1, 2, 2}},
+      {"ctr", "wide & deep on CTR data, one worker 4x slower", {1, 1, 1, 4}},
   };
   std::vector<Scenario> scenarios;
   for (absl::string_view id : absl::StrSplit(absl::GetFlag(FLAGS_scenarios), ',')) {
@@ -199,10 +304,20 @@ int Main() {
       scenarios.size(), policies.size(), absl::GetFlag(FLAGS_epochs),
       absl::GetFlag(FLAGS_base_slowdown));
   std::vector<Run> runs;
+  std::optional<CtrData> ctr;
   double transient_seconds = 0;
   for (const Scenario& scenario : scenarios) {
+    if (scenario.id == "ctr" && !ctr.has_value()) {
+      absl::StatusOr<CtrData> generated = GenerateCtrData(out + "/data");
+      if (!generated.ok()) {
+        fprintf(stderr, "ctr data: %s\n", std::string(generated.status().message()).c_str());
+        return 1;
+      }
+      ctr = *generated;
+    }
     for (const std::string& policy : policies) {
-      runs.push_back(RunOne(scenario, policy, transient_seconds > 0 ? transient_seconds : 60));
+      runs.push_back(RunOne(scenario, policy, transient_seconds > 0 ? transient_seconds : 60,
+                            scenario.id == "ctr" ? &*ctr : nullptr));
       // The transient straggler spans the middle third of a no-straggler sync run's length.
       if (scenario.id == "a" && policy == "sync") transient_seconds = runs.back().wall_seconds;
     }
@@ -224,12 +339,14 @@ int Main() {
             100 * absl::GetFlag(FLAGS_target_accuracy), absl::GetFlag(FLAGS_epochs) * 60000)
      << "|---|---|---|---|---|---|\n";
   for (const Run& r : runs) {
+    if (r.scenario == "ctr") continue;
     md << absl::StrFormat(
         "| %s | %s | %s | %.2f%% | %.1f | %.1f |\n", r.scenario, r.policy,
         r.time_to_target < 0 ? "not reached" : absl::StrFormat("%.1f", r.time_to_target),
         100 * r.final_accuracy, r.wall_seconds, r.switches);
   }
   md << "\n![accuracy vs wall time](accuracy_vs_time.svg)\n";
+  if (ctr.has_value()) md << CtrTable(runs, *ctr);
   std::ofstream json(out + "/results.json");
   json << "[\n";
   for (size_t i = 0; i < runs.size(); ++i) {
@@ -237,10 +354,10 @@ int Main() {
     json << absl::StrFormat(
         "  {\"scenario\": \"%s\", \"policy\": \"%s\", \"finished\": %s, \"wall_seconds\": %.2f, "
         "\"time_to_target_seconds\": %s, \"final_accuracy\": %.5f, \"examples\": %d, "
-        "\"switches_per_shard\": %.1f}%s\n",
+        "\"switches_per_shard\": %.1f, \"final_auc\": %.5f, \"final_loss\": %.5f}%s\n",
         r.scenario, r.policy, r.ok ? "true" : "false", r.wall_seconds,
         r.time_to_target < 0 ? "null" : absl::StrFormat("%.2f", r.time_to_target), r.final_accuracy,
-        r.examples, r.switches, i + 1 < runs.size() ? "," : "");
+        r.examples, r.switches, r.final_auc, r.final_loss, i + 1 < runs.size() ? "," : "");
   }
   json << "]\n";
   std::ofstream(out + "/accuracy_vs_time.svg") << Svg(scenarios, runs, policies);
