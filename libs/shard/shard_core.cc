@@ -19,7 +19,8 @@ bool IsShardMode(v1::Mode mode) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssignment& assignment,
-                                                             Clock* clock, ShardMetrics* metrics) {
+                                                             Clock* clock, ShardMetrics* metrics,
+                                                             int64_t max_push_bytes) {
   const v1::ShardPartition& partition = assignment.partition();
   const int64_t size = partition.flat_end() - partition.flat_begin();
   if (size <= 0) {
@@ -33,10 +34,14 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
   if (assignment.job().global_batch() <= 0) {
     return absl::InvalidArgumentError("job.global_batch must be positive");
   }
+  if (max_push_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the push size limit must be positive, got ", max_push_bytes));
+  }
   SYNCOPATE_ASSIGN_OR_RETURN(auto optimizer,
                              optim::CreateOptimizer(assignment.job().optimizer(), size));
-  auto core =
-      std::unique_ptr<ShardCore>(new ShardCore(assignment, clock, metrics, std::move(optimizer)));
+  auto core = std::unique_ptr<ShardCore>(
+      new ShardCore(assignment, clock, metrics, std::move(optimizer), max_push_bytes));
   absl::MutexLock lock(&core->mu_);
   // (offset, length) of every slice: they must tile the range exactly, so a total that adds up
   // is not enough (an overlap could hide a gap that would stay uninitialised).
@@ -76,12 +81,13 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
 }
 
 ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,
-                     std::unique_ptr<optim::Optimizer> optimizer)
+                     std::unique_ptr<optim::Optimizer> optimizer, int64_t max_push_bytes)
     : flat_begin_(assignment.partition().flat_begin()),
       flat_end_(assignment.partition().flat_end()),
       assignment_(assignment),
       clock_(clock),
       metrics_(metrics),
+      max_push_bytes_(max_push_bytes),
       params_(static_cast<size_t>(flat_end_ - flat_begin_)),
       mean_gradient_(params_.size()),
       optimizer_(std::move(optimizer)),
@@ -110,6 +116,14 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
   {
     absl::MutexLock lock(&mu_);
     // Validate everything before touching the aggregator: nothing invalid is ever applied.
+    // Size first: the whole message, so sparse rows count as much as the dense gradient.
+    if (const size_t bytes = push.ByteSizeLong(); bytes > static_cast<size_t>(max_push_bytes_)) {
+      return Reject(ack,
+                    absl::ResourceExhaustedError(
+                        absl::StrCat("push of ", bytes, " bytes exceeds the shard's limit of ",
+                                     max_push_bytes_, " bytes")),
+                    "oversize");
+    }
     if (push.samples() <= 0) {
       return Reject(ack,
                     absl::InvalidArgumentError(

@@ -124,7 +124,8 @@ class Trainer {
     if (!train.ok()) return train.status();
     ParameterClient client(
         welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER,
-        [this] { return session_.stop_requested() || runtime::ShutdownRequested(); }, join_token_);
+        [this] { return session_.stop_requested() || runtime::ShutdownRequested(); }, join_token_,
+        job.job_id());
     std::vector<float> params(model->num_parameters());
     std::vector<float> grad(model->num_parameters());
     std::vector<float> features;
@@ -277,7 +278,7 @@ absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_t
   if (!test.ok()) return test.status();
   ParameterClient client(
       welcome.shard_map(), welcome.worker_id(), v1::ROLE_EVALUATOR,
-      [] { return runtime::ShutdownRequested(); }, join_token);
+      [] { return runtime::ShutdownRequested(); }, join_token, job.job_id());
   std::vector<float> params(model->num_parameters());
   rpc::Backoff backoff;
   const absl::Duration interval = absl::Seconds(job.eval().interval_seconds());
@@ -389,6 +390,9 @@ int Main() {
     if (session == nullptr) return 0;  // shutdown requested
     LOG(INFO) << name << (joins == 0 ? " joined" : " rejoined") << " as "
               << session->welcome().worker_id();
+    // A rejoin (after the coordinator restarted) names the job we were in: a coordinator now
+    // running another job refuses us rather than handing us its model.
+    hello.set_job_id(session->welcome().job().job_id());
     absl::Status status = role == "worker"
                               ? Trainer(*session, metrics, slowdown, security->join_token).Run()
                               : RunEvaluator(*session, security->join_token);
