@@ -21,11 +21,13 @@
 #include "libs/job/job_spec.h"
 #include "libs/job/partitioner.h"
 #include "prometheus/registry.h"
+#include "tests/unit/metric_value.h"
 
 namespace syncopate::coordinator {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
+using ::syncopate::testing::MetricValue;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
@@ -471,7 +473,7 @@ TEST_F(CoordinatorCoreTest, ASilentWorkerIsTimedOut) {
   EXPECT_EQ(set[0].set_local_batch().local_batch(), 8);
   v1::ClusterStatus status = core_->Status();
   EXPECT_FALSE(status.workers(1).alive());
-  EXPECT_THAT(status.workers(1).departed_reason(), testing::HasSubstr("silent"));
+  EXPECT_THAT(status.workers(1).departed_reason(), ::testing::HasSubstr("silent"));
   // Messages from the departed worker are ignored.
   core_->WorkerMessage(id2_, Step(4));
   EXPECT_EQ(core_->Status().examples(), 0);
@@ -556,33 +558,17 @@ TEST_F(CoordinatorCoreTest, BadHellosGetPreciseErrors) {
   EXPECT_EQ(core_->Status().shards(0).address(), "elsewhere:1");
 }
 
-double Counter(prometheus::Registry& registry, const std::string& name,
-               const std::map<std::string, std::string>& labels) {
-  for (const prometheus::MetricFamily& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const prometheus::ClientMetric& metric : family.metric) {
-      size_t matched = 0;
-      for (const prometheus::ClientMetric::Label& label : metric.label) {
-        auto it = labels.find(label.name);
-        if (it != labels.end() && it->second == label.value) ++matched;
-      }
-      if (matched == labels.size()) return metric.counter.value;
-    }
-  }
-  return -1;
-}
-
 TEST_F(CoordinatorCoreTest, HellosOfAnotherJobAreRefusedAndCounted) {
   prometheus::Registry registry;
   CoordinatorMetrics metrics(registry);
   metrics_ = &metrics;
   Create();
   auto rejected = [&](const char* session) {
-    return Counter(registry, "syncopate_coordinator_rejections_total",
-                   {{"session", session}, {"reason", "wrong_job"}});
+    return MetricValue(registry, "syncopate_coordinator_rejections_total",
+                       {{"session", session}, {"reason", "wrong_job"}});
   };
-  EXPECT_EQ(rejected("worker"), 0) << "born at 0";
-  EXPECT_EQ(rejected("shard"), 0);
+  EXPECT_EQ(rejected("worker"), 0.0) << "born at 0";
+  EXPECT_EQ(rejected("shard"), 0.0);
   const std::string job = SmallJob().job_id();
   ASSERT_FALSE(job.empty());
 
@@ -606,11 +592,11 @@ TEST_F(CoordinatorCoreTest, HellosOfAnotherJobAreRefusedAndCounted) {
   EXPECT_EQ(refused_worker.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(std::string(refused_worker.status().message()), ::testing::HasSubstr("wrong job id"));
   EXPECT_TRUE(stranger->sent.empty());
-  EXPECT_EQ(rejected("worker"), 1);
-  EXPECT_EQ(rejected("shard"), 1);
-  EXPECT_EQ(Counter(registry, "syncopate_coordinator_rejections_total",
-                    {{"session", "worker"}, {"reason", "unauthenticated"}}),
-            0);
+  EXPECT_EQ(rejected("worker"), 1.0);
+  EXPECT_EQ(rejected("shard"), 1.0);
+  EXPECT_EQ(MetricValue(registry, "syncopate_coordinator_rejections_total",
+                        {{"session", "worker"}, {"reason", "unauthenticated"}}),
+            0.0);
 
   // The right job id, or none at all (a first join does not know it yet), is admitted.
   shard_hello.set_job_id(job);
@@ -620,7 +606,7 @@ TEST_F(CoordinatorCoreTest, HellosOfAnotherJobAreRefusedAndCounted) {
   EXPECT_TRUE(core_->WorkerHello(std::make_shared<FakeWorkerLink>(), worker_hello).ok());
   EXPECT_TRUE(core_->WorkerHello(std::make_shared<FakeWorkerLink>(), Hello("w2")).ok());
   EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
-  EXPECT_EQ(rejected("worker"), 1);
+  EXPECT_EQ(rejected("worker"), 1.0);
 }
 
 // A worker that rejoins under its name starts with no data; what it held goes to the next asker.

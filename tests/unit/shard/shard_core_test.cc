@@ -17,10 +17,12 @@
 #include "libs/shard/shard_metrics.h"
 #include "libs/tensor/packed.h"
 #include "prometheus/registry.h"
+#include "tests/unit/metric_value.h"
 
 namespace syncopate::shard {
 namespace {
 
+using ::syncopate::testing::MetricValue;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
@@ -509,28 +511,6 @@ TEST_F(ShardCoreTest, AsyncAppliesEveryGradient) {
 }
 
 // --- Metrics --------------------------------------------------------------------------------
-
-// Value of the counter or gauge `name` whose labels include all of `labels`; nullopt if absent.
-std::optional<double> MetricValue(prometheus::Registry& registry, const std::string& name,
-                                  const std::map<std::string, std::string>& labels) {
-  for (const prometheus::MetricFamily& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const prometheus::ClientMetric& metric : family.metric) {
-      size_t matched = 0;
-      for (const prometheus::ClientMetric::Label& label : metric.label) {
-        auto it = labels.find(label.name);
-        if (it != labels.end() && it->second == label.value) ++matched;
-      }
-      if (matched != labels.size()) continue;
-      if (family.type == prometheus::MetricType::Counter) return metric.counter.value;
-      if (family.type == prometheus::MetricType::Gauge) return metric.gauge.value;
-      if (family.type == prometheus::MetricType::Histogram) {
-        return static_cast<double>(metric.histogram.sample_count);
-      }
-    }
-  }
-  return std::nullopt;
-}
 
 TEST_F(ShardCoreTest, CountsOutcomesAndRejectionReasonsInMetrics) {
   prometheus::Registry registry;
