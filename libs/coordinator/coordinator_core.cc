@@ -29,10 +29,11 @@ double Median(std::deque<double> values) {
 
 }  // namespace
 
-void CoordinatorCore::Outbox::Flush() {
-  for (auto& [link, message] : to_shards) link->Send(std::move(message));
-  for (auto& [link, message] : to_workers) link->Send(std::move(message));
-  for (auto& [link, status] : closes) link->Close(status);
+void CoordinatorCore::Deliver(Outbox& out) {
+  if (out.progress.has_value()) WriteProgress(*out.progress);
+  for (auto& [link, message] : out.to_shards) link->Send(std::move(message));
+  for (auto& [link, message] : out.to_workers) link->Send(std::move(message));
+  for (auto& [link, status] : out.closes) link->Close(status);
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
@@ -87,6 +88,15 @@ void CoordinatorCore::RestoreProgress() {
   for (const auto& [name, id] : progress.worker_ids()) worker_ids_by_name_[name] = id;
   for (const auto& [id, mode] : progress.shard_modes()) restored_shard_modes_[id] = mode;
   evals_.assign(progress.evals().begin(), progress.evals().end());
+  if (progress.has_leases()) {
+    // Without this the lease table would start the epoch over and replay what was done.
+    if (absl::Status leases = leases_.Restore(progress.leases()); !leases.ok()) {
+      LOG(ERROR) << "lease progress not restored, the data order starts over: " << leases;
+    } else {
+      LOG(INFO) << "lease table resumes epoch " << progress.leases().epoch() << " with "
+                << progress.leases().unfinished_size() << " unfinished block(s) to re-issue";
+    }
+  }
   // The job had an evaluator: after a restart, wait for it to rejoin before ending without one.
   expect_evaluator_ = !evals_.empty();
   // A running job carries on as soon as its processes re-register; a finished one stays done.
@@ -104,7 +114,7 @@ void CoordinatorCore::RestoreProgress() {
   }
 }
 
-void CoordinatorCore::SaveProgress() {
+void CoordinatorCore::SaveProgress(Outbox& out) {
   if (options_.state_dir.empty()) return;
   v1::CoordinatorProgress progress;
   progress.set_job_id(options_.job.job_id());
@@ -116,13 +126,33 @@ void CoordinatorCore::SaveProgress() {
   for (const auto& [name, id] : worker_ids_by_name_) (*progress.mutable_worker_ids())[name] = id;
   for (const auto& [id, shard] : shards_) (*progress.mutable_shard_modes())[id] = shard.mode;
   for (const v1::EvalStatus& eval : evals_) *progress.add_evals() = eval;
+  *progress.mutable_leases() = leases_.Progress();
+  out.progress = ProgressSnapshot{++progress_sequence_, std::move(progress)};
+}
+
+void CoordinatorCore::WriteProgress(const ProgressSnapshot& snapshot) {
+  absl::MutexLock lock(&progress_file_mu_);
+  // Two threads may each carry a snapshot out of mu_; whichever comes second must not put the
+  // older one back.
+  if (snapshot.sequence <= progress_written_) return;
+  progress_written_ = snapshot.sequence;
   std::error_code error;
   std::filesystem::create_directories(options_.state_dir, error);
   absl::Status saved = checkpoint::WriteFramedFile(options_.state_dir + "/coordinator.state",
-                                                   progress.SerializeAsString());
+                                                   snapshot.progress.SerializeAsString());
   if (!saved.ok()) {
     LOG_EVERY_N(WARNING, 30) << "progress file: " << saved;
   }
+}
+
+absl::Status CoordinatorCore::WrongJob(const std::string& session, const std::string& who,
+                                       const std::string& job_id) const {
+  if (options_.metrics != nullptr) options_.metrics->CountRejection(session, "wrong_job");
+  LOG(WARNING) << "refused " << who << ": it is in job '" << job_id << "', this is job '"
+               << options_.job.job_id() << "'";
+  return absl::FailedPreconditionError(absl::StrCat("wrong job id: ", who, " is in job '", job_id,
+                                                    "', this coordinator runs job '",
+                                                    options_.job.job_id(), "'"));
 }
 
 int CoordinatorCore::restarts() const {
@@ -134,6 +164,12 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
                                                      const v1::WorkerHello& hello) {
   if (hello.role() != v1::ROLE_WORKER && hello.role() != v1::ROLE_EVALUATOR) {
     return absl::InvalidArgumentError("hello.role must be ROLE_WORKER or ROLE_EVALUATOR");
+  }
+  // A worker rejoining after a coordinator restart must find the job it left: a coordinator
+  // started with another job (a reused address, a wrong --state_dir) would otherwise feed it
+  // another model's shard map.
+  if (!hello.job_id().empty() && hello.job_id() != options_.job.job_id()) {
+    return WrongJob("worker", absl::StrCat("worker '", hello.name(), "'"), hello.job_id());
   }
   Outbox out;
   int32_t id = 0;
@@ -155,6 +191,10 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
                                 absl::AbortedError("superseded by a new session of the same name"));
         previous->second.link = nullptr;
       }
+      // A new session starts with no data: the worker dropped what it had leased, so those
+      // blocks go to whoever asks next instead of staying leased to nobody.
+      const int released = leases_.ReleaseWorker(id);
+      if (released > 0) LOG(INFO) << "re-issuing " << released << " leases of " << hello.name();
     } else {
       id = next_worker_id_++;
       if (!hello.name().empty()) worker_ids_by_name_[hello.name()] = id;
@@ -184,7 +224,7 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
       MaybeStart(out);
     }
   }
-  out.Flush();
+  Deliver(out);
   return id;
 }
 
@@ -309,7 +349,7 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
         break;
     }
   }
-  out.Flush();
+  Deliver(out);
 }
 
 void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
@@ -340,7 +380,7 @@ void CoordinatorCore::BeginFinishing(Outbox& out) {
   finishing_since_ = options_.clock->Now();
   if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_FINISHING);
   LOG(INFO) << "target of " << target_examples_ << " examples reached; stopping workers";
-  SaveProgress();  // a coordinator restarted from here must not wait for the workers it stopped
+  SaveProgress(out);  // a coordinator restarted from here must not wait for the workers it stopped
   for (auto& [id, worker] : workers_) {
     if (worker.link == nullptr || worker.role != v1::ROLE_WORKER) continue;
     v1::CoordinatorToWorker stop;
@@ -378,7 +418,7 @@ void CoordinatorCore::WorkerGone(int32_t worker_id, const std::string& reason,
     if (link != nullptr && it->second.link.get() != link) return;
     RemoveWorker(it->second, reason, out);
   }
-  out.Flush();
+  Deliver(out);
 }
 
 void CoordinatorCore::RemoveWorker(Worker& worker, const std::string& reason, Outbox& out) {
@@ -403,6 +443,9 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
   {
     absl::MutexLock lock(&mu_);
     const int32_t id = hello.shard_id();
+    if (!hello.job_id().empty() && hello.job_id() != options_.job.job_id()) {
+      return WrongJob("shard", absl::StrCat("shard ", id), hello.job_id());
+    }
     if (id < 0 || id >= static_cast<int32_t>(partitions_.size())) {
       return absl::InvalidArgumentError(
           absl::StrCat("shard id ", id, " is outside [0, ", partitions_.size(), ") for this job"));
@@ -450,29 +493,33 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     }
     MaybeStart(out);
   }
-  out.Flush();
+  Deliver(out);
   return absl::OkStatus();
 }
 
 void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& report) {
-  absl::MutexLock lock(&mu_);
-  auto it = shards_.find(shard_id);
-  if (it == shards_.end()) return;
-  it->second.last_report = report;
-  it->second.final_report = it->second.final_report || report.final();
-  if (options_.metrics != nullptr) {
-    for (const auto& [id, worker] : workers_) {
-      if (worker.role != v1::ROLE_WORKER) continue;
-      const bool waiting =
-          std::find(report.barrier_waiting_for().begin(), report.barrier_waiting_for().end(), id) !=
-          report.barrier_waiting_for().end();
-      options_.metrics->SetBarrierWaiting(shard_id, worker.name, waiting);
+  Outbox out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = shards_.find(shard_id);
+    if (it == shards_.end()) return;
+    it->second.last_report = report;
+    it->second.final_report = it->second.final_report || report.final();
+    if (options_.metrics != nullptr) {
+      for (const auto& [id, worker] : workers_) {
+        if (worker.role != v1::ROLE_WORKER) continue;
+        const bool waiting =
+            std::find(report.barrier_waiting_for().begin(), report.barrier_waiting_for().end(),
+                      id) != report.barrier_waiting_for().end();
+        options_.metrics->SetBarrierWaiting(shard_id, worker.name, waiting);
+      }
     }
+    MaybeFinishDraining(out);
   }
-  MaybeFinishDraining();
+  Deliver(out);
 }
 
-void CoordinatorCore::MaybeFinishDraining() {
+void CoordinatorCore::MaybeFinishDraining(Outbox& out) {
   if (!draining_shards_since_.has_value() || state_ == v1::JOB_DONE) return;
   // A shard's final report makes the job's status exact; a dead shard cannot send one, and a
   // bounded wait keeps a stuck shard from holding the job open.
@@ -485,18 +532,22 @@ void CoordinatorCore::MaybeFinishDraining() {
   state_ = v1::JOB_DONE;
   if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_DONE);
   LOG(INFO) << "job done: " << done_reason_;
-  SaveProgress();
+  SaveProgress(out);
 }
 
 void CoordinatorCore::ShardGone(int32_t shard_id) {
-  absl::MutexLock lock(&mu_);
-  auto it = shards_.find(shard_id);
-  if (it == shards_.end()) return;
-  if (state_ != v1::JOB_DONE && !draining_shards_since_.has_value()) {
-    LOG(WARNING) << "shard " << shard_id << " disconnected";
+  Outbox out;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = shards_.find(shard_id);
+    if (it == shards_.end()) return;
+    if (state_ != v1::JOB_DONE && !draining_shards_since_.has_value()) {
+      LOG(WARNING) << "shard " << shard_id << " disconnected";
+    }
+    it->second.link = nullptr;
+    MaybeFinishDraining(out);
   }
-  it->second.link = nullptr;
-  MaybeFinishDraining();
+  Deliver(out);
 }
 
 void CoordinatorCore::Tick() {
@@ -516,11 +567,11 @@ void CoordinatorCore::Tick() {
         RemoveWorker(worker, "silent", out);
       }
     }
-    MaybeFinishDraining();
+    MaybeFinishDraining(out);
     // The progress file, about once a second: what a restarted coordinator carries on from.
     if (now - last_progress_save_ >= absl::Seconds(1)) {
       last_progress_save_ = now;
-      SaveProgress();
+      SaveProgress(out);
     }
     // Decide at most twice a second: a decision needs a fresh window of steps anyway.
     constexpr absl::Duration kDecisionInterval = absl::Milliseconds(500);
@@ -564,7 +615,7 @@ void CoordinatorCore::Tick() {
       }
     }
   }
-  out.Flush();
+  Deliver(out);
 }
 
 void CoordinatorCore::DecideModes(Outbox& out) {

@@ -61,7 +61,8 @@ struct CoordinatorOptions {
   // How long FINISHING waits for workers to leave and the final evaluation to arrive.
   absl::Duration finish_timeout = absl::Seconds(60);
   // Where the coordinator keeps its progress file ("" = nowhere). A coordinator restarted with
-  // the same directory carries on the same job: examples, evaluations, worker ids, shard modes.
+  // the same directory carries on the same job: examples, evaluations, worker ids, shard modes
+  // and the data-lease table (completed blocks are not handed out again).
   std::string state_dir;
 };
 
@@ -69,7 +70,8 @@ class CoordinatorCore {
  public:
   static absl::StatusOr<std::unique_ptr<CoordinatorCore>> Create(CoordinatorOptions options);
 
-  // A worker or evaluator said hello. Returns its id, or an error to close the session with.
+  // A worker or evaluator said hello. Returns its id, or an error to close the session with:
+  // FAILED_PRECONDITION for a hello naming another job (counted as reason "wrong_job").
   absl::StatusOr<int32_t> WorkerHello(std::shared_ptr<WorkerLink> link,
                                       const v1::WorkerHello& hello);
   void WorkerMessage(int32_t worker_id, const v1::WorkerMessage& message);
@@ -77,6 +79,7 @@ class CoordinatorCore {
   // that is still the worker's current session.
   void WorkerGone(int32_t worker_id, const std::string& reason, const WorkerLink* link = nullptr);
 
+  // FAILED_PRECONDITION (counted as "wrong_job") for a shard holding another job's parameters.
   absl::Status ShardHello(std::shared_ptr<ShardLink> link, const v1::ShardHello& hello);
   void ShardReport(int32_t shard_id, const v1::ShardReport& report);
   void ShardGone(int32_t shard_id);
@@ -120,11 +123,18 @@ class CoordinatorCore {
   };
   using WorkerOutbox = std::vector<std::pair<std::shared_ptr<WorkerLink>, v1::CoordinatorToWorker>>;
   using ShardOutbox = std::vector<std::pair<std::shared_ptr<ShardLink>, v1::CoordinatorToShard>>;
+  // The progress file's content, taken under mu_ and written after it is released. `sequence`
+  // orders snapshots: a write never replaces a newer snapshot with an older one.
+  struct ProgressSnapshot {
+    uint64_t sequence = 0;
+    v1::CoordinatorProgress progress;
+  };
+  // What a locked section decided, carried out once mu_ is released (see Deliver).
   struct Outbox {
     WorkerOutbox to_workers;
     ShardOutbox to_shards;
     std::vector<std::pair<std::shared_ptr<WorkerLink>, absl::Status>> closes;
-    void Flush();
+    std::optional<ProgressSnapshot> progress;  // the newest snapshot taken, if any
   };
 
   explicit CoordinatorCore(CoordinatorOptions options, std::vector<v1::ShardPartition> partitions,
@@ -140,7 +150,7 @@ class CoordinatorCore {
   // Training and the final evaluation are over: stop everyone, then drain the shards' final
   // reports before the state becomes DONE.
   void MarkDone(const std::string& why, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void MaybeFinishDraining() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeFinishDraining(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleEval(const v1::EvalReport& report, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ShardMap MakeShardMap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllShardsConnected() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -150,14 +160,27 @@ class CoordinatorCore {
   // AUTO: asks each shard's policy for a verdict and sends SetMode where it says switch.
   void DecideModes(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RestoreProgress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  void SaveProgress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Snapshots the progress into `out`; Deliver writes it.
+  void SaveProgress(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Writes the progress snapshot (first: what was decided is durable before anyone acts on it),
+  // then sends the messages and closes sessions. Never under mu_: the write fsyncs.
+  void Deliver(Outbox& out) ABSL_LOCKS_EXCLUDED(mu_);
+  void WriteProgress(const ProgressSnapshot& snapshot) ABSL_LOCKS_EXCLUDED(mu_, progress_file_mu_);
+  // Counts and describes a hello naming another job.
+  absl::Status WrongJob(const std::string& session, const std::string& who,
+                        const std::string& job_id) const;
 
   const CoordinatorOptions options_;
   const std::vector<v1::ShardPartition> partitions_;
   const int64_t target_examples_;
   const absl::Time created_;
 
+  // Serialises progress-file writes; never held together with mu_.
+  absl::Mutex progress_file_mu_;
+  uint64_t progress_written_ ABSL_GUARDED_BY(progress_file_mu_) = 0;  // newest sequence written
+
   mutable absl::Mutex mu_;
+  uint64_t progress_sequence_ ABSL_GUARDED_BY(mu_) = 0;  // of the newest snapshot taken
   v1::JobState state_ ABSL_GUARDED_BY(mu_) = v1::JOB_WAITING;
   absl::Time started_ ABSL_GUARDED_BY(mu_);
   absl::Time finishing_since_ ABSL_GUARDED_BY(mu_);

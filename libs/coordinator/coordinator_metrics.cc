@@ -74,7 +74,9 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
                       .Register(registry)) {
   // Born at 0 so the first refusal is an increase rate() sees.
   for (const char* session : {"worker", "shard"}) {
-    rejections_.Add({{"session", session}, {"reason", "unauthenticated"}});
+    for (const char* reason : {"unauthenticated", "wrong_job"}) {
+      rejections_.Add({{"session", session}, {"reason", reason}});
+    }
   }
 }
 

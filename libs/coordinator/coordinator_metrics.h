@@ -29,8 +29,8 @@ class CoordinatorMetrics {
   void InitModePolicy(int shard);
   void CountDecision(int shard, const std::string& reason);
   void CountSwitch(int shard, const std::string& reason);
-  // A refused session hello, by reason ("unauthenticated": missing or wrong join token) and
-  // session ("worker" or "shard").
+  // A refused session hello, by reason ("unauthenticated": missing or wrong join token;
+  // "wrong_job": the hello names another job) and session ("worker" or "shard").
   void CountRejection(const std::string& session, const std::string& reason);
   // Whether shard's current sync barrier still waits for the worker's gradient.
   void SetBarrierWaiting(int shard, const std::string& worker, bool waiting);

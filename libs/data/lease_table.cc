@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <deque>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -150,6 +151,58 @@ int LeaseTable::ReleaseWorker(int32_t worker) {
     }
   }
   return released;
+}
+
+syncopate::v1::LeaseTableProgress LeaseTable::Progress() const {
+  syncopate::v1::LeaseTableProgress progress;
+  progress.set_num_examples(num_examples_);
+  progress.set_block_size(block_size_);
+  progress.set_epoch(epoch_);
+  progress.set_next_in_order(next_in_order_);
+  // Re-queued blocks first, then the outstanding ones in issue order: the order they will be
+  // handed out again after a restart.
+  auto add = [&progress](const Block& block) {
+    syncopate::v1::LeaseBlock* out = progress.add_unfinished();
+    out->set_epoch(block.epoch);
+    out->set_index(block.index);
+  };
+  for (const Block& block : requeued_) add(block);
+  for (const auto& [id, holder] : outstanding_) add(holder.block);
+  progress.set_next_lease_id(next_lease_id_);
+  progress.set_completed_examples(completed_examples_);
+  return progress;
+}
+
+absl::Status LeaseTable::Restore(const syncopate::v1::LeaseTableProgress& progress) {
+  if (progress.num_examples() != num_examples_ || progress.block_size() != block_size_) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "lease progress is of ", progress.num_examples(), " examples in blocks of ",
+        progress.block_size(), ", this table has ", num_examples_, " in blocks of ", block_size_));
+  }
+  if (progress.epoch() < 0 || progress.next_in_order() < 0 ||
+      progress.next_in_order() > num_blocks_ || progress.next_lease_id() < 1 ||
+      progress.completed_examples() < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("inconsistent lease progress: ", progress.ShortDebugString()));
+  }
+  std::deque<Block> unfinished;
+  for (const syncopate::v1::LeaseBlock& block : progress.unfinished()) {
+    if (block.epoch() < 0 || block.epoch() > progress.epoch() || block.index() < 0 ||
+        block.index() >= num_blocks_) {
+      return absl::InvalidArgumentError(absl::StrCat("lease progress names block ", block.index(),
+                                                     " of epoch ", block.epoch(), " (", num_blocks_,
+                                                     " blocks, epoch ", progress.epoch(), ")"));
+    }
+    unfinished.push_back(Block{block.epoch(), block.index()});
+  }
+  epoch_ = progress.epoch();
+  epoch_order_ = ShuffledRange(0, num_blocks_, EpochOrderSeed(seed_, epoch_));
+  next_in_order_ = progress.next_in_order();
+  requeued_ = std::move(unfinished);
+  outstanding_.clear();
+  next_lease_id_ = progress.next_lease_id();
+  completed_examples_ = progress.completed_examples();
+  return absl::OkStatus();
 }
 
 std::vector<int64_t> LeaseExampleOrder(const syncopate::v1::DataLease& lease) {

@@ -54,6 +54,18 @@ class LeaseTable {
   // Leases issued and not yet completed or released.
   int64_t outstanding() const { return static_cast<int64_t>(outstanding_.size()); }
 
+  // What a restarted coordinator needs to hand out exactly the unfinished blocks: the position
+  // in the current epoch's order plus every issued block not yet completed (outstanding or
+  // re-queued). Size is O(unfinished blocks), independent of the dataset.
+  syncopate::v1::LeaseTableProgress Progress() const;
+
+  // Continues from `progress` (taken by Progress() of a table of the same shape and seed): the
+  // unfinished blocks are re-issued first (their holders are gone with the old coordinator),
+  // completed ones never again, then the epoch's order continues where it stopped. Lease ids
+  // continue after the old ones. FAILED_PRECONDITION for another table shape, INVALID_ARGUMENT
+  // for an inconsistent record; the table is unchanged on error.
+  absl::Status Restore(const syncopate::v1::LeaseTableProgress& progress);
+
  private:
   // No default member initializers: GCC rejects them in a nested struct that the enclosing
   // class's containers instantiate before the class is complete. Always brace-initialize.

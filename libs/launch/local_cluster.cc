@@ -115,7 +115,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
     SYNCOPATE_RETURN_IF_ERROR(
         cluster->StartChild(ShardName(s), std::move(argv), "grpc_port").status());
   }
-  for (int w = 0; w < o.job.num_workers(); ++w) {
+  const int workers = o.worker_processes >= 0 ? o.worker_processes : o.job.num_workers();
+  for (int w = 0; w < workers; ++w) {
     const double slowdown = w < static_cast<int>(o.slowdowns.size()) ? o.slowdowns[w] : 1.0;
     std::vector<std::string> argv = {bin + "syncopate-worker", coordinator,
                                      "--name=" + WorkerName(w),

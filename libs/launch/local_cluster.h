@@ -26,6 +26,9 @@ struct LocalClusterOptions {
   // Worker index -> --slowdown_schedule (e.g. "0s:1,20s:4,60s:1"); overrides `slowdowns`.
   std::map<int, std::string> slowdown_schedules;
   bool evaluator = true;
+  // Worker processes to start; -1: job.num_workers. Tests that play the workers themselves
+  // start fewer (the job still waits for job.num_workers hellos).
+  int worker_processes = -1;
   // Shards checkpoint here (default <run_dir>/checkpoints) and restore from here after a crash.
   std::string checkpoint_dir;
   // Shards with no checkpoint of their own restore from here (`syncopate local --resume`).

@@ -21,7 +21,8 @@ bool IsShardMode(v1::Mode mode) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssignment& assignment,
-                                                             Clock* clock, ShardMetrics* metrics) {
+                                                             Clock* clock, ShardMetrics* metrics,
+                                                             int64_t max_push_bytes) {
   const v1::ShardPartition& partition = assignment.partition();
   const int64_t size = partition.flat_end() - partition.flat_begin();
   if (size <= 0) {
@@ -35,6 +36,10 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
   if (assignment.job().global_batch() <= 0) {
     return absl::InvalidArgumentError("job.global_batch must be positive");
   }
+  if (max_push_bytes <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the push size limit must be positive, got ", max_push_bytes));
+  }
   if (assignment.job().num_shards() <= 0 || partition.shard_id() < 0 ||
       partition.shard_id() >= assignment.job().num_shards()) {
     return absl::InvalidArgumentError(absl::StrCat("shard id ", partition.shard_id(),
@@ -44,8 +49,8 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
   SYNCOPATE_ASSIGN_OR_RETURN(auto optimizer,
                              optim::CreateOptimizer(assignment.job().optimizer(), size));
   SYNCOPATE_ASSIGN_OR_RETURN(auto row_rule, optim::CreateUpdateRule(assignment.job().optimizer()));
-  auto core = std::unique_ptr<ShardCore>(
-      new ShardCore(assignment, clock, metrics, std::move(optimizer), std::move(row_rule)));
+  auto core = std::unique_ptr<ShardCore>(new ShardCore(
+      assignment, clock, metrics, std::move(optimizer), std::move(row_rule), max_push_bytes));
   absl::MutexLock lock(&core->mu_);
   for (const v1::EmbeddingTableSpec& spec : partition.tables()) {
     SYNCOPATE_ASSIGN_OR_RETURN(
@@ -116,7 +121,7 @@ void ShardCore::PublishBytes() {
 
 ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,
                      std::unique_ptr<optim::Optimizer> optimizer,
-                     std::unique_ptr<optim::UpdateRule> row_rule)
+                     std::unique_ptr<optim::UpdateRule> row_rule, int64_t max_push_bytes)
     : flat_begin_(assignment.partition().flat_begin()),
       flat_end_(assignment.partition().flat_end()),
       shard_id_(assignment.partition().shard_id()),
@@ -125,6 +130,7 @@ ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardM
       assignment_(assignment),
       clock_(clock),
       metrics_(metrics),
+      max_push_bytes_(max_push_bytes),
       params_(static_cast<size_t>(flat_end_ - flat_begin_)),
       mean_gradient_(params_.size()),
       optimizer_(std::move(optimizer)),
@@ -154,6 +160,14 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
   {
     absl::MutexLock lock(&mu_);
     // Validate everything before touching the aggregator: nothing invalid is ever applied.
+    // Size first: the whole message, so sparse rows count as much as the dense gradient.
+    if (const size_t bytes = push.ByteSizeLong(); bytes > static_cast<size_t>(max_push_bytes_)) {
+      return Reject(ack,
+                    absl::ResourceExhaustedError(
+                        absl::StrCat("push of ", bytes, " bytes exceeds the shard's limit of ",
+                                     max_push_bytes_, " bytes")),
+                    "oversize");
+    }
     if (push.samples() <= 0) {
       return Reject(ack,
                     absl::InvalidArgumentError(

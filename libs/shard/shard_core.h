@@ -32,6 +32,12 @@
 
 namespace syncopate::shard {
 
+// The shard's own limit on one push message (its whole serialized size, dense gradient and
+// sparse rows alike). It sits well below the transport's limit (rpc::kMaxMessageBytes, where
+// gRPC itself refuses a message before any handler sees it, uncounted), so an oversize push
+// reaches the shard, is answered RESOURCE_EXHAUSTED and is counted as "oversize".
+inline constexpr int64_t kMaxPushBytes = int64_t{32} << 20;
+
 struct ShardStats {
   int64_t version = 0;
   v1::Mode mode = v1::MODE_UNSPECIFIED;
@@ -49,9 +55,11 @@ class ShardCore {
  public:
   using PullCallback = std::function<void(v1::PullResponse)>;
 
-  // Initialises the partition from its initializers. `metrics` may be null (tests).
+  // Initialises the partition from its initializers. `metrics` may be null (tests). Pushes whose
+  // serialized size exceeds `max_push_bytes` are rejected (RESOURCE_EXHAUSTED, "oversize").
   static absl::StatusOr<std::unique_ptr<ShardCore>> Create(const v1::ShardAssignment& assignment,
-                                                           Clock* clock, ShardMetrics* metrics);
+                                                           Clock* clock, ShardMetrics* metrics,
+                                                           int64_t max_push_bytes = kMaxPushBytes);
 
   // Validates and aggregates one gradient from `worker`; applies every update that becomes
   // ready. The ack says what happened (rejections carry a gRPC status code and message).
@@ -77,6 +85,8 @@ class ShardCore {
   int64_t size() const { return flat_end_ - flat_begin_; }
   int32_t shard_id() const { return shard_id_; }
   int32_t num_shards() const { return num_shards_; }
+  // The job of the assignment: a Train hello naming another job is refused.
+  const std::string& job_id() const { return assignment_.job().job_id(); }
   // A copy of the current parameters (tests, checkpoints).
   std::vector<float> Parameters() const;
   // The current value of one embedding row (its initial value if never touched); tests.
@@ -112,7 +122,7 @@ class ShardCore {
 
   ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,
             std::unique_ptr<optim::Optimizer> optimizer,
-            std::unique_ptr<optim::UpdateRule> row_rule);
+            std::unique_ptr<optim::UpdateRule> row_rule, int64_t max_push_bytes);
 
   // Applies every ready update and collects the pulls that became answerable.
   void ApplyReadyUpdates(std::vector<ReadyPull>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -139,6 +149,7 @@ class ShardCore {
   const v1::ShardAssignment assignment_;
   Clock* const clock_;
   ShardMetrics* const metrics_;
+  const int64_t max_push_bytes_;
 
   mutable absl::Mutex mu_;
   std::vector<float> params_ ABSL_GUARDED_BY(mu_);

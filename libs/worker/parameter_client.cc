@@ -11,11 +11,12 @@
 namespace syncopate::worker {
 
 ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id,
-                                 v1::Role role, std::string join_token)
+                                 v1::Role role, std::string join_token, std::string job_id)
     : endpoint_(endpoint),
       worker_id_(worker_id),
       role_(role),
       join_token_(std::move(join_token)),
+      job_id_(std::move(job_id)),
       stub_(v1::ParameterShard::NewStub(rpc::CreateChannel(endpoint.address()))) {}
 
 ShardConnection::~ShardConnection() { stream_.reset(); }
@@ -35,6 +36,7 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
   hello.mutable_hello()->set_worker_id(worker_id_);
   hello.mutable_hello()->set_role(role_);
   hello.mutable_hello()->set_join_token(join_token_);
+  hello.mutable_hello()->set_job_id(job_id_);
   if (!stream_->Write(hello)) {
     stream_->WaitForEnd(timeout);
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), " at ",
@@ -130,7 +132,7 @@ absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
 
 ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
                                  std::function<bool()> abort, const std::string& join_token,
-                                 std::vector<int32_t> table_dims)
+                                 const std::string& job_id, std::vector<int32_t> table_dims)
     : map_(map),
       worker_id_(worker_id),
       role_(role),
@@ -141,7 +143,8 @@ ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1:
       table_dims_(std::move(table_dims)),
       routed_(map.shards_size()) {
   for (const v1::ShardEndpoint& endpoint : map.shards()) {
-    shards_.push_back(std::make_unique<ShardConnection>(endpoint, worker_id, role, join_token));
+    shards_.push_back(
+        std::make_unique<ShardConnection>(endpoint, worker_id, role, join_token, job_id));
   }
 }
 

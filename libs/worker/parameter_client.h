@@ -29,9 +29,10 @@ namespace syncopate::worker {
 // One Train stream to one shard.
 class ShardConnection {
  public:
-  // `join_token` goes into the TrainHello (the shard refuses a wrong one with UNAUTHENTICATED).
+  // `join_token` goes into the TrainHello (the shard refuses a wrong one with UNAUTHENTICATED),
+  // and so does `job_id` (a shard of another job refuses it with FAILED_PRECONDITION).
   ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id, v1::Role role,
-                  std::string join_token = "");
+                  std::string join_token = "", std::string job_id = "");
   ~ShardConnection();
 
   // Opens the stream and waits for the shard's hello ack.
@@ -54,6 +55,7 @@ class ShardConnection {
   const int32_t worker_id_;
   const v1::Role role_;
   const std::string join_token_;
+  const std::string job_id_;
   std::unique_ptr<v1::ParameterShard::Stub> stub_;
   std::unique_ptr<rpc::ClientStream<v1::WorkerToShard, v1::ShardToWorker>> stream_;
   int64_t next_request_id_ = 1;
@@ -88,7 +90,7 @@ class ParameterClient {
   // `table_dims` holds the row width of each of the model's embedding tables.
   ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
                   std::function<bool()> abort = nullptr, const std::string& join_token = "",
-                  std::vector<int32_t> table_dims = {});
+                  const std::string& job_id = "", std::vector<int32_t> table_dims = {});
 
   // (Re)connects every broken or unopened shard stream.
   absl::Status Connect(absl::Duration timeout);

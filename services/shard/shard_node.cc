@@ -9,7 +9,7 @@ namespace syncopate::shard {
 
 absl::Status ShardNode::Adopt(const v1::ShardAssignment& assignment) {
   absl::StatusOr<std::unique_ptr<ShardCore>> core =
-      ShardCore::Create(assignment, Clock::Real(), &metrics_);
+      ShardCore::Create(assignment, Clock::Real(), &metrics_, options_.max_push_bytes);
   if (!core.ok()) return core.status();
   const int num_shards = assignment.job().num_shards();
   // After a crash, our own latest checkpoint; for a new run resuming an old one, the old run's
@@ -114,6 +114,11 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
   hello.mutable_hello()->set_shard_id(options_.shard_id);
   hello.mutable_hello()->set_address(options_.address);
   hello.mutable_hello()->set_join_token(train_.join_token());
+  // Re-registering with a restarted coordinator: name the job our parameters belong to, so a
+  // coordinator running another job refuses us instead of handing us its membership.
+  if (std::shared_ptr<ShardCore> core = train_.core()) {
+    hello.mutable_hello()->set_job_id(core->job_id());
+  }
   session.Write(hello);
   // Report twice a second: the coordinator's status view and mode policy feed on it. The last
   // report (after the coordinator's stop) is marked final so the job's status is exact.
@@ -154,8 +159,10 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     session.WaitForEnd(absl::Seconds(2));
     return SessionEnd::kJobDone;
   }
-  if (session.done() && session.status().error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-    // A wrong join token is a configuration error: retrying cannot fix it.
+  if (session.done() && (session.status().error_code() == grpc::StatusCode::UNAUTHENTICATED ||
+                         session.status().error_code() == grpc::StatusCode::FAILED_PRECONDITION)) {
+    // A wrong join token or another job's coordinator is a configuration error: retrying
+    // cannot fix it.
     fatal_error_ = "the coordinator refused this shard: " + session.status().error_message();
     return SessionEnd::kFatal;
   }

@@ -22,6 +22,7 @@ struct ShardNodeOptions {
   std::string address;         // what workers dial
   std::string checkpoint_dir;  // write here; restore from here after a crash ("" = off)
   std::string restore_dir;     // else restore from here (another run's checkpoints; "" = none)
+  int64_t max_push_bytes = kMaxPushBytes;  // pushes above this are rejected as "oversize"
 };
 
 class ShardNode {

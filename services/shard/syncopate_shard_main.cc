@@ -27,6 +27,9 @@ ABSL_FLAG(std::string, ready_file, "", "If set, write grpc_port/metrics_port her
 ABSL_FLAG(std::string, checkpoint_dir, "",
           "Write checkpoints here (periodically and at the end); after a crash, restore the "
           "newest valid one from here. Empty: no checkpoints");
+ABSL_FLAG(int64_t, max_push_bytes, syncopate::shard::kMaxPushBytes,
+          "Reject a push whose message is larger than this (RESOURCE_EXHAUSTED, counted as "
+          "reason \"oversize\"); at most half the transport limit of 64 MiB");
 ABSL_FLAG(std::string, restore_dir, "",
           "When --checkpoint_dir has no checkpoint of this job: restore from this directory "
           "(e.g. an earlier run's; any number of shards)");
@@ -34,9 +37,18 @@ ABSL_FLAG(std::string, restore_dir, "",
 namespace syncopate::shard {
 namespace {
 
+// Half the transport limit leaves room for framing and keeps the application check the one that
+// fires (and counts) for any push a worker could plausibly send.
+constexpr int64_t kMaxPushBytesCeiling = rpc::kMaxMessageBytes / 2;
+static_assert(kMaxPushBytes <= kMaxPushBytesCeiling);
+
 int Main() {
   const int shard_id = absl::GetFlag(FLAGS_shard_id);
   if (shard_id < 0) runtime::Die("--shard_id is required and must be >= 0");
+  const int64_t max_push_bytes = absl::GetFlag(FLAGS_max_push_bytes);
+  if (max_push_bytes <= 0 || max_push_bytes > kMaxPushBytesCeiling) {
+    runtime::Die(absl::StrCat("--max_push_bytes must be in [1, ", kMaxPushBytesCeiling, "]"));
+  }
   absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
   rpc::InstallTransportSecurity(security->transport);
@@ -63,7 +75,8 @@ int Main() {
   ShardNode node({.shard_id = shard_id,
                   .address = address,
                   .checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir),
-                  .restore_dir = absl::GetFlag(FLAGS_restore_dir)},
+                  .restore_dir = absl::GetFlag(FLAGS_restore_dir),
+                  .max_push_bytes = max_push_bytes},
                  train, metrics);
   auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(absl::GetFlag(FLAGS_coordinator)));
   rpc::Backoff backoff;

@@ -52,11 +52,23 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
       Refuse(grpc::StatusCode::UNAUTHENTICATED, "unauthenticated", std::string(auth.message()));
       return;
     }
-    core_ = service_->core();
-    if (core_ == nullptr) {
+    std::shared_ptr<ShardCore> core = service_->core();
+    if (core == nullptr) {
       Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shard has no partition assigned yet"));
       return;
     }
+    // A worker of another job (a stale process, a reused address) must never push into this
+    // job's parameters; its pushes would be shape-checked only by luck.
+    if (!hello.job_id().empty() && hello.job_id() != core->job_id()) {
+      LOG(WARNING) << "refused Train stream of worker " << hello.worker_id() << " from " << peer_
+                   << ": job '" << hello.job_id() << "', this shard serves job '" << core->job_id()
+                   << "'";
+      Refuse(grpc::StatusCode::FAILED_PRECONDITION, "wrong_job",
+             "wrong job id: the worker is in job '" + hello.job_id() +
+                 "', this shard serves job '" + core->job_id() + "'");
+      return;
+    }
+    core_ = std::move(core);
     worker_id_ = hello.worker_id();
     role_ = hello.role();
     const ShardStats stats = core_->Stats();

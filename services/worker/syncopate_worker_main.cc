@@ -123,7 +123,7 @@ class Trainer {
     ParameterClient client(
         welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER,
         [this] { return session_.stop_requested() || runtime::ShutdownRequested(); }, join_token_,
-        model.table_dims());
+        job.job_id(), model.table_dims());
     std::vector<float> params(model.num_parameters());
     std::vector<float> grad(model.num_parameters());
     workload::TableRows rows, row_grads;
@@ -273,7 +273,7 @@ absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_t
   workload::Workload& model = **work;
   ParameterClient client(
       welcome.shard_map(), welcome.worker_id(), v1::ROLE_EVALUATOR,
-      [] { return runtime::ShutdownRequested(); }, join_token, model.table_dims());
+      [] { return runtime::ShutdownRequested(); }, join_token, job.job_id(), model.table_dims());
   std::vector<float> params(model.num_parameters());
   workload::TableRows rows;
   rpc::Backoff backoff;
@@ -398,6 +398,9 @@ int Main() {
     if (session == nullptr) return 0;  // shutdown requested
     LOG(INFO) << name << (joins == 0 ? " joined" : " rejoined") << " as "
               << session->welcome().worker_id();
+    // A rejoin (after the coordinator restarted) names the job we were in: a coordinator now
+    // running another job refuses us rather than handing us its model.
+    hello.set_job_id(session->welcome().job().job_id());
     absl::Status status = role == "worker"
                               ? Trainer(*session, metrics, slowdown, security->join_token).Run()
                               : RunEvaluator(*session, security->join_token);

@@ -1,8 +1,13 @@
 #include "libs/coordinator/coordinator_core.h"
 
+#include <unistd.h>
+
+#include <filesystem>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -15,11 +20,14 @@
 #include "libs/common/clock.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/partitioner.h"
+#include "prometheus/registry.h"
+#include "tests/unit/metric_value.h"
 
 namespace syncopate::coordinator {
 namespace {
 
 using ::google::protobuf::util::MessageDifferencer;
+using ::syncopate::testing::MetricValue;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
@@ -117,6 +125,8 @@ class CoordinatorCoreTest : public ::testing::Test {
     options.job = std::move(job);
     options.train_examples = kTrainExamples;
     options.clock = &clock_;
+    options.metrics = metrics_;
+    options.state_dir = state_dir_;
     absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = std::move(*core);
@@ -152,6 +162,8 @@ class CoordinatorCoreTest : public ::testing::Test {
   }
 
   FakeClock clock_;
+  CoordinatorMetrics* metrics_ = nullptr;
+  std::string state_dir_;
   std::unique_ptr<CoordinatorCore> core_;
   std::vector<std::shared_ptr<FakeShardLink>> shards_;
   std::shared_ptr<FakeWorkerLink> w1_, w2_;
@@ -461,7 +473,7 @@ TEST_F(CoordinatorCoreTest, ASilentWorkerIsTimedOut) {
   EXPECT_EQ(set[0].set_local_batch().local_batch(), 8);
   v1::ClusterStatus status = core_->Status();
   EXPECT_FALSE(status.workers(1).alive());
-  EXPECT_THAT(status.workers(1).departed_reason(), testing::HasSubstr("silent"));
+  EXPECT_THAT(status.workers(1).departed_reason(), ::testing::HasSubstr("silent"));
   // Messages from the departed worker are ignored.
   core_->WorkerMessage(id2_, Step(4));
   EXPECT_EQ(core_->Status().examples(), 0);
@@ -544,6 +556,151 @@ TEST_F(CoordinatorCoreTest, BadHellosGetPreciseErrors) {
   core_->ShardGone(0);
   EXPECT_TRUE(core_->ShardHello(dup, hello).ok());
   EXPECT_EQ(core_->Status().shards(0).address(), "elsewhere:1");
+}
+
+TEST_F(CoordinatorCoreTest, HellosOfAnotherJobAreRefusedAndCounted) {
+  prometheus::Registry registry;
+  CoordinatorMetrics metrics(registry);
+  metrics_ = &metrics;
+  Create();
+  auto rejected = [&](const char* session) {
+    return MetricValue(registry, "syncopate_coordinator_rejections_total",
+                       {{"session", session}, {"reason", "wrong_job"}});
+  };
+  EXPECT_EQ(rejected("worker"), 0.0) << "born at 0";
+  EXPECT_EQ(rejected("shard"), 0.0);
+  const std::string job = SmallJob().job_id();
+  ASSERT_FALSE(job.empty());
+
+  // A shard re-registering with another job's parameters is refused, as is a worker rejoining
+  // from another job; nothing of theirs is admitted.
+  auto stranger_shard = std::make_shared<FakeShardLink>();
+  v1::ShardHello shard_hello;
+  shard_hello.set_shard_id(0);
+  shard_hello.set_address("s:1");
+  shard_hello.set_job_id("another-job");
+  absl::Status refused_shard = core_->ShardHello(stranger_shard, shard_hello);
+  EXPECT_EQ(refused_shard.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused_shard.message()), ::testing::HasSubstr("wrong job id"));
+  EXPECT_TRUE(stranger_shard->sent.empty());
+  EXPECT_FALSE(core_->Status().shards(0).connected());
+
+  v1::WorkerHello worker_hello = Hello("w1");
+  worker_hello.set_job_id("another-job");
+  auto stranger = std::make_shared<FakeWorkerLink>();
+  absl::StatusOr<int32_t> refused_worker = core_->WorkerHello(stranger, worker_hello);
+  EXPECT_EQ(refused_worker.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(refused_worker.status().message()), ::testing::HasSubstr("wrong job id"));
+  EXPECT_TRUE(stranger->sent.empty());
+  EXPECT_EQ(rejected("worker"), 1.0);
+  EXPECT_EQ(rejected("shard"), 1.0);
+  EXPECT_EQ(MetricValue(registry, "syncopate_coordinator_rejections_total",
+                        {{"session", "worker"}, {"reason", "unauthenticated"}}),
+            0.0);
+
+  // The right job id, or none at all (a first join does not know it yet), is admitted.
+  shard_hello.set_job_id(job);
+  EXPECT_TRUE(core_->ShardHello(std::make_shared<FakeShardLink>(), shard_hello).ok());
+  ConnectShard(1);
+  worker_hello.set_job_id(job);
+  EXPECT_TRUE(core_->WorkerHello(std::make_shared<FakeWorkerLink>(), worker_hello).ok());
+  EXPECT_TRUE(core_->WorkerHello(std::make_shared<FakeWorkerLink>(), Hello("w2")).ok());
+  EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
+  EXPECT_EQ(rejected("worker"), 1.0);
+}
+
+// A worker that rejoins under its name starts with no data; what it held goes to the next asker.
+TEST_F(CoordinatorCoreTest, AWorkerRejoiningHandsBackItsLeases) {
+  Create();
+  StartJob();
+  core_->WorkerMessage(id1_, LeaseRequest());
+  const v1::DataLease held = w1_->Of(v1::CoordinatorToWorker::kLease)[0].lease();
+  int32_t again = 0;
+  Join("w1", &again);
+  EXPECT_EQ(again, id1_);
+  core_->WorkerMessage(id2_, LeaseRequest());
+  const v1::DataLease reissued = w2_->Of(v1::CoordinatorToWorker::kLease)[0].lease();
+  EXPECT_EQ(reissued.begin(), held.begin());
+  EXPECT_EQ(reissued.epoch(), held.epoch());
+  EXPECT_NE(reissued.lease_id(), held.lease_id());
+}
+
+// Scenario: the coordinator dies after two blocks of an epoch were completed and one was left
+// outstanding; restarted from its progress file (FakeClock throughout), it re-issues the
+// outstanding block first, never hands out the completed ones again, and the epoch is covered
+// exactly once before the next one starts.
+TEST_F(CoordinatorCoreTest, ARestartedCoordinatorResumesTheLeaseTable) {
+  state_dir_ = absl::StrCat(::testing::TempDir(), "/coordinator-restart-", getpid());
+  std::filesystem::remove_all(state_dir_);
+  v1::JobSpec job = SmallJob();
+  job.set_block_size(10);  // 10 blocks per epoch
+  job.mutable_stop()->set_max_examples(1000);
+  Create(job);
+  StartJob();
+  auto lease_of = [](const std::shared_ptr<FakeWorkerLink>& link) {
+    return link->Of(v1::CoordinatorToWorker::kLease).back().lease();
+  };
+  std::multiset<int64_t> epoch0_begins;
+  core_->WorkerMessage(id1_, LeaseRequest());
+  const v1::DataLease a = lease_of(w1_);
+  v1::WorkerMessage complete_a = LeaseRequest();
+  complete_a.mutable_lease_request()->add_completed_lease_ids(a.lease_id());
+  core_->WorkerMessage(id1_, complete_a);
+  const v1::DataLease b = lease_of(w1_);
+  v1::WorkerMessage complete_b = LeaseRequest();
+  complete_b.mutable_lease_request()->add_completed_lease_ids(b.lease_id());
+  core_->WorkerMessage(id1_, complete_b);  // and takes c, which it will not finish
+  const v1::DataLease c = lease_of(w1_);
+  core_->WorkerMessage(id2_, LeaseRequest());
+  const v1::DataLease d = lease_of(w2_);  // outstanding too
+  epoch0_begins.insert(a.begin());
+  epoch0_begins.insert(b.begin());
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();  // writes the progress file (about once a second)
+  core_.reset();  // SIGKILL: nothing else is written
+
+  shards_.clear();
+  Create(job);
+  EXPECT_EQ(core_->restarts(), 1);
+  EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
+  ConnectShard(0);
+  ConnectShard(1);
+  int32_t id1 = 0, id2 = 0;
+  auto w1 = Join("w1", &id1);
+  auto w2 = Join("w2", &id2);
+  EXPECT_EQ(id1, id1_);
+  EXPECT_EQ(id2, id2_);
+  ASSERT_EQ(w1->Of(v1::CoordinatorToWorker::kWelcome).size(), 1u);
+
+  // The outstanding blocks come back first (their holders lost them with the old session).
+  core_->WorkerMessage(id1, LeaseRequest());
+  const v1::DataLease c_again = lease_of(w1);
+  core_->WorkerMessage(id2, LeaseRequest());
+  const v1::DataLease d_again = lease_of(w2);
+  EXPECT_EQ(c_again.begin(), c.begin());
+  EXPECT_EQ(d_again.begin(), d.begin());
+  EXPECT_EQ(c_again.epoch(), 0);
+  EXPECT_GT(c_again.lease_id(), d.lease_id()) << "lease ids are not reused across restarts";
+  // Then the rest of epoch 0: eight blocks in all after a and b, none of them a or b again.
+  std::vector<v1::DataLease> after = {c_again, d_again};
+  std::map<int32_t, int64_t> holding = {{id1, c_again.lease_id()}, {id2, d_again.lease_id()}};
+  for (int i = 0; i < 6; ++i) {
+    const int32_t who = i % 2 == 0 ? id1 : id2;
+    v1::WorkerMessage next = LeaseRequest();
+    next.mutable_lease_request()->add_completed_lease_ids(holding[who]);
+    core_->WorkerMessage(who, next);
+    after.push_back(lease_of(who == id1 ? w1 : w2));
+    holding[who] = after.back().lease_id();
+  }
+  for (const v1::DataLease& lease : after) {
+    EXPECT_EQ(lease.epoch(), 0) << lease.ShortDebugString();
+    epoch0_begins.insert(lease.begin());
+  }
+  EXPECT_EQ(epoch0_begins, (std::multiset<int64_t>{0, 10, 20, 30, 40, 50, 60, 70, 80, 90}))
+      << "every block of epoch 0 exactly once across the restart";
+  core_->WorkerMessage(id1, LeaseRequest());
+  EXPECT_EQ(lease_of(w1).epoch(), 1);
+  std::filesystem::remove_all(state_dir_);
 }
 
 TEST_F(CoordinatorCoreTest, AReconnectingShardGetsTheCurrentMembership) {

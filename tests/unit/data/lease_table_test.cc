@@ -230,6 +230,79 @@ TEST(LeaseTable, CompleteRejectsUnknownForeignAndRepeatedLeases) {
   EXPECT_EQ(table.completed_examples(), 10);
 }
 
+// Scenario: the coordinator dies mid-epoch (one lease re-queued from a departed worker, two
+// outstanding, three completed); a fresh table restored from its progress hands out the three
+// unfinished blocks first and then the rest of the epoch: the epoch is covered exactly once.
+TEST(LeaseTable, RestoredProgressCoversTheEpochExactlyOnce) {
+  constexpr int64_t kExamples = 950;  // 10 blocks
+  LeaseTable before = MakeTable(kExamples, 100, 42);
+  std::vector<DataLease> completed;
+  for (int i = 0; i < 3; ++i) {
+    const DataLease lease = before.Acquire(1);
+    ASSERT_TRUE(before.Complete(lease.lease_id(), 1).ok());
+    completed.push_back(lease);
+  }
+  const DataLease requeued = before.Acquire(2);
+  const DataLease held_a = before.Acquire(1);
+  const DataLease held_b = before.Acquire(3);
+  ASSERT_EQ(before.ReleaseWorker(2), 1);
+  const v1::LeaseTableProgress progress = before.Progress();
+  EXPECT_EQ(progress.unfinished_size(), 3);
+  EXPECT_EQ(progress.next_in_order(), 6);
+  EXPECT_EQ(progress.completed_examples(), 300);
+
+  LeaseTable after = MakeTable(kExamples, 100, 42);
+  ASSERT_TRUE(after.Restore(progress).ok());
+  EXPECT_EQ(after.completed_examples(), 300);
+  EXPECT_EQ(after.outstanding(), 0) << "the old holders are gone with the old coordinator";
+  // The unfinished blocks first (re-queued, then outstanding in issue order), with fresh ids.
+  const DataLease r1 = after.Acquire(7);
+  const DataLease r2 = after.Acquire(7);
+  const DataLease r3 = after.Acquire(7);
+  ExpectSameBlock(r1, requeued);
+  ExpectSameBlock(r2, held_a);
+  ExpectSameBlock(r3, held_b);
+  EXPECT_GT(r1.lease_id(), held_b.lease_id()) << "lease ids are never reused";
+  // A report for a lease of the old coordinator is refused, not counted twice.
+  EXPECT_EQ(after.Complete(held_a.lease_id(), 1).code(), absl::StatusCode::kFailedPrecondition);
+  for (const DataLease& lease : {r1, r2, r3}) {
+    ASSERT_TRUE(after.Complete(lease.lease_id(), 7).ok());
+    completed.push_back(lease);
+  }
+  for (int i = 0; i < 4; ++i) {
+    const DataLease lease = after.Acquire(7);
+    EXPECT_EQ(lease.epoch(), 0);
+    ASSERT_TRUE(after.Complete(lease.lease_id(), 7).ok());
+    completed.push_back(lease);
+  }
+  EXPECT_THAT(VisitCounts(completed, kExamples), ::testing::Each(1));
+  EXPECT_EQ(after.completed_examples(), kExamples);
+  EXPECT_EQ(after.Acquire(7).epoch(), 1);
+}
+
+TEST(LeaseTable, RestoreRefusesAnotherShapeOrAnInconsistentRecord) {
+  LeaseTable table = MakeTable(1000, 100, 1);
+  table.Acquire(1);
+  const v1::LeaseTableProgress good = table.Progress();
+  LeaseTable other_shape = MakeTable(1000, 50, 1);
+  EXPECT_EQ(other_shape.Restore(good).code(), absl::StatusCode::kFailedPrecondition);
+
+  v1::LeaseTableProgress past_the_end = good;
+  past_the_end.set_next_in_order(11);
+  v1::LeaseTableProgress bad_block = good;
+  bad_block.mutable_unfinished(0)->set_index(10);
+  v1::LeaseTableProgress future_epoch = good;
+  future_epoch.mutable_unfinished(0)->set_epoch(1);
+  LeaseTable fresh = MakeTable(1000, 100, 1);
+  for (const v1::LeaseTableProgress& bad : {past_the_end, bad_block, future_epoch}) {
+    EXPECT_EQ(fresh.Restore(bad).code(), absl::StatusCode::kInvalidArgument)
+        << bad.ShortDebugString();
+  }
+  // Unchanged by the refusals: the first lease is still block order position 0 of epoch 0.
+  LeaseTable reference = MakeTable(1000, 100, 1);
+  ExpectSameBlock(fresh.Acquire(1), reference.Acquire(1));
+}
+
 DataLease MakeLease(int64_t begin, int64_t end, uint64_t shuffle_seed) {
   DataLease lease;
   lease.set_begin(begin);

@@ -17,10 +17,12 @@
 #include "libs/shard/shard_metrics.h"
 #include "libs/tensor/packed.h"
 #include "prometheus/registry.h"
+#include "tests/unit/metric_value.h"
 
 namespace syncopate::shard {
 namespace {
 
+using ::syncopate::testing::MetricValue;
 using ::testing::ElementsAre;
 using ::testing::IsEmpty;
 
@@ -515,28 +517,6 @@ TEST_F(ShardCoreTest, AsyncAppliesEveryGradient) {
 
 // --- Metrics --------------------------------------------------------------------------------
 
-// Value of the counter or gauge `name` whose labels include all of `labels`; nullopt if absent.
-std::optional<double> MetricValue(prometheus::Registry& registry, const std::string& name,
-                                  const std::map<std::string, std::string>& labels) {
-  for (const prometheus::MetricFamily& family : registry.Collect()) {
-    if (family.name != name) continue;
-    for (const prometheus::ClientMetric& metric : family.metric) {
-      size_t matched = 0;
-      for (const prometheus::ClientMetric::Label& label : metric.label) {
-        auto it = labels.find(label.name);
-        if (it != labels.end() && it->second == label.value) ++matched;
-      }
-      if (matched != labels.size()) continue;
-      if (family.type == prometheus::MetricType::Counter) return metric.counter.value;
-      if (family.type == prometheus::MetricType::Gauge) return metric.gauge.value;
-      if (family.type == prometheus::MetricType::Histogram) {
-        return static_cast<double>(metric.histogram.sample_count);
-      }
-    }
-  }
-  return std::nullopt;
-}
-
 TEST_F(ShardCoreTest, CountsOutcomesAndRejectionReasonsInMetrics) {
   prometheus::Registry registry;
   ShardMetrics metrics(registry, 1);
@@ -579,6 +559,41 @@ TEST_F(ShardCoreTest, CountsOutcomesAndRejectionReasonsInMetrics) {
   core->SetMode(v1::MODE_GBA);
   EXPECT_EQ(MetricValue(registry, "syncopate_shard_mode", {{"shard", "1"}, {"mode", "sync"}}), 0.0);
   EXPECT_EQ(MetricValue(registry, "syncopate_shard_mode", {{"shard", "1"}, {"mode", "gba"}}), 1.0);
+}
+
+// The size limit applies to the whole message and comes first: an oversize push is refused as
+// "oversize" (not as whatever else is wrong with it) and nothing else is looked at.
+TEST_F(ShardCoreTest, OversizePushIsRejectedAsResourceExhaustedAndCounted) {
+  prometheus::Registry registry;
+  ShardMetrics metrics(registry, 1);
+  absl::StatusOr<std::unique_ptr<ShardCore>> created =
+      ShardCore::Create(Assignment(v1::MODE_SYNC), &clock_, &metrics, /*max_push_bytes=*/64);
+  ASSERT_TRUE(created.ok()) << created.status();
+  ShardCore& core = **created;
+  core.Push(1, Gradient(0, 2, {1, 2, 3, 4}));
+  core.Push(2, Gradient(0, 2, {3, 6, -1, 8}));
+  ASSERT_EQ(core.Stats().version, 1);
+  const std::vector<float> before = core.Parameters();
+
+  v1::PushAck ack = core.Push(1, Gradient(1, 2, std::vector<float>(20, 1.0f), 9));
+  EXPECT_EQ(ack.outcome(), v1::PUSH_REJECTED);
+  EXPECT_EQ(ack.code(), static_cast<int>(absl::StatusCode::kResourceExhausted));
+  EXPECT_THAT(ack.message(), ::testing::HasSubstr("limit of 64 bytes"));
+  EXPECT_EQ(ack.request_id(), 9);
+  EXPECT_EQ(ack.version(), 1);
+  EXPECT_EQ(Bits(core.Parameters()), Bits(before));
+  EXPECT_THAT(core.Stats().barrier_waiting_for, ElementsAre(1, 2)) << "nothing entered the barrier";
+  EXPECT_EQ(core.Stats().rejected, 1);
+  EXPECT_EQ(MetricValue(registry, "syncopate_shard_rejections_total",
+                        {{"shard", "1"}, {"reason", "oversize"}}),
+            1.0);
+  EXPECT_EQ(MetricValue(registry, "syncopate_shard_rejections_total",
+                        {{"shard", "1"}, {"reason", "wrong_shape"}}),
+            0.0);
+  // A push within the limit is served as before.
+  EXPECT_EQ(core.Push(1, Gradient(1, 2, {1, 1, 1, 1})).outcome(), v1::PUSH_APPLIED);
+  EXPECT_EQ(ShardCore::Create(Assignment(v1::MODE_SYNC), &clock_, nullptr, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
