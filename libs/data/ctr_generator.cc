@@ -210,8 +210,9 @@ int64_t ZipfSampler::Sample(std::mt19937_64& rng) const {
 namespace {
 
 // Zipf(n, exponent) probabilities of ranks 1..min(n, kMaxNormalizedRanks), normalised over those.
-// Beyond that many ranks the rank factor leaves a value's weight so small (and the Zipf mass so
-// thin) that ignoring the tail changes a term's variance by less than 1e-5 of itself.
+// Beyond that many ranks the rank factor leaves a value's weight so small, and the Zipf mass so
+// thin, that ignoring the tail changes a term's variance negligibly (with the defaults, by less
+// than 1e-5 of it). It bounds the constructor's work when max_vocabulary is huge.
 constexpr int64_t kMaxNormalizedRanks = 131072;
 constexpr int64_t kMaxNormalizedPairRanks = 2048;
 

@@ -2,6 +2,7 @@
 //   syncopate local  [flags]              train a job on a local cluster of child processes
 //   syncopate status --coordinator=H:P     live view of a running cluster
 //   syncopate health --address=H:P         exit 0 iff the server's gRPC health check says SERVING
+//   syncopate datagen ctr --rows=N --out=F  a synthetic Criteo-format click file
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
@@ -21,6 +22,7 @@
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
+#include "libs/data/ctr_generator.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
 #include "libs/launch/prometheus_config.h"
@@ -54,6 +56,11 @@ ABSL_FLAG(bool, prometheus, false,
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "status: the coordinator's address");
 ABSL_FLAG(std::string, address, "127.0.0.1:7070", "health: the server to check (host:port)");
 ABSL_FLAG(int, health_timeout_seconds, 3, "health: give up (exit 1) after this long");
+ABSL_FLAG(int64_t, rows, 0, "datagen: number of examples to write (>= 1)");
+ABSL_FLAG(std::string, out, "", "datagen: output file (gzip when it ends in .gz)");
+ABSL_FLAG(uint64_t, seed, 1, "datagen: sample seed (the rows and labels drawn)");
+ABSL_FLAG(uint64_t, teacher_seed, 1,
+          "datagen: teacher seed (the model behind the clicks; train and test files share it)");
 
 namespace syncopate::cli {
 namespace {
@@ -469,6 +476,42 @@ int Health() {
   return response.status() == grpc::health::v1::HealthCheckResponse::SERVING ? 0 : 1;
 }
 
+// `syncopate datagen ctr`: Criteo-format rows from the planted teacher of
+// libs/data/ctr_generator.h, with the Bayes AUC and logloss of the file written.
+int Datagen(const std::vector<char*>& args) {
+  const std::string kind = args.size() > 2 ? args[2] : "";
+  if (kind != "ctr") {
+    runtime::Die(kind.empty() ? "datagen: missing kind (expected: datagen ctr)"
+                              : "datagen: unknown kind '" + kind + "' (expected ctr)");
+  }
+  if (args.size() > 3)
+    runtime::Die(absl::StrCat("datagen ctr: unexpected argument '", args[3], "'"));
+  const int64_t rows = absl::GetFlag(FLAGS_rows);
+  if (rows < 1) runtime::Die(absl::StrCat("datagen ctr: --rows must be >= 1, got ", rows));
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty()) runtime::Die("datagen ctr: --out is required (gzip when it ends in .gz)");
+  data::CtrTeacherConfig teacher;
+  teacher.teacher_seed = absl::GetFlag(FLAGS_teacher_seed);
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<data::CtrGenerationReport> report = data::GenerateCtr(teacher, seed, rows, out);
+  if (!report.ok()) runtime::Die(absl::StrCat("datagen ctr: ", report.status().message()), 1);
+  const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  printf(
+      "syncopate datagen ctr: wrote %ld rows to %s in %.1f s (teacher_seed %lu, seed %lu): "
+      "%.1f%% clicks, Bayes AUC %.4f, Bayes logloss %.4f\n",
+      static_cast<long>(report->rows), out.c_str(), seconds,
+      static_cast<unsigned long>(teacher.teacher_seed), static_cast<unsigned long>(seed),
+      100 * report->positive_rate, report->bayes_auc, report->bayes_logloss);
+  printf(
+      "rows=%ld positive_rate=%.4f bayes_auc=%.4f bayes_logloss=%.4f teacher_seed=%lu seed=%lu "
+      "seconds=%.2f out=%s\n",
+      static_cast<long>(report->rows), report->positive_rate, report->bayes_auc,
+      report->bayes_logloss, static_cast<unsigned long>(teacher.teacher_seed),
+      static_cast<unsigned long>(seed), seconds, out.c_str());
+  return 0;
+}
+
 }  // namespace
 }  // namespace syncopate::cli
 
@@ -479,13 +522,17 @@ int main(int argc, char** argv) {
       "  local   train a job on a local cluster of child processes (see flags below)\n"
       "  status  show a running cluster: --coordinator=HOST:PORT\n"
       "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT\n"
+      "  datagen ctr  write a synthetic Criteo-format click file: --rows=N --out=FILE[.gz]\n"
+      "               [--seed=S] [--teacher_seed=T]\n"
       "Security (every binary): --tls_cert/--tls_key/--tls_ca turn on mTLS; --join_token or\n"
       "--join_token_file sets the shared join token (see docs/operations.md).");
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "local") return syncopate::cli::Local();
   if (command == "status") return syncopate::cli::Status();
   if (command == "health") return syncopate::cli::Health();
-  syncopate::runtime::Die(command.empty() ? "missing command: local, status or health (see --help)"
-                                          : "unknown command '" + command +
-                                                "' (expected local, status or health)");
+  if (command == "datagen") return syncopate::cli::Datagen(args);
+  syncopate::runtime::Die(command.empty()
+                              ? "missing command: local, status, health or datagen (see --help)"
+                              : "unknown command '" + command +
+                                    "' (expected local, status, health or datagen)");
 }

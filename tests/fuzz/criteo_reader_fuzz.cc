@@ -45,7 +45,9 @@ void CheckConsistent(const CtrDataset& d, int64_t limit) {
 bool SameRows(const CtrDataset& a, const CtrDataset& b) {
   return a.size == b.size && a.labels == b.labels && a.categorical == b.categorical &&
          a.numeric.size() == b.numeric.size() &&
-         std::memcmp(a.numeric.data(), b.numeric.data(), a.numeric.size() * sizeof(float)) == 0;
+         // memcmp must not see the null data() of an empty vector, even for 0 bytes.
+         (a.numeric.empty() ||
+          std::memcmp(a.numeric.data(), b.numeric.data(), a.numeric.size() * sizeof(float)) == 0);
 }
 
 }  // namespace

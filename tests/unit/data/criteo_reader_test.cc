@@ -44,6 +44,7 @@ void ExpectSameDataset(const CtrDataset& a, const CtrDataset& b) {
   ASSERT_EQ(a.size, b.size);
   EXPECT_EQ(a.labels, b.labels);
   ASSERT_EQ(a.numeric.size(), b.numeric.size());
+  if (a.numeric.empty()) return;  // memcmp must not see the null data() of an empty vector
   EXPECT_EQ(std::memcmp(a.numeric.data(), b.numeric.data(), a.numeric.size() * sizeof(float)), 0);
   EXPECT_EQ(a.categorical, b.categorical);
 }
