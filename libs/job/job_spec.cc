@@ -89,6 +89,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
         return bad("model.embedding_dim", "must be in [1, 1024], got ",
                    spec.model().embedding_dim());
       }
+      for (const v1::FieldCross& cross : spec.model().wide_crosses()) {
+        if (cross.first() < 1 || cross.first() > 26 || cross.second() < 1 || cross.second() > 26 ||
+            cross.first() == cross.second()) {
+          return bad("model.wide_crosses", "needs two different columns in 1..26 (C1..C26), got ",
+                     cross.first(), " and ", cross.second());
+        }
+      }
       if (spec.dataset().train_path().empty()) return bad("dataset.train_path", "is required");
       if (spec.dataset().test_path().empty()) return bad("dataset.test_path", "is required");
       break;

@@ -47,9 +47,15 @@ absl::StatusOr<model::Wdl> WdlForJob(const v1::JobSpec& spec) {
   if (spec.model().kind() != v1::ModelSpec::WDL) {
     return absl::InvalidArgumentError("not a WDL job");
   }
+  std::vector<model::FieldPair> crosses;
+  for (const v1::FieldCross& cross : spec.model().wide_crosses()) {
+    // Criteo column numbers C1..C26 in the job; 0-based fields in the model.
+    crosses.push_back({cross.first() - 1, cross.second() - 1});
+  }
   return model::Wdl::Create(
       spec.model().embedding_dim(),
-      std::vector<int>(spec.model().hidden().begin(), spec.model().hidden().end()));
+      std::vector<int>(spec.model().hidden().begin(), spec.model().hidden().end()),
+      std::move(crosses));
 }
 
 absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& spec) {

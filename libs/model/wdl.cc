@@ -41,7 +41,12 @@ uint64_t CategoricalKey(int field, uint64_t value) {
   return Mix64(value ^ Mix64(static_cast<uint64_t>(field) + 1));
 }
 
-void BatchKeys::Collect(const CtrBatchView& batch) {
+uint64_t CrossKey(int cross, uint64_t a, uint64_t b) {
+  // Outside the fields' key space (field ids >= 26), and order-sensitive in (a, b).
+  return CategoricalKey(kWdlCategorical + cross, Mix64(a) ^ b);
+}
+
+void BatchKeys::Collect(const CtrBatchView& batch, std::span<const FieldPair> crosses) {
   keys.clear();
   position.resize(static_cast<size_t>(batch.size) * kWdlCategorical);
   absl::flat_hash_map<uint64_t, int32_t> seen;
@@ -54,9 +59,31 @@ void BatchKeys::Collect(const CtrBatchView& batch) {
       position[j * kWdlCategorical + f] = it->second;
     }
   }
+  wide_keys = keys;
+  const size_t c = crosses.size();
+  cross_position.resize(static_cast<size_t>(batch.size) * c);
+  for (int64_t j = 0; j < batch.size; ++j) {
+    const uint64_t* values = batch.categorical + j * kWdlCategorical;
+    for (size_t x = 0; x < c; ++x) {
+      const uint64_t key =
+          CrossKey(static_cast<int>(x), values[crosses[x].first], values[crosses[x].second]);
+      const auto [it, inserted] = seen.try_emplace(key, static_cast<int32_t>(wide_keys.size()));
+      if (inserted) wide_keys.push_back(key);
+      cross_position[j * c + x] = it->second;
+    }
+  }
 }
 
-absl::StatusOr<Wdl> Wdl::Create(int embedding_dim, std::vector<int> hidden) {
+absl::StatusOr<Wdl> Wdl::Create(int embedding_dim, std::vector<int> hidden,
+                                std::vector<FieldPair> crosses) {
+  for (const FieldPair& cross : crosses) {
+    if (cross.first < 0 || cross.first >= kWdlCategorical || cross.second < 0 ||
+        cross.second >= kWdlCategorical || cross.first == cross.second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("WDL cross of fields ", cross.first, " and ", cross.second,
+                       " needs two different fields in [0, ", kWdlCategorical, ")"));
+    }
+  }
   if (embedding_dim <= 0) {
     return absl::InvalidArgumentError(
         absl::StrCat("WDL needs embedding_dim > 0, got ", embedding_dim));
@@ -79,14 +106,16 @@ absl::StatusOr<Wdl> Wdl::Create(int embedding_dim, std::vector<int> hidden) {
     layers.push_back(layer);
     inputs = outputs;
   }
-  return Wdl(embedding_dim, std::move(layers), offset);
+  return Wdl(embedding_dim, std::move(layers), offset, std::move(crosses));
 }
 
-Wdl::Wdl(int embedding_dim, std::vector<Layer> layers, int64_t wide_offset)
+Wdl::Wdl(int embedding_dim, std::vector<Layer> layers, int64_t wide_offset,
+         std::vector<FieldPair> crosses)
     : embedding_dim_(embedding_dim),
       input_dim_(kWdlCategorical * embedding_dim + kWdlNumeric),
       layers_(std::move(layers)),
       wide_offset_(wide_offset),
+      crosses_(std::move(crosses)),
       num_parameters_(wide_offset + kWdlNumeric) {
   for (size_t i = 0; i < layers_.size(); ++i) {
     const bool output = i + 1 == layers_.size();
@@ -132,14 +161,15 @@ absl::Status Wdl::Validate(std::span<const float> params, const CtrBatchView& ba
   if (batch.size <= 0) {
     return absl::InvalidArgumentError(absl::StrCat("batch has ", batch.size, " examples"));
   }
-  if (keys.position.size() != static_cast<size_t>(batch.size) * kWdlCategorical) {
-    return absl::InvalidArgumentError("batch keys were collected for another batch");
+  if (keys.position.size() != static_cast<size_t>(batch.size) * kWdlCategorical ||
+      keys.cross_position.size() != static_cast<size_t>(batch.size) * crosses_.size()) {
+    return absl::InvalidArgumentError("batch keys were collected for another batch or model");
   }
   if (deep_rows.size() != keys.keys.size() * static_cast<size_t>(embedding_dim_) ||
-      wide_rows.size() != keys.keys.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("rows for ", keys.keys.size(), " keys have ",
-                                                   deep_rows.size(), " deep and ", wide_rows.size(),
-                                                   " wide floats"));
+      wide_rows.size() != keys.wide_keys.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows for ", keys.keys.size(), " + ", keys.wide_keys.size(), " keys have ",
+                     deep_rows.size(), " deep and ", wide_rows.size(), " wide floats"));
   }
   return absl::OkStatus();
 }
@@ -175,12 +205,16 @@ void Wdl::Forward(const float* params, const CtrBatchView& batch, const BatchKey
     if (i + 1 < layers_.size()) out = out.cwiseMax(0.0f);
     in = activations_[i].data();
   }
-  // The wide part: one weight per categorical value plus a linear term on the numerics.
+  // The wide part: one weight per categorical value and per crossed pair of values, plus a
+  // linear term on the numerics.
   const ConstVectorMap v(params + wide_offset_, kWdlNumeric);
+  const size_t c = crosses_.size();
   for (int64_t j = 0; j < n; ++j) {
     float wide = v.dot(ConstVectorMap(numeric_.data() + j * kWdlNumeric, kWdlNumeric));
-    for (int f = 0; f < kWdlCategorical; ++f)
+    for (int f = 0; f < kWdlCategorical; ++f) {
       wide += wide_rows[keys.position[j * kWdlCategorical + f]];
+    }
+    for (size_t x = 0; x < c; ++x) wide += wide_rows[keys.cross_position[j * c + x]];
     logits_[j] = activations_.back()[j] + wide;
   }
 }
@@ -225,6 +259,9 @@ absl::StatusOr<float> Wdl::LossAndGradient(std::span<const float> params, const 
     d_v += d_logit[j] * ConstVectorMap(numeric_.data() + j * kWdlNumeric, kWdlNumeric);
     for (int f = 0; f < kWdlCategorical; ++f) {
       wide_grad[keys.position[j * kWdlCategorical + f]] += d_logit[j];
+    }
+    for (size_t x = 0; x < crosses_.size(); ++x) {
+      wide_grad[keys.cross_position[j * crosses_.size() + x]] += d_logit[j];
     }
   }
 

@@ -72,7 +72,8 @@ class ImageWorkload final : public Workload {
   const TableKeys no_keys_;
 };
 
-// Wide & deep on Criteo-format data: both tables are keyed by the same (field, value) keys.
+// Wide & deep on Criteo-format data: the deep table holds the fields' values, the wide table
+// those and the crosses' value pairs.
 class CtrWorkload final : public Workload {
  public:
   // Examples per evaluation chunk: bounds one pull's keys (~26 per example before dedup) and
@@ -149,8 +150,9 @@ class CtrWorkload final : public Workload {
                   categorical_.data() + i * data::kCriteoCategorical);
       labels_[i] = data_.labels[e];
     }
-    batch_keys_.Collect(View());
-    for (std::vector<uint64_t>& table_keys : keys_) table_keys = batch_keys_.keys;
+    wdl_.CollectKeys(View(), batch_keys_);
+    keys_[model::Wdl::kDeepTable] = batch_keys_.keys;
+    keys_[model::Wdl::kWideTable] = batch_keys_.wide_keys;
   }
   model::CtrBatchView View() const {
     return {numeric_.data(), categorical_.data(), labels_.data(),

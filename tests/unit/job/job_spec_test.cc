@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "google/protobuf/util/message_differencer.h"
 #include "gtest/gtest.h"
+#include "libs/job/partitioner.h"
 
 namespace syncopate::job {
 namespace {
@@ -54,6 +55,40 @@ TEST(ParseJobSpec, DefaultJobParsesAndValidates) {
   EXPECT_EQ(spec->mode(), v1::MODE_SYNC);
   EXPECT_EQ(spec->stop().epochs(), 8);
   EXPECT_TRUE(ValidateJobSpec(*spec).ok());
+}
+
+TEST(ParseJobSpec, CtrExampleParsesValidatesAndPartitionsWithTables) {
+  absl::StatusOr<v1::JobSpec> spec =
+      LoadJobSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/ctr_wdl.textproto");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->model().kind(), v1::ModelSpec::WDL);
+  EXPECT_EQ(spec->model().embedding_dim(), 16);
+  EXPECT_EQ(spec->optimizer().kind(), v1::OptimizerSpec::ADAGRAD);
+  EXPECT_EQ(spec->mode(), v1::MODE_AUTO);
+  absl::StatusOr<ModelLayout> layout = LayoutForJob(*spec);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  ASSERT_EQ(layout->tables.size(), 2u);
+  absl::StatusOr<std::vector<v1::ShardPartition>> partitions = PartitionModel(*layout, 2);
+  ASSERT_TRUE(partitions.ok());
+  for (const v1::ShardPartition& p : *partitions) EXPECT_EQ(p.tables_size(), 2);
+}
+
+TEST(ValidateJobSpec, WdlNeedsCriteoDataAndValidCrosses) {
+  absl::StatusOr<v1::JobSpec> spec =
+      LoadJobSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/ctr_wdl.textproto");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  v1::JobSpec bad = *spec;
+  bad.mutable_model()->mutable_wide_crosses(0)->set_second(23);  // a column crossed with itself
+  EXPECT_THAT(std::string(ValidateJobSpec(bad).message()), HasSubstr("model.wide_crosses"));
+  bad = *spec;
+  bad.mutable_model()->mutable_wide_crosses(0)->set_first(27);
+  EXPECT_THAT(std::string(ValidateJobSpec(bad).message()), HasSubstr("model.wide_crosses"));
+  bad = *spec;
+  bad.mutable_dataset()->set_kind(v1::DatasetSpec::FASHION_MNIST);
+  EXPECT_THAT(std::string(ValidateJobSpec(bad).message()), HasSubstr("dataset.kind"));
+  bad = *spec;
+  bad.mutable_dataset()->clear_test_path();
+  EXPECT_THAT(std::string(ValidateJobSpec(bad).message()), HasSubstr("dataset.test_path"));
 }
 
 TEST(ParseJobSpec, AppliesDefaultsToUnsetFields) {

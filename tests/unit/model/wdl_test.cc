@@ -1,5 +1,6 @@
 #include "libs/model/wdl.h"
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <vector>
@@ -18,7 +19,7 @@ class WdlTest : public ::testing::Test {
   static constexpr int64_t kBatch = 6;
 
   void SetUp() override {
-    absl::StatusOr<Wdl> created = Wdl::Create(kDim, {5, 4});
+    absl::StatusOr<Wdl> created = Wdl::Create(kDim, {5, 4}, {{0, 3}, {7, 2}});
     ASSERT_TRUE(created.ok()) << created.status();
     model_.emplace(*std::move(created));
     std::mt19937_64 rng(11);
@@ -31,6 +32,9 @@ class WdlTest : public ::testing::Test {
                       .ok());
       offset += t.size();
     }
+    // Biases start at zero: an example whose first layer is all off would then sit exactly on
+    // the next ReLU's kink, where finite differences see half a slope. Jitter every parameter.
+    for (float& p : params_) p += 0.05f * unit(rng);
     // Non-zero wide weights so their gradient path is exercised too.
     for (int64_t i = params_.size() - kWdlNumeric; i < static_cast<int64_t>(params_.size()); ++i)
       params_[i] = 0.1f * unit(rng);
@@ -45,9 +49,9 @@ class WdlTest : public ::testing::Test {
       labels_[j] = static_cast<float>(j % 2);
     }
     batch_ = {numeric_.data(), categorical_.data(), labels_.data(), kBatch};
-    keys_.Collect(batch_);
+    model_->CollectKeys(batch_, keys_);
     deep_.resize(keys_.keys.size() * kDim);
-    wide_.resize(keys_.keys.size());
+    wide_.resize(keys_.wide_keys.size());
     for (float& x : deep_) x = 0.5f * unit(rng);
     for (float& x : wide_) x = 0.2f * unit(rng);
   }
@@ -62,7 +66,7 @@ class WdlTest : public ::testing::Test {
 
   // Central difference of the loss along one coordinate.
   float Numeric(float& x) {
-    constexpr float kEps = 2e-3f;  // small enough not to cross a ReLU kink in this batch
+    constexpr float kEps = 5e-4f;  // small enough not to cross a ReLU kink in this batch
     const float saved = x;
     x = saved + kEps;
     const double up = Loss();
@@ -83,13 +87,20 @@ TEST_F(WdlTest, CollectsDistinctKeysPerFieldAndValue) {
   // Each field sees values {0, 1, 2}: 26 * 3 distinct (field, value) keys.
   EXPECT_EQ(keys_.keys.size(), 26u * 3u);
   EXPECT_EQ(keys_.position.size(), static_cast<size_t>(kBatch * kWdlCategorical));
+  // Cross (0, 3) sees the value pairs (j%3, (3+j)%3) = (v, v): 3 distinct; cross (7, 2) sees
+  // ((7+j)%3, (2+j)%3): 3 distinct. The wide table gets the field keys first, then these.
+  EXPECT_EQ(keys_.wide_keys.size(), keys_.keys.size() + 6);
+  EXPECT_TRUE(std::equal(keys_.keys.begin(), keys_.keys.end(), keys_.wide_keys.begin()));
+  EXPECT_NE(CrossKey(0, 1, 2), CrossKey(0, 2, 1));
   EXPECT_NE(CategoricalKey(0, 1), CategoricalKey(1, 0));
   EXPECT_EQ(CategoricalKey(4, 99), CategoricalKey(4, 99));
 }
 
 TEST_F(WdlTest, GradientsMatchFiniteDifferences) {
   std::vector<float> g(params_.size()), gd(deep_.size()), gw(wide_.size());
-  ASSERT_TRUE(model_->LossAndGradient(params_, batch_, keys_, deep_, wide_, g, gd, gw).ok());
+  const absl::StatusOr<float> loss =
+      model_->LossAndGradient(params_, batch_, keys_, deep_, wide_, g, gd, gw);
+  ASSERT_TRUE(loss.ok()) << loss.status();
   auto near = [](float analytic, float numeric) {
     return std::abs(analytic - numeric) <= 2e-3f + 0.03f * std::abs(numeric);
   };
@@ -114,7 +125,8 @@ TEST_F(WdlTest, GradientsMatchFiniteDifferences) {
 
 TEST_F(WdlTest, PredictAgreesWithTheLoss) {
   std::vector<float> p(kBatch);
-  ASSERT_TRUE(model_->Predict(params_, batch_, keys_, deep_, wide_, p).ok());
+  const absl::Status predicted = model_->Predict(params_, batch_, keys_, deep_, wide_, p);
+  ASSERT_TRUE(predicted.ok()) << predicted;
   double loss = 0;
   for (int64_t j = 0; j < kBatch; ++j) {
     ASSERT_GT(p[j], 0.0f);
@@ -137,6 +149,8 @@ TEST_F(WdlTest, RejectsBadLabelsAndMismatchedRows) {
       absl::StatusCode::kInvalidArgument);
   EXPECT_FALSE(Wdl::Create(0, {}).ok());
   EXPECT_FALSE(Wdl::Create(4, {3, -1}).ok());
+  EXPECT_FALSE(Wdl::Create(4, {}, {{2, 2}}).ok());
+  EXPECT_FALSE(Wdl::Create(4, {}, {{0, 26}}).ok());
 }
 
 TEST_F(WdlTest, TablesAndTensorsDescribeTheLayout) {
