@@ -2,10 +2,15 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdlib>
+#include <new>
 #include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#ifdef __linux__
+#include <sys/mman.h>
+#endif
 #include "libs/common/status_macros.h"
 #include "libs/tensor/initializer.h"
 
@@ -19,14 +24,20 @@ using ::syncopate::v1::Initializer;
 // tables on every shard) at a few kilobytes, while the unused tail of the arena is never more
 // than the last chunk: at most about as many rows as are already stored while chunks grow, and
 // at most 8 MiB once they are full size (under 7% of a 1M-row, dim-16 Adagrad table). 8 MiB
-// (64k rows of dim 16 with one slot) makes the chunk list tiny and each allocation an mmap the
-// kernel backs lazily.
+// (64k rows of dim 16 with one slot) makes the chunk list tiny and is four huge pages.
 constexpr size_t kFirstChunkRows = 64;
 constexpr size_t kMaxChunkBytes = size_t{8} << 20;
 
 // Rules with more slots than this are refused (Adam, the largest, has 2), so Apply can hand the
 // rule its slot views from the stack.
 constexpr int kMaxSlots = 4;
+
+// Keys resolved (and their rows prefetched) ahead of use by the batched calls: enough misses in
+// flight to cover memory latency, few enough that the rows (32 x 192 bytes for dim-16 Adam) stay
+// in L1 until used.
+constexpr size_t kBlock = 32;
+constexpr size_t kCacheLine = 64;
+constexpr size_t kHugePage = size_t{2} << 20;
 
 }  // namespace
 
@@ -63,13 +74,36 @@ EmbeddingTable::EmbeddingTable(const v1::EmbeddingTableSpec& spec, uint64_t seed
       row_floats_(static_cast<size_t>(spec.dim()) * (1 + rule->num_slots())),
       max_chunk_rows_(std::max<size_t>(1, kMaxChunkBytes / (row_floats_ * sizeof(float)))) {}
 
+void EmbeddingTable::FreeChunk::operator()(float* chunk) const { std::free(chunk); }
+
 float* EmbeddingTable::AllocateRow() {
   if (chunks_.empty() || last_chunk_used_ == last_chunk_rows_) {
-    last_chunk_rows_ = chunks_.empty() ? std::min(kFirstChunkRows, max_chunk_rows_)
-                                       : std::min(2 * last_chunk_rows_, max_chunk_rows_);
+    const size_t rows = chunks_.empty() ? std::min(kFirstChunkRows, max_chunk_rows_)
+                                        : std::min(2 * last_chunk_rows_, max_chunk_rows_);
+    const size_t row_bytes = row_floats_ * sizeof(float);
+    size_t bytes = rows * row_bytes;
+    void* chunk = nullptr;
+    if (bytes >= kHugePage) {
+      // Chunks of 2 MiB and more are whole, aligned huge pages and ask for transparent huge
+      // pages: random rows over gigabytes otherwise miss the TLB on nearly every access
+      // (measured: about 1.5x the batched push rate on the 10M-row benchmark table). Rounding
+      // down (to fewer rows than doubling asked for) keeps the unused tail small; a row larger
+      // than the rounded size gets the pages it needs.
+      const size_t pages = std::max(bytes / kHugePage, (row_bytes + kHugePage - 1) / kHugePage);
+      bytes = pages * kHugePage;
+      chunk = std::aligned_alloc(kHugePage, bytes);
+#ifdef __linux__
+      if (chunk != nullptr) madvise(chunk, bytes, MADV_HUGEPAGE);
+#endif
+    } else {
+      chunk = std::malloc(bytes);
+    }
+    // Out of memory is fatal as it is for std::vector: there is no partial table to fall back on.
+    if (chunk == nullptr) throw std::bad_alloc();
     // Uninitialised: every row is written in full before it is read.
-    chunks_.push_back(std::make_unique_for_overwrite<float[]>(last_chunk_rows_ * row_floats_));
-    arena_bytes_ += static_cast<int64_t>(last_chunk_rows_ * row_floats_ * sizeof(float));
+    chunks_.emplace_back(static_cast<float*>(chunk));
+    arena_bytes_ += static_cast<int64_t>(bytes);
+    last_chunk_rows_ = bytes / row_bytes;
     last_chunk_used_ = 0;
   }
   return chunks_.back().get() + row_floats_ * last_chunk_used_++;
@@ -108,8 +142,7 @@ void EmbeddingTable::Peek(uint64_t key, std::span<float> out) const {
   std::copy(it->second, it->second + dim_, out.begin());
 }
 
-void EmbeddingTable::Apply(uint64_t key, std::span<const float> grad, int64_t step) {
-  float* row = FindOrCreate(key);
+void EmbeddingTable::ApplyToRow(float* row, std::span<const float> grad, int64_t step) const {
   const size_t dim = static_cast<size_t>(dim_);
   std::array<std::span<float>, kMaxSlots> slots;
   for (int slot = 0; slot < num_slots_; ++slot) {
@@ -118,6 +151,49 @@ void EmbeddingTable::Apply(uint64_t key, std::span<const float> grad, int64_t st
   rule_->Apply(std::span<float>(row, dim), grad,
                std::span<const std::span<float>>(slots.data(), static_cast<size_t>(num_slots_)),
                step);
+}
+
+void EmbeddingTable::Apply(uint64_t key, std::span<const float> grad, int64_t step) {
+  ApplyToRow(FindOrCreate(key), grad, step);
+}
+
+void EmbeddingTable::ResolveBlock(std::span<const uint64_t> keys, float** rows) {
+  for (const uint64_t key : keys) index_.prefetch(key);
+  const size_t row_bytes = row_floats_ * sizeof(float);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    rows[i] = FindOrCreate(keys[i]);
+    const char* bytes = reinterpret_cast<const char*>(rows[i]);
+    for (size_t line = 0; line < row_bytes; line += kCacheLine) {
+      __builtin_prefetch(bytes + line, /*rw=*/1);
+    }
+  }
+}
+
+void EmbeddingTable::PullBatch(std::span<const uint64_t> keys, std::span<float> out) {
+  const size_t dim = static_cast<size_t>(dim_);
+  std::array<float*, kBlock> rows;
+  for (size_t begin = 0; begin < keys.size(); begin += kBlock) {
+    const std::span<const uint64_t> block =
+        keys.subspan(begin, std::min(kBlock, keys.size() - begin));
+    ResolveBlock(block, rows.data());
+    for (size_t i = 0; i < block.size(); ++i) {
+      std::copy(rows[i], rows[i] + dim, out.begin() + (begin + i) * dim);
+    }
+  }
+}
+
+void EmbeddingTable::ApplyBatch(std::span<const uint64_t> keys, std::span<const float> grads,
+                                int64_t step) {
+  const size_t dim = static_cast<size_t>(dim_);
+  std::array<float*, kBlock> rows;
+  for (size_t begin = 0; begin < keys.size(); begin += kBlock) {
+    const std::span<const uint64_t> block =
+        keys.subspan(begin, std::min(kBlock, keys.size() - begin));
+    ResolveBlock(block, rows.data());
+    for (size_t i = 0; i < block.size(); ++i) {
+      ApplyToRow(rows[i], grads.subspan((begin + i) * dim, dim), step);
+    }
+  }
 }
 
 void EmbeddingTable::ForEach(const std::function<void(uint64_t key, std::span<const float> value,

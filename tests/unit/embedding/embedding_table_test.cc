@@ -227,6 +227,75 @@ TEST(EmbeddingTable, ForEachAndSetRoundTrip) {
   EXPECT_EQ(restored->raw_bytes(), source->raw_bytes());
 }
 
+TEST(EmbeddingTable, BatchedCallsEqualKeyByKeyCalls) {
+  std::unique_ptr<optim::UpdateRule> rule = Rule(OptimizerSpec::ADAM, 0.01f);
+  constexpr int kDim = 5;
+  std::unique_ptr<EmbeddingTable> single = Table(TableSpec(kDim), rule.get());
+  std::unique_ptr<EmbeddingTable> batched = Table(TableSpec(kDim), rule.get());
+  // 101 keys: three full blocks and a partial one, with repeats inside and across blocks.
+  std::vector<uint64_t> keys;
+  for (uint64_t i = 0; i < 101; ++i) keys.push_back((i * i) % 61);
+  std::vector<float> grads(keys.size() * kDim);
+  for (size_t i = 0; i < grads.size(); ++i) grads[i] = std::sin(static_cast<float>(i));
+
+  std::vector<float> pulled_single(keys.size() * kDim);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    single->Pull(keys[i], std::span<float>(pulled_single).subspan(i * kDim, kDim));
+  }
+  std::vector<float> pulled_batched(keys.size() * kDim);
+  batched->PullBatch(keys, pulled_batched);
+  EXPECT_EQ(pulled_batched, pulled_single);
+
+  for (int64_t step = 1; step <= 2; ++step) {
+    for (size_t i = 0; i < keys.size(); ++i) {
+      single->Apply(keys[i], std::span<const float>(grads).subspan(i * kDim, kDim), step);
+    }
+    batched->ApplyBatch(keys, grads, step);
+  }
+  EXPECT_EQ(Dump(*batched), Dump(*single));
+  // Rows first touched by ApplyBatch are created as Apply creates them.
+  const std::vector<uint64_t> fresh = {1000, 1001, 1000};
+  const std::vector<float> fresh_grads(fresh.size() * kDim, 0.5f);
+  batched->ApplyBatch(fresh, fresh_grads, 3);
+  for (size_t i = 0; i < fresh.size(); ++i) {
+    single->Apply(fresh[i], std::span<const float>(fresh_grads).subspan(i * kDim, kDim), 3);
+  }
+  EXPECT_EQ(Dump(*batched), Dump(*single));
+}
+
+TEST(EmbeddingTable, RowsKeepTheirValuesAcrossManyChunks) {
+  // 36-byte rows (dim 3, Adam) never divide a chunk evenly, and 100k of them (3.6 MB) reach the
+  // huge-page-sized chunks: no row may overlap another.
+  std::unique_ptr<optim::UpdateRule> rule = Rule(OptimizerSpec::ADAM);
+  const EmbeddingTableSpec spec = TableSpec(3);
+  std::unique_ptr<EmbeddingTable> table = Table(spec, rule.get());
+  std::vector<float> row(3);
+  constexpr uint64_t kRows = 100000;
+  for (uint64_t key = 0; key < kRows; ++key) table->Pull(key, row);
+  int64_t wrong = 0;
+  table->ForEach([&](uint64_t key, std::span<const float> value, std::span<const float> slots) {
+    wrong += std::vector<float>(value.begin(), value.end()) != InitialRow(spec, key);
+    wrong += std::vector<float>(slots.begin(), slots.end()) != std::vector<float>(6, 0.0f);
+  });
+  EXPECT_EQ(wrong, 0);
+  EXPECT_EQ(table->size(), static_cast<int64_t>(kRows));
+}
+
+TEST(EmbeddingTable, RowsLargerThanAHugePage) {
+  // 2.4 MB rows: each chunk must still hold at least one whole row.
+  std::unique_ptr<optim::UpdateRule> rule = Rule(OptimizerSpec::SGD, 1.0f);
+  const EmbeddingTableSpec spec = TableSpec(600000);
+  std::unique_ptr<EmbeddingTable> table = Table(spec, rule.get());
+  std::vector<float> row(spec.dim());
+  for (uint64_t key = 0; key < 3; ++key) table->Pull(key, row);
+  table->Apply(1, std::vector<float>(spec.dim(), 1.0f), 1);
+  table->Pull(0, row);
+  EXPECT_EQ(row, InitialRow(spec, 0));
+  table->Pull(2, row);
+  EXPECT_EQ(row, InitialRow(spec, 2));
+  EXPECT_GE(table->memory_bytes(), table->raw_bytes());
+}
+
 TEST(EmbeddingTable, RawBytesCountValueAndSlots) {
   std::unique_ptr<optim::UpdateRule> rule = Rule(OptimizerSpec::ADAM);
   std::unique_ptr<EmbeddingTable> table = Table(TableSpec(16), rule.get());
