@@ -10,7 +10,9 @@
 // as hashed categorical features look. Batches are 4096 keys, the order of one worker's unique
 // keys of one table per step. Pulls draw row numbers uniformly (every lookup a likely cache miss:
 // the worst case) or log-uniformly (P(i) ~ 1/(i+1), Zipf s=1 as feature frequencies roughly
-// are, so hot rows stay in cache).
+// are, so hot rows stay in cache). Each rate is measured key by key (Pull, Apply) and batched
+// (PullBatch, ApplyBatch, which prefetch a block of rows before touching them). Rates are per
+// CPU second (Google Benchmark's default), steadier than wall time on a shared machine.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -19,6 +21,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "benchmark/benchmark.h"
 #include "libs/common/splitmix64.h"
 #include "libs/embedding/embedding_table.h"
@@ -95,27 +98,39 @@ const std::vector<uint64_t>& Keys(bool zipf) {
   return *batches[zipf ? 1 : 0];
 }
 
+// Arg 0: key distribution (0 uniform, 1 zipf); arg 1: 0 = Pull key by key, 1 = PullBatch.
 void BM_SparsePull(benchmark::State& state) {
   embedding::EmbeddingTable& table = *State().table;
   const std::vector<uint64_t>& keys = Keys(state.range(0) == 1);
+  const bool batched = state.range(1) == 1;
   std::vector<float> out(kBatch * kDim);
   int batch = 0;
   for (auto _ : state) {
     const uint64_t* begin = keys.data() + batch * kBatch;
-    for (int64_t i = 0; i < kBatch; ++i) {
-      table.Pull(begin[i], std::span<float>(out.data() + i * kDim, kDim));
+    if (batched) {
+      table.PullBatch(std::span<const uint64_t>(begin, kBatch), out);
+    } else {
+      for (int64_t i = 0; i < kBatch; ++i) {
+        table.Pull(begin[i], std::span<float>(out.data() + i * kDim, kDim));
+      }
     }
     benchmark::DoNotOptimize(out.data());
     batch = (batch + 1) % kBatches;
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
   state.SetBytesProcessed(state.iterations() * kBatch * kDim * sizeof(float));
-  state.SetLabel(state.range(0) == 1 ? "zipf keys" : "uniform keys");
+  state.SetLabel(absl::StrCat(state.range(0) == 1 ? "zipf keys" : "uniform keys",
+                              batched ? ", PullBatch" : ", Pull"));
 }
-BENCHMARK(BM_SparsePull)->ArgName("zipf")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SparsePull)
+    ->ArgNames({"zipf", "batch"})
+    ->ArgsProduct({{0, 1}, {0, 1}})
+    ->Unit(benchmark::kMicrosecond);
 
+// Arg: 0 = Apply key by key, 1 = ApplyBatch.
 void BM_SparsePush(benchmark::State& state) {
   Shared& shared = State();
+  const bool batched = state.range(0) == 1;
   const std::vector<uint64_t>& keys = Keys(false);
   std::vector<float> grads(kBatch * kDim);
   std::mt19937 random(3);
@@ -125,17 +140,21 @@ void BM_SparsePush(benchmark::State& state) {
   for (auto _ : state) {
     const uint64_t* begin = keys.data() + batch * kBatch;
     ++shared.step;
-    for (int64_t i = 0; i < kBatch; ++i) {
-      shared.table->Apply(begin[i], std::span<const float>(grads.data() + i * kDim, kDim),
-                          shared.step);
+    if (batched) {
+      shared.table->ApplyBatch(std::span<const uint64_t>(begin, kBatch), grads, shared.step);
+    } else {
+      for (int64_t i = 0; i < kBatch; ++i) {
+        shared.table->Apply(begin[i], std::span<const float>(grads.data() + i * kDim, kDim),
+                            shared.step);
+      }
     }
     batch = (batch + 1) % kBatches;
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
   state.SetBytesProcessed(state.iterations() * kBatch * kDim * sizeof(float));
-  state.SetLabel("uniform keys, adagrad");
+  state.SetLabel(batched ? "uniform keys, adagrad, ApplyBatch" : "uniform keys, adagrad, Apply");
 }
-BENCHMARK(BM_SparsePush)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SparsePush)->ArgName("batch")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 // Not timed: the table's footprint at exactly kRows rows, as counters.
 void BM_MemoryPerRow(benchmark::State& state) {
@@ -155,21 +174,29 @@ BENCHMARK(BM_MemoryPerRow)->Iterations(1);
 // Last: it grows the table (each batch creates 4096 rows, keys never seen before). Below the
 // index's next resize (at 7/8 of 2^24 slots, 14.7M rows) no rehash is included; BM_MemoryPerRow's
 // build_rows_per_s is the rate with rehashes.
+// Arg: 0 = Pull key by key, 1 = PullBatch.
 void BM_CreateOnTouch(benchmark::State& state) {
   Shared& shared = State();
+  const bool batched = state.range(0) == 1;
   std::vector<float> out(kBatch * kDim);
+  std::vector<uint64_t> keys(kBatch);
   for (auto _ : state) {
-    for (int64_t i = 0; i < kBatch; ++i) {
-      shared.table->Pull(KeyOf(shared.next_new_row++),
-                         std::span<float>(out.data() + i * kDim, kDim));
+    for (uint64_t& key : keys) key = KeyOf(shared.next_new_row++);
+    if (batched) {
+      shared.table->PullBatch(keys, out);
+    } else {
+      for (int64_t i = 0; i < kBatch; ++i) {
+        shared.table->Pull(keys[i], std::span<float>(out.data() + i * kDim, kDim));
+      }
     }
     benchmark::DoNotOptimize(out.data());
   }
   state.SetItemsProcessed(state.iterations() * kBatch);
   state.SetBytesProcessed(state.iterations() * kBatch * kDim * sizeof(float));
   state.counters["rows_after"] = static_cast<double>(shared.table->size());
+  state.SetLabel(batched ? "PullBatch" : "Pull");
 }
-BENCHMARK(BM_CreateOnTouch)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_CreateOnTouch)->ArgName("batch")->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace syncopate::bench
