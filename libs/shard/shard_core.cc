@@ -322,11 +322,7 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
     const int64_t step = optimizer_->steps();
     for (size_t t = 0; t < sparse_update_.tables.size(); ++t) {
       const aggregation::SparseUpdate::Table& rows = sparse_update_.tables[t];
-      const size_t dim = static_cast<size_t>(tables_[t]->dim());
-      for (size_t k = 0; k < rows.keys.size(); ++k) {
-        tables_[t]->Apply(rows.keys[k], std::span<const float>(rows.rows).subspan(k * dim, dim),
-                          step);
-      }
+      tables_[t]->ApplyBatch(rows.keys, rows.rows, step);
     }
     ++counts_.updates;
     applied = true;
@@ -360,12 +356,11 @@ v1::PullResponse ShardCore::MakeResponse(int64_t request_id, const std::vector<R
     const size_t dim = static_cast<size_t>(table.dim());
     std::vector<float> values(request.keys.size() * dim);
     const int64_t before = table.size();
-    for (size_t k = 0; k < request.keys.size(); ++k) {
-      std::span<float> out = std::span<float>(values).subspan(k * dim, dim);
-      if (create_rows) {
-        table.Pull(request.keys[k], out);
-      } else {
-        table.Peek(request.keys[k], out);
+    if (create_rows) {
+      table.PullBatch(request.keys, values);
+    } else {
+      for (size_t k = 0; k < request.keys.size(); ++k) {
+        table.Peek(request.keys[k], std::span<float>(values).subspan(k * dim, dim));
       }
     }
     created = created || table.size() != before;
