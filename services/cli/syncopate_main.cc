@@ -119,7 +119,8 @@ std::string ModeList(const v1::ClusterStatus& status) {
 std::string ProgressLine(const v1::ClusterStatus& status) {
   std::string accuracy = "-";
   if (status.has_last_eval()) {
-    accuracy = absl::StrFormat("%.2f%%", 100 * status.last_eval().accuracy());
+    accuracy = absl::StrFormat("%.2f%% auc %.4f", 100 * status.last_eval().accuracy(),
+                               status.last_eval().auc());
   }
   return absl::StrFormat("[%6.1fs] epoch %.2f  examples %d  %.0f ex/s  shards: %s  test acc %s",
                          status.elapsed_seconds(), status.epoch(), status.examples(),
@@ -208,6 +209,7 @@ void WriteReports(const std::string& run_dir, const v1::ClusterStatus& status, d
   if (has_eval) {
     json << absl::StrFormat("  \"final_accuracy\": %.6f,\n", status.last_eval().accuracy());
     json << absl::StrFormat("  \"final_loss\": %.6f,\n", status.last_eval().loss());
+    json << absl::StrFormat("  \"final_auc\": %.6f,\n", status.last_eval().auc());
   } else {
     json << "  \"final_accuracy\": null,\n";
   }
@@ -241,10 +243,11 @@ void WriteReports(const std::string& run_dir, const v1::ClusterStatus& status, d
   json << absl::StrJoin(rows, ",\n") << "\n  ],\n  \"eval_history\": [\n";
   rows.clear();
   for (const v1::EvalStatus& e : status.eval_history()) {
-    rows.push_back(absl::StrFormat(
-        "    {\"accuracy\": %.6f, \"loss\": %.6f, \"final\": %s, \"shard_versions\": [%s]}",
-        e.accuracy(), e.loss(), e.final() ? "true" : "false",
-        absl::StrJoin(e.shard_versions(), ", ")));
+    rows.push_back(
+        absl::StrFormat("    {\"accuracy\": %.6f, \"loss\": %.6f, \"auc\": %.6f, \"final\": %s, "
+                        "\"shard_versions\": [%s]}",
+                        e.accuracy(), e.loss(), e.auc(), e.final() ? "true" : "false",
+                        absl::StrJoin(e.shard_versions(), ", ")));
   }
   json << absl::StrJoin(rows, ",\n") << "\n  ]\n}\n";
 
@@ -254,6 +257,11 @@ void WriteReports(const std::string& run_dir, const v1::ClusterStatus& status, d
   md << "| mode | " << shard::ModeName(status.job_mode()) << " |\n";
   md << "| final test accuracy | "
      << (has_eval ? absl::StrFormat("%.2f%%", 100 * status.last_eval().accuracy()) : "n/a")
+     << " |\n";
+  md << "| final test AUC / loss | "
+     << (has_eval
+             ? absl::StrFormat("%.4f / %.4f", status.last_eval().auc(), status.last_eval().loss())
+             : "n/a")
      << " |\n";
   md << absl::StrFormat("| wall time | %.1f s (training %.1f s) |\n", wall_seconds, training);
   md << absl::StrFormat("| examples | %d (%.2f epochs) |\n", status.examples(), status.epoch());
@@ -391,9 +399,10 @@ int Local() {
   printf("%s\n", ProgressLine(last).c_str());
   if (last.has_last_eval()) {
     printf(
-        "done: final test accuracy %.2f%%, %ld examples in %.1f s wall (%.0f examples/s "
-        "training); report: %s/report.json\n",
-        100 * last.last_eval().accuracy(), static_cast<long>(last.examples()), wall,
+        "done: final test accuracy %.2f%%, AUC %.4f, loss %.4f, %ld examples in %.1f s wall "
+        "(%.0f examples/s training); report: %s/report.json\n",
+        100 * last.last_eval().accuracy(), last.last_eval().auc(), last.last_eval().loss(),
+        static_cast<long>(last.examples()), wall,
         last.elapsed_seconds() > 0 ? last.examples() / last.elapsed_seconds() : 0.0,
         run_dir.c_str());
   }
@@ -450,8 +459,9 @@ int Status() {
     }
   }
   if (s.has_last_eval()) {
-    printf("\nlast evaluation: accuracy %.2f%%, loss %.4f%s\n", 100 * s.last_eval().accuracy(),
-           s.last_eval().loss(), s.last_eval().final() ? " (final)" : "");
+    printf("\nlast evaluation: accuracy %.2f%%, AUC %.4f, loss %.4f%s\n",
+           100 * s.last_eval().accuracy(), s.last_eval().auc(), s.last_eval().loss(),
+           s.last_eval().final() ? " (final)" : "");
   }
   return 0;
 }
