@@ -117,10 +117,16 @@ absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
   }
   auto it = replies_.find(request_id);
   if (it == replies_.end()) {
-    if (end_status_.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
-      // A configuration error (wrong join token), not a transient one: callers must not retry.
-      return absl::UnauthenticatedError(absl::StrCat("shard ", endpoint_.shard_id(),
-                                                     " refused us: ", end_status_.error_message()));
+    switch (end_status_.error_code()) {
+      case grpc::StatusCode::UNAUTHENTICATED:      // wrong join token
+      case grpc::StatusCode::FAILED_PRECONDITION:  // another job's shard
+      case grpc::StatusCode::INVALID_ARGUMENT:     // a request the shard can never accept
+        // Configuration errors or bugs, not transient: callers must not retry them.
+        return absl::Status(static_cast<absl::StatusCode>(end_status_.error_code()),
+                            absl::StrCat("shard ", endpoint_.shard_id(),
+                                         " refused us: ", end_status_.error_message()));
+      default:
+        break;
     }
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(),
                                                " stream ended: ", end_status_.error_message()));
@@ -213,6 +219,12 @@ absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl
         pull.values(),
         params.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
     if (!unpacked.ok()) return unpacked;
+    size_t asked = 0;
+    for (size_t t = 0; t < tables; ++t) asked += routed_[s][t].empty() ? 0 : 1;
+    if (static_cast<size_t>(pull.sparse_size()) != asked) {
+      return absl::DataLossError(absl::StrCat("shard ", s, " answered ", pull.sparse_size(),
+                                              " tables of rows; ", asked, " were asked for"));
+    }
     for (const v1::SparseRows& got : pull.sparse()) {
       const size_t t = static_cast<size_t>(got.table());
       if (t >= tables) return absl::DataLossError("shard answered rows of a table not asked for");

@@ -2,7 +2,8 @@
 // and pushes fanned out to all shards in parallel, replies matched by request id.
 //
 // Every wait is bounded by a timeout; a broken stream surfaces as UNAVAILABLE and the caller
-// reconnects with rpc::Backoff. The client tracks, per shard, the version its parameters came
+// reconnects with rpc::Backoff. A stream the shard ended with UNAUTHENTICATED,
+// FAILED_PRECONDITION or INVALID_ARGUMENT surfaces with that code: not retryable. The client tracks, per shard, the version its parameters came
 // from (the token of the next push) and the version the next pull must wait for (sync: the
 // next barrier).
 // Thread-safety: thread-compatible (one training loop uses it).

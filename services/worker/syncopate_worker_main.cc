@@ -75,6 +75,13 @@ struct WorkerMetrics {
 
 double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
 
+// A shard's refusal that retrying cannot fix: a wrong join token, another job's shard, or a
+// request it can never accept. The process exits with the reason instead of retrying forever.
+bool Refused(const absl::Status& status) {
+  return absl::IsUnauthenticated(status) || absl::IsFailedPrecondition(status) ||
+         absl::IsInvalidArgument(status);
+}
+
 // Examples this worker still has to visit, from the leases it holds, in visiting order.
 struct LeasedExamples {
   std::deque<int64_t> order;
@@ -146,7 +153,7 @@ class Trainer {
       }
 
       absl::Status connected = client.Connect(kConnectTimeout);
-      if (absl::IsUnauthenticated(connected)) return connected;  // wrong token: never retried
+      if (Refused(connected)) return connected;
       if (!connected.ok()) {
         LOG(WARNING) << connected;
         runtime::WaitForShutdown(backoff.Next());
@@ -156,6 +163,7 @@ class Trainer {
       absl::StatusOr<PullStats> pulled =
           client.PullAll(params, kPullTimeout, /*newest=*/false, &model.keys(), &rows);
       if (absl::IsCancelled(pulled.status())) continue;  // stopping: the loop head decides
+      if (Refused(pulled.status())) return pulled.status();
       if (!pulled.ok()) {
         LOG(WARNING) << "pull failed: " << pulled.status();
         runtime::WaitForShutdown(backoff.Next());
@@ -179,6 +187,7 @@ class Trainer {
       const absl::Time push_start = absl::Now();
       absl::StatusOr<PushStats> pushed = client.PushAll(grad, b, kPushTimeout, &row_grads);
       if (absl::IsCancelled(pushed.status())) continue;
+      if (Refused(pushed.status())) return pushed.status();
       if (!pushed.ok()) {
         LOG(WARNING) << "push failed: " << pushed.status();
         runtime::WaitForShutdown(backoff.Next());
@@ -292,7 +301,7 @@ absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_t
       next_eval = absl::Now() + interval;
     }
     absl::Status connected = client.Connect(kConnectTimeout);
-    if (absl::IsUnauthenticated(connected)) return connected;  // wrong token: never retried
+    if (Refused(connected)) return connected;
     // Chunk by chunk: each pulls the newest dense parameters and the rows its examples touch.
     // The versions reported are the first chunk's (the final evaluation runs after training
     // stopped, so there every chunk sees the same parameters).
@@ -310,6 +319,7 @@ absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_t
       scored = model.ScoreEval(params, rows);
     }
     absl::StatusOr<model::Evaluation> eval = model.FinishEval();
+    if (Refused(scored)) return scored;
     if (!scored.ok()) {
       LOG(WARNING) << "evaluator pull failed: " << scored;
       runtime::WaitForShutdown(backoff.Next());
