@@ -226,9 +226,20 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
   worker::ShardConnection a(endpoint, a_id, v1::ROLE_WORKER, "", job_id);
   worker::ShardConnection b(endpoint, b_id, v1::ROLE_WORKER, "", job_id);
   worker::ShardConnection stranger(endpoint, /*worker_id=*/999, v1::ROLE_WORKER, "", job_id);
-  ASSERT_TRUE(a.Connect(absl::Seconds(10)).ok());
-  ASSERT_TRUE(b.Connect(absl::Seconds(10)).ok());
-  ASSERT_TRUE(stranger.Connect(absl::Seconds(10)).ok());
+  // The welcome can overtake the shard's assignment by a moment (the shard then ends the stream
+  // with UNAVAILABLE, "no partition assigned yet"); connect as a worker would, with retries.
+  auto connect = [](worker::ShardConnection& c) {
+    absl::Status status;
+    for (int attempt = 0; attempt < 50; ++attempt) {
+      status = c.Connect(absl::Seconds(10));
+      if (!absl::IsUnavailable(status)) break;
+      absl::SleepFor(absl::Milliseconds(100));
+    }
+    return status;
+  };
+  ASSERT_TRUE(connect(a).ok());
+  ASSERT_TRUE(connect(b).ok());
+  ASSERT_TRUE(connect(stranger).ok());
   ASSERT_TRUE(WaitForBarrierMembers(cluster, 2));
 
   const std::vector<float> good(size, 0.01f);
