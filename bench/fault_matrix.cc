@@ -20,6 +20,7 @@
 #include "absl/flags/parse.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
@@ -29,6 +30,8 @@ ABSL_FLAG(std::string, out, "bench-results/faults", "Results directory");
 ABSL_FLAG(std::string, bin_dir, "", "Directory of the service binaries (default: next to this)");
 ABSL_FLAG(int, trials, 20, "Trials per fault kind and mode");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for the victims and moments");
+ABSL_FLAG(std::string, modes, "sync,gba", "Modes to run (sync, gba)");
+ABSL_FLAG(std::string, faults, "worker,shard,coordinator", "Fault kinds to run");
 
 namespace syncopate::bench {
 namespace {
@@ -55,6 +58,9 @@ struct Trial {
   double seconds = 0;
   std::string victim;
 };
+
+// Two heartbeat timeouts (the coordinator's 10 s silence timeout): the goal for any stall.
+constexpr double kStallGoalSeconds = 20;
 
 // Runs one job; if `kind` is not empty, kills one process of that kind after `kill_at`.
 Trial RunTrial(v1::Mode mode, const std::string& kind, double kill_at, std::mt19937_64& rng,
@@ -122,12 +128,24 @@ int Main() {
         "timeouts = 20 s).\n\n"
      << "| mode | fault | completed | mean accuracy | fault-free accuracy | min accuracy | "
         "longest stall (s) |\n|---|---|---|---|---|---|---|\n";
-  for (v1::Mode mode : {v1::MODE_SYNC, v1::MODE_GBA}) {
+  const std::vector<std::string> modes = absl::StrSplit(absl::GetFlag(FLAGS_modes), ',');
+  const std::vector<std::string> faults = absl::StrSplit(absl::GetFlag(FLAGS_faults), ',');
+  for (const std::string& mode_name : modes) {
+    absl::StatusOr<v1::Mode> parsed = job::ParseMode(mode_name);
+    if (!parsed.ok() || (*parsed != v1::MODE_SYNC && *parsed != v1::MODE_GBA)) {
+      fprintf(stderr, "--modes: '%s' is not sync or gba\n", mode_name.c_str());
+      return 2;
+    }
+    const v1::Mode mode = *parsed;
     const Trial baseline = RunTrial(mode, "", 0, rng, out + "/run");
     printf("%s fault-free: %s, accuracy %.4f, %.1f s\n", v1::Mode_Name(mode).c_str(),
            baseline.completed ? "completed" : "DID NOT COMPLETE", baseline.accuracy,
            baseline.seconds);
-    for (const std::string kind : {"worker", "shard", "coordinator"}) {
+    for (const std::string& kind : faults) {
+      if (kind != "worker" && kind != "shard" && kind != "coordinator") {
+        fprintf(stderr, "--faults: '%s' is not worker, shard or coordinator\n", kind.c_str());
+        return 2;
+      }
       int completed = 0;
       double sum = 0, worst = 1, stall = 0;
       for (int t = 0; t < absl::GetFlag(FLAGS_trials); ++t) {
@@ -138,6 +156,15 @@ int Main() {
         sum += trial.accuracy;
         worst = std::min(worst, trial.accuracy);
         stall = std::max(stall, trial.longest_stall);
+        if (!trial.completed || trial.longest_stall > kStallGoalSeconds) {
+          // Keep the evidence: the next trial reuses the run directory.
+          const std::string kept =
+              absl::StrCat(out, "/kept/", v1::Mode_Name(mode), "-", kind, "-", t + 1);
+          std::filesystem::remove_all(kept);
+          std::filesystem::create_directories(out + "/kept");
+          std::filesystem::rename(out + "/run", kept);
+          printf("  kept the run directory: %s\n", kept.c_str());
+        }
         printf("%s %-11s trial %2d: %s %-11s accuracy %.4f stall %.1f s\n",
                v1::Mode_Name(mode).c_str(), kind.c_str(), t + 1,
                trial.completed ? "completed" : "FAILED   ", trial.victim.c_str(), trial.accuracy,

@@ -273,6 +273,23 @@ class Trainer {
   LeasedExamples leased_;
 };
 
+// After the final report: stay until the coordinator says the job is done. If the coordinator
+// dies before it has recorded the report, the session breaks (UNAVAILABLE) and the evaluator
+// rejoins the restarted coordinator, which asks for the final evaluation again; exiting at once
+// would leave it waiting for a report nobody sends. Bounded: a live coordinator marks the job
+// done right after the report.
+absl::Status AwaitJobDone(CoordinatorSession& session) {
+  constexpr absl::Duration kLinger = absl::Seconds(30);
+  const absl::Time deadline = absl::Now() + kLinger;
+  while (!runtime::ShutdownRequested() && absl::Now() < deadline) {
+    absl::StatusOr<std::optional<v1::CoordinatorToWorker>> command =
+        session.NextCommand(std::min(absl::Seconds(1), deadline - absl::Now()));
+    if (!command.ok()) return command.status();
+    if (command->has_value() && (*command)->has_stop()) return absl::OkStatus();
+  }
+  return absl::OkStatus();
+}
+
 absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_token) {
   const v1::Welcome& welcome = session.welcome();
   const v1::JobSpec& job = welcome.job();
@@ -339,7 +356,7 @@ absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_t
     session.Send(report);
     LOG(INFO) << "accuracy " << eval->accuracy << " auc " << eval->auc << " at versions "
               << (versions.empty() ? -1 : versions[0]) << (request.final() ? " (final)" : "");
-    if (request.final()) return absl::OkStatus();  // the job's last word; nothing follows
+    if (request.final()) return AwaitJobDone(session);
   }
   return absl::OkStatus();
 }
