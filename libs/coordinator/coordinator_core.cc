@@ -111,6 +111,13 @@ void CoordinatorCore::RestoreProgress() {
   if (state_ == v1::JOB_RUNNING && examples_ >= target_examples_) {
     Outbox ignored;  // nobody is connected yet
     BeginFinishing(ignored);
+    // The previous life received the final evaluation and stopped everyone, then died before
+    // the shards' final reports: the job's result is recorded, and the evaluator that sent it
+    // has left. Waiting for another final evaluation would wait for nobody.
+    if (std::any_of(evals_.begin(), evals_.end(),
+                    [](const v1::EvalStatus& e) { return e.final(); })) {
+      MarkDone("final evaluation recorded before the restart", ignored);
+    }
   }
 }
 
@@ -405,6 +412,10 @@ void CoordinatorCore::MarkDone(const std::string& why, Outbox& out) {
     stop.mutable_stop()->set_reason("job done");
     out.to_shards.emplace_back(shard.link, std::move(stop));
   }
+  // Written before the stops go out (Deliver writes the progress first): a coordinator killed
+  // after this point restarts knowing the job's result, instead of waiting for an evaluator
+  // that was already told to stop.
+  SaveProgress(out);
 }
 
 void CoordinatorCore::WorkerGone(int32_t worker_id, const std::string& reason,

@@ -703,6 +703,41 @@ TEST_F(CoordinatorCoreTest, ARestartedCoordinatorResumesTheLeaseTable) {
   std::filesystem::remove_all(state_dir_);
 }
 
+// Scenario (found by the fault matrix): the coordinator receives the final evaluation, stops
+// everyone, and is killed before the shards' final reports. Restarted, it must not wait for a
+// final evaluation from an evaluator that already left.
+TEST_F(CoordinatorCoreTest, ARestartAfterTheFinalEvaluationEndsTheJobWithoutWaiting) {
+  state_dir_ = absl::StrCat(::testing::TempDir(), "/coordinator-final-", getpid());
+  std::filesystem::remove_all(state_dir_);
+  v1::JobSpec job = SmallJob();
+  job.mutable_stop()->set_max_examples(100);
+  Create(job);
+  StartJob();
+  int32_t evaluator_id = 0;
+  auto evaluator = Join("eval", &evaluator_id, v1::ROLE_EVALUATOR);
+  core_->WorkerMessage(id1_, Step(100));
+  core_->WorkerGone(id1_, "stopped");
+  core_->WorkerGone(id2_, "stopped");
+  core_->Tick();  // no workers left: the final evaluation is requested
+  ASSERT_FALSE(evaluator->Of(v1::CoordinatorToWorker::kEvaluate).empty());
+  v1::WorkerMessage report;
+  report.mutable_eval()->set_accuracy(0.8);
+  report.mutable_eval()->set_final(true);
+  core_->WorkerMessage(evaluator_id, report);
+  ASSERT_FALSE(evaluator->Of(v1::CoordinatorToWorker::kStop).empty());
+  core_.reset();  // SIGKILL before the shards' final reports: nothing else is written
+
+  shards_.clear();
+  Create(job);
+  EXPECT_EQ(core_->restarts(), 1);
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();
+  EXPECT_EQ(core_->state(), v1::JOB_DONE);
+  ASSERT_TRUE(core_->Status().last_eval().final());
+  EXPECT_DOUBLE_EQ(core_->Status().last_eval().accuracy(), 0.8);
+  std::filesystem::remove_all(state_dir_);
+}
+
 TEST_F(CoordinatorCoreTest, AReconnectingShardGetsTheCurrentMembership) {
   Create();
   StartJob();
