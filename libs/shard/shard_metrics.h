@@ -47,9 +47,9 @@ class ShardMetrics {
 
 // The `reason` label values of syncopate_shard_rejections_total (docs/metrics.md).
 inline constexpr const char* kRejectionReasons[] = {
-    "wrong_shape", "non_finite", "bad_samples", "not_member",    "future_token",    "duplicate",
-    "oversize",    "invalid",    "no_hello",    "empty_message", "unauthenticated", "wrong_job",
-    "wrong_shard", "duplicate_key"};
+    "wrong_shape",     "non_finite", "bad_samples", "not_member",   "future_token",
+    "duplicate",       "oversize",   "invalid",     "no_hello",     "empty_message",
+    "unauthenticated", "wrong_job",  "wrong_shard", "duplicate_key"};
 
 // The `mode` label values: syncopate::ModeName.
 using ::syncopate::ModeName;

@@ -3,10 +3,10 @@
 //
 // Every wait is bounded by a timeout; a broken stream surfaces as UNAVAILABLE and the caller
 // reconnects with rpc::Backoff. A stream the shard ended with UNAUTHENTICATED,
-// FAILED_PRECONDITION or INVALID_ARGUMENT surfaces with that code: not retryable. The client tracks, per shard, the version its parameters came
-// from (the token of the next push) and the version the next pull must wait for (sync: the
-// next barrier).
-// Thread-safety: thread-compatible (one training loop uses it).
+// FAILED_PRECONDITION or INVALID_ARGUMENT surfaces with that code: not retryable. The client
+// tracks, per shard, the version its parameters came from (the token of the next push) and the
+// version the next pull must wait for (sync: the next barrier). Thread-safety: thread-compatible
+// (one training loop uses it).
 #ifndef SYNCOPATE_LIBS_WORKER_PARAMETER_CLIENT_H_
 #define SYNCOPATE_LIBS_WORKER_PARAMETER_CLIENT_H_
 
