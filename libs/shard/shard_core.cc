@@ -111,12 +111,15 @@ void ShardCore::PublishBytes() {
   int64_t parameter_bytes = size() * static_cast<int64_t>(sizeof(float));
   int64_t state_bytes = optimizer_->state_bytes();
   const int slots = row_rule_->num_slots();
+  int64_t rows = 0;
   for (const auto& table : tables_) {
+    rows += table->size();
     const int64_t bytes = table->memory_bytes();
     parameter_bytes += bytes / (1 + slots);
     state_bytes += bytes - bytes / (1 + slots);
   }
   metrics_->SetBytes(parameter_bytes, state_bytes);
+  metrics_->SetEmbeddingRows(rows);
 }
 
 ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,

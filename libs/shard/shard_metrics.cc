@@ -75,6 +75,11 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
                            .Help("Bytes of optimizer state held by the shard")
                            .Register(registry)
                            .Add({{"shard", shard_}})),
+      embedding_rows_(prometheus::BuildGauge()
+                          .Name("syncopate_shard_embedding_rows")
+                          .Help("Embedding rows stored by the shard, over all tables")
+                          .Register(registry)
+                          .Add({{"shard", shard_}})),
       barrier_waiting_workers_(prometheus::BuildGauge()
                                    .Name("syncopate_shard_barrier_waiting_workers")
                                    .Help("Members the current sync barrier still waits for")
@@ -117,6 +122,10 @@ void ShardMetrics::ObservePullHeld(double seconds) { pull_held_seconds_.Observe(
 void ShardMetrics::SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes) {
   parameter_bytes_.Set(static_cast<double>(parameter_bytes));
   optimizer_bytes_.Set(static_cast<double>(optimizer_bytes));
+}
+
+void ShardMetrics::SetEmbeddingRows(int64_t rows) {
+  embedding_rows_.Set(static_cast<double>(rows));
 }
 
 void ShardMetrics::SetBarrierWaitingWorkers(int64_t workers) {

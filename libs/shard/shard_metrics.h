@@ -27,6 +27,8 @@ class ShardMetrics {
   void CountRejection(const std::string& reason);
   void ObservePullHeld(double seconds);
   void SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes);
+  // Embedding rows the shard stores, over all tables (0 for models without tables).
+  void SetEmbeddingRows(int64_t rows);
   // Members the current sync barrier still waits for (0 outside sync).
   void SetBarrierWaitingWorkers(int64_t workers);
 
@@ -42,6 +44,7 @@ class ShardMetrics {
   prometheus::Histogram& pull_held_seconds_;
   prometheus::Gauge& parameter_bytes_;
   prometheus::Gauge& optimizer_bytes_;
+  prometheus::Gauge& embedding_rows_;
   prometheus::Gauge& barrier_waiting_workers_;
 };
 

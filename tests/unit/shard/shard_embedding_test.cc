@@ -232,6 +232,11 @@ TEST_F(ShardEmbeddingTest, MalformedRowsAreRejectedCountedAndNeverApplied) {
   EXPECT_EQ(counted["wrong_shard"], 2);
   EXPECT_EQ(counted["non_finite"], 2);
   EXPECT_EQ(counted["duplicate_key"], 1);
+  double rows = -1;
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name == "syncopate_shard_embedding_rows") rows = family.metric[0].gauge.value;
+  }
+  EXPECT_EQ(rows, 2) << "the two rows pulled, nothing from the rejected pushes";
 }
 
 TEST_F(ShardEmbeddingTest, CheckpointOfTwoShardsRestoresOntoThree) {
