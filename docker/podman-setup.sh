@@ -78,11 +78,25 @@ if ! podman image exists "$BASE_IMAGE"; then
   podman import --quiet "$tarball" "$BASE_IMAGE" >/dev/null
 fi
 
+# A service started from a directory that was deleted since (a removed checkout) answers pings
+# but every container it starts fails ("write child: broken pipe": conmon cannot get its
+# working directory). Replace such a service.
+for pid in $(pgrep -f "podman system service .*unix://$SOCKET" || true); do
+  if [[ "$(readlink "/proc/$pid/cwd" 2>/dev/null)" == *"(deleted)" ]]; then
+    log "restarting the podman API service (its working directory was deleted)"
+    kill "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    rm -f "$SOCKET"
+  fi
+done
+
 if ! curl -fsS --unix-socket "$SOCKET" http://d/_ping >/dev/null 2>&1; then
   mkdir -p "$(dirname "$SOCKET")"
   log "starting the podman API service on $SOCKET"
   mkdir -p "$CACHE"
-  setsid nohup podman system service --time=0 "unix://$SOCKET" </dev/null >"$CACHE/podman-service.log" 2>&1 &
+  # From / so its working directory (inherited by every conmon it spawns) never disappears.
+  (cd / && setsid nohup podman system service --time=0 "unix://$SOCKET" </dev/null \
+     >"$CACHE/podman-service.log" 2>&1 &)
   for _ in $(seq 1 50); do
     curl -fsS --unix-socket "$SOCKET" http://d/_ping >/dev/null 2>&1 && break
     sleep 0.2
