@@ -2,12 +2,11 @@
 
 #include <algorithm>
 #include <cmath>
-#include <filesystem>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "libs/checkpoint/checkpoint_store.h"
 #include "libs/common/status_macros.h"
+#include "libs/coordinator/status_builder.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/partitioner.h"
 
@@ -16,9 +15,6 @@ namespace {
 
 // Recent steps kept per worker: enough for a stable median, short enough to follow a change.
 constexpr size_t kStepWindow = 16;
-// Throughput is averaged over this trailing window: long enough to smooth sync steps, short
-// enough to show a straggler's effect within a progress line or two.
-constexpr absl::Duration kThroughputWindow = absl::Seconds(5);
 
 double Median(std::deque<double> values) {
   if (values.empty()) return 0;
@@ -60,23 +56,21 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       target_examples_(job::TargetExamples(options_.job, options_.train_examples)),
       created_(options_.clock->Now()),
       leases_(std::move(leases)),
-      detector_(options_.clock) {
+      modes_(options_.job, options_.clock, options_.metrics) {
   if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_WAITING);
   absl::MutexLock lock(&mu_);
   RestoreProgress();
 }
 
 void CoordinatorCore::RestoreProgress() {
-  if (options_.state_dir.empty()) return;
-  const std::string path = options_.state_dir + "/coordinator.state";
-  absl::StatusOr<std::string> payload = checkpoint::ReadFramedFile(path);
-  if (absl::IsNotFound(payload.status())) return;
-  v1::CoordinatorProgress progress;
-  if (!payload.ok() || !progress.ParseFromString(*payload)) {
-    LOG(ERROR) << "ignoring the progress file: "
-               << (payload.ok() ? "it does not parse" : payload.status().ToString());
+  if (options_.journal == nullptr) return;
+  absl::StatusOr<v1::CoordinatorProgress> loaded = options_.journal->Load();
+  if (absl::IsNotFound(loaded.status())) return;
+  if (!loaded.ok()) {
+    LOG(ERROR) << "ignoring the saved progress: " << loaded.status();
     return;
   }
+  const v1::CoordinatorProgress& progress = *loaded;
   if (progress.job_id() != options_.job.job_id()) {
     LOG(WARNING) << "progress file is of job " << progress.job_id() << "; starting afresh";
     return;
@@ -86,7 +80,7 @@ void CoordinatorCore::RestoreProgress() {
   started_ = options_.clock->Now() - absl::Seconds(progress.elapsed_seconds());
   next_worker_id_ = std::max(next_worker_id_, progress.next_worker_id());
   for (const auto& [name, id] : progress.worker_ids()) worker_ids_by_name_[name] = id;
-  for (const auto& [id, mode] : progress.shard_modes()) restored_shard_modes_[id] = mode;
+  modes_.RestoreModes({progress.shard_modes().begin(), progress.shard_modes().end()});
   evals_.assign(progress.evals().begin(), progress.evals().end());
   if (progress.has_leases()) {
     // Without this the lease table would start the epoch over and replay what was done.
@@ -101,14 +95,13 @@ void CoordinatorCore::RestoreProgress() {
   expect_evaluator_ = !evals_.empty();
   // A running job carries on as soon as its processes re-register; a finished one stays done.
   if (progress.state() == v1::JOB_RUNNING || progress.state() == v1::JOB_FINISHING) {
-    state_ = v1::JOB_RUNNING;
+    EnterPhase(JobPhase::kRunning);
   } else if (progress.state() == v1::JOB_DONE) {
-    state_ = v1::JOB_DONE;
+    EnterPhase(JobPhase::kDone);
   }
-  if (options_.metrics != nullptr) options_.metrics->SetJobState(state_);
   LOG(INFO) << "restart " << restarts_ << " of job " << progress.job_id() << ": "
-            << v1::JobState_Name(state_) << " at " << examples_ << " examples";
-  if (state_ == v1::JOB_RUNNING && examples_ >= target_examples_) {
+            << JobPhaseName(phase_) << " at " << examples_ << " examples";
+  if (phase_ == JobPhase::kRunning && examples_ >= target_examples_) {
     Outbox ignored;  // nobody is connected yet
     BeginFinishing(ignored);
     // The previous life received the final evaluation and stopped everyone, then died before
@@ -116,22 +109,22 @@ void CoordinatorCore::RestoreProgress() {
     // has left. Waiting for another final evaluation would wait for nobody.
     if (std::any_of(evals_.begin(), evals_.end(),
                     [](const v1::EvalStatus& e) { return e.final(); })) {
-      MarkDone("final evaluation recorded before the restart", ignored);
+      BeginDraining("final evaluation recorded before the restart", ignored);
     }
   }
 }
 
 void CoordinatorCore::SaveProgress(Outbox& out) {
-  if (options_.state_dir.empty()) return;
+  if (options_.journal == nullptr) return;
   v1::CoordinatorProgress progress;
   progress.set_job_id(options_.job.job_id());
-  progress.set_state(state_);
+  progress.set_state(ToJobState(phase_));
   progress.set_examples(examples_);
   progress.set_elapsed_seconds(Elapsed());
   progress.set_next_worker_id(next_worker_id_);
   progress.set_restarts(restarts_);
   for (const auto& [name, id] : worker_ids_by_name_) (*progress.mutable_worker_ids())[name] = id;
-  for (const auto& [id, shard] : shards_) (*progress.mutable_shard_modes())[id] = shard.mode;
+  for (const auto& [id, mode] : modes_.Modes()) (*progress.mutable_shard_modes())[id] = mode;
   for (const v1::EvalStatus& eval : evals_) *progress.add_evals() = eval;
   *progress.mutable_leases() = leases_.Progress();
   out.progress = ProgressSnapshot{++progress_sequence_, std::move(progress)};
@@ -143,12 +136,9 @@ void CoordinatorCore::WriteProgress(const ProgressSnapshot& snapshot) {
   // older one back.
   if (snapshot.sequence <= progress_written_) return;
   progress_written_ = snapshot.sequence;
-  std::error_code error;
-  std::filesystem::create_directories(options_.state_dir, error);
-  absl::Status saved = checkpoint::WriteFramedFile(options_.state_dir + "/coordinator.state",
-                                                   snapshot.progress.SerializeAsString());
+  absl::Status saved = options_.journal->Save(snapshot.progress);
   if (!saved.ok()) {
-    LOG_EVERY_N(WARNING, 30) << "progress file: " << saved;
+    LOG_EVERY_N(WARNING, 30) << "saving the progress: " << saved;
   }
 }
 
@@ -183,8 +173,9 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
   {
     absl::MutexLock lock(&mu_);
     // While FINISHING the evaluator may still (re)join for the final evaluation; workers not.
-    if (state_ == v1::JOB_DONE ||
-        (state_ == v1::JOB_FINISHING && hello.role() == v1::ROLE_WORKER)) {
+    if (phase_ == JobPhase::kDone ||
+        ((phase_ == JobPhase::kFinishing || phase_ == JobPhase::kDraining) &&
+         hello.role() == v1::ROLE_WORKER)) {
       return absl::FailedPreconditionError("the job has finished");
     }
     // A worker rejoining under its name (after its own or the coordinator's restart) keeps its
@@ -219,7 +210,7 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
     worker.last_heard = options_.clock->Now();
     LOG(INFO) << "hello from " << worker.name << " (id " << id << ", " << v1::Role_Name(worker.role)
               << ")";
-    if (state_ == v1::JOB_RUNNING || state_ == v1::JOB_FINISHING) {
+    if (IsUnderway(phase_)) {
       if (worker.role == v1::ROLE_WORKER) {
         worker.member = true;
         ReshapeMembership(out);
@@ -236,7 +227,7 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
 }
 
 void CoordinatorCore::MaybeStart(Outbox& out) {
-  if (state_ != v1::JOB_WAITING || !AllShardsConnected()) return;
+  if (phase_ != JobPhase::kWaiting || !AllShardsConnected()) return;
   const int workers = LiveWorkers(v1::ROLE_WORKER);
   const bool grace_over = options_.clock->Now() - created_ >= options_.startup_grace;
   if (workers < options_.job.num_workers() && !(grace_over && workers > 0)) return;
@@ -244,9 +235,8 @@ void CoordinatorCore::MaybeStart(Outbox& out) {
     LOG(WARNING) << "starting with " << workers << " of " << options_.job.num_workers()
                  << " workers after the startup grace period";
   }
-  state_ = v1::JOB_RUNNING;
+  EnterPhase(JobPhase::kRunning);
   started_ = options_.clock->Now();
-  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_RUNNING);
   for (auto& [id, worker] : workers_) {
     if (worker.link != nullptr && worker.role == v1::ROLE_WORKER) worker.member = true;
   }
@@ -312,25 +302,15 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
     switch (message.kind_case()) {
       case v1::WorkerMessage::kStep: {
         const v1::StepReport& step = message.step();
-        if (step.examples() <= 0 || state_ != v1::JOB_RUNNING) break;
+        if (step.examples() <= 0 || phase_ != JobPhase::kRunning) break;
         worker.examples += step.examples();
         worker.steps += 1;
         worker.last_loss = step.loss();
         worker.compute_seconds.push_back(step.compute_seconds());
-        if (worker.member && step.compute_seconds() > 0) {
-          // Compute-only time: waits would even out under sync and hide the culprit (DESIGN §6).
-          detector_.AddStep(worker_id, step.compute_seconds()).IgnoreError();
-          detector_
-              .AddCommunication(worker_id, std::max(0.0, step.pull_seconds() + step.push_seconds()))
-              .IgnoreError();
-        }
+        if (worker.member) modes_.AddStep(worker_id, step);
         if (worker.compute_seconds.size() > kStepWindow) worker.compute_seconds.pop_front();
         examples_ += step.examples();
-        throughput_samples_.emplace_back(now, examples_);
-        while (!throughput_samples_.empty() &&
-               now - throughput_samples_.front().first > kThroughputWindow) {
-          throughput_samples_.pop_front();
-        }
+        throughput_.Add(now, examples_);
         if (options_.metrics != nullptr) {
           options_.metrics->AddExamples(worker.name, static_cast<double>(step.examples()));
           options_.metrics->SetWorkerLoss(worker.name, step.loss());
@@ -343,7 +323,7 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
           absl::Status status = leases_.Complete(completed, worker_id);
           if (!status.ok()) LOG(WARNING) << worker.name << ": " << status;
         }
-        if (state_ != v1::JOB_RUNNING || !worker.member) break;
+        if (phase_ != JobPhase::kRunning || !worker.member) break;
         v1::CoordinatorToWorker reply;
         *reply.mutable_lease() = leases_.Acquire(worker_id);
         out.to_workers.emplace_back(worker.link, std::move(reply));
@@ -361,31 +341,22 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
 
 void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
   // After the final evaluation nothing may replace it as the job's result.
-  if (draining_shards_since_.has_value() || state_ == v1::JOB_DONE) return;
-  v1::EvalStatus eval;
-  eval.set_accuracy(report.accuracy());
-  eval.set_auc(report.auc());
-  eval.set_loss(report.loss());
-  eval.set_final(report.final());
-  // Periodic evaluations are stamped on arrival (they measure parameters pulled a moment ago);
-  // the final one carries the moment the coordinator asked for it.
-  eval.set_examples_at_eval(report.final() ? report.requested_at_examples() : examples_);
-  eval.set_seconds_at_eval(report.final() ? report.requested_at_seconds() : Elapsed());
-  *eval.mutable_shard_versions() = report.shard_versions();
-  evals_.push_back(eval);
+  if (phase_ == JobPhase::kDraining || phase_ == JobPhase::kDone) return;
+  evals_.push_back(EvalStatusOf(report, examples_, Elapsed()));
   if (options_.metrics != nullptr) {
     options_.metrics->SetEval(report.accuracy(), report.loss(), report.auc());
   }
   LOG(INFO) << (report.final() ? "final " : "") << "evaluation: accuracy " << report.accuracy()
             << ", loss " << report.loss();
-  if (report.final() && state_ == v1::JOB_FINISHING) MarkDone("final evaluation received", out);
+  if (report.final() && phase_ == JobPhase::kFinishing) {
+    BeginDraining("final evaluation received", out);
+  }
 }
 
 void CoordinatorCore::BeginFinishing(Outbox& out) {
-  if (state_ != v1::JOB_RUNNING) return;
-  state_ = v1::JOB_FINISHING;
+  if (phase_ != JobPhase::kRunning) return;
+  EnterPhase(JobPhase::kFinishing);
   finishing_since_ = options_.clock->Now();
-  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_FINISHING);
   LOG(INFO) << "target of " << target_examples_ << " examples reached; stopping workers";
   SaveProgress(out);  // a coordinator restarted from here must not wait for the workers it stopped
   for (auto& [id, worker] : workers_) {
@@ -396,9 +367,10 @@ void CoordinatorCore::BeginFinishing(Outbox& out) {
   }
 }
 
-void CoordinatorCore::MarkDone(const std::string& why, Outbox& out) {
-  if (state_ == v1::JOB_DONE || draining_shards_since_.has_value()) return;
-  draining_shards_since_ = options_.clock->Now();
+void CoordinatorCore::BeginDraining(const std::string& why, Outbox& out) {
+  if (phase_ != JobPhase::kFinishing) return;
+  EnterPhase(JobPhase::kDraining);
+  draining_since_ = options_.clock->Now();
   done_reason_ = why;
   for (auto& [id, worker] : workers_) {
     if (worker.link == nullptr) continue;
@@ -437,7 +409,7 @@ void CoordinatorCore::RemoveWorker(Worker& worker, const std::string& reason, Ou
   LOG(INFO) << worker.name << " (id " << worker.id << ") left: " << reason;
   worker.link = nullptr;
   worker.departed_reason = reason;
-  detector_.RemoveWorker(worker.id);
+  modes_.RemoveWorker(worker.id);
   const int requeued = leases_.ReleaseWorker(worker.id);
   if (requeued > 0) LOG(INFO) << "re-issuing " << requeued << " leases of " << worker.name;
   if (options_.metrics != nullptr) options_.metrics->CountDeparture(reason);
@@ -474,30 +446,9 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     *assignment->mutable_job() = options_.job;
     *assignment->mutable_partition() = partitions_[id];
     *assignment->mutable_membership() = membership_;
-    // AUTO starts in sync (or the shard's pinned mode); the mode policy moves shards to gba
-    // when stragglers make it pay. A reconnecting shard keeps the mode it was told last.
-    if (shard.mode == v1::MODE_UNSPECIFIED && restored_shard_modes_.contains(id)) {
-      shard.mode = restored_shard_modes_[id];  // a restarted coordinator keeps the shard's mode
-      if (options_.job.mode() == v1::MODE_AUTO) {
-        shard.policy = std::make_unique<ModePolicy>(options_.clock, options_.job.global_batch());
-        shard.policy->NotifySwitched(shard.mode);
-      }
-    }
-    if (shard.mode == v1::MODE_UNSPECIFIED) {
-      shard.mode = options_.job.mode();
-      if (shard.mode == v1::MODE_AUTO) {
-        auto pin = options_.job.pinned_shard_modes().find(id);
-        const bool pinned = pin != options_.job.pinned_shard_modes().end();
-        shard.mode = pinned ? pin->second : v1::MODE_SYNC;
-        shard.policy = std::make_unique<ModePolicy>(options_.clock, options_.job.global_batch());
-        if (pinned) shard.policy->SetPinned(pin->second).IgnoreError();
-        shard.policy->NotifySwitched(shard.mode);
-        if (options_.metrics != nullptr) options_.metrics->InitModePolicy(id);
-      }
-    }
-    assignment->set_mode(shard.mode);
+    assignment->set_mode(modes_.ConnectShard(id));
     out.to_shards.emplace_back(link, std::move(message));
-    if ((state_ == v1::JOB_RUNNING || state_ == v1::JOB_FINISHING) && AllShardsConnected()) {
+    if (IsUnderway(phase_) && AllShardsConnected()) {
       for (auto& [worker_id, worker] : workers_) {
         if (worker.link != nullptr && !worker.welcomed) Welcome(worker, out);
       }
@@ -531,7 +482,7 @@ void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& repor
 }
 
 void CoordinatorCore::MaybeFinishDraining(Outbox& out) {
-  if (!draining_shards_since_.has_value() || state_ == v1::JOB_DONE) return;
+  if (phase_ != JobPhase::kDraining) return;
   // A shard's final report makes the job's status exact; a dead shard cannot send one, and a
   // bounded wait keeps a stuck shard from holding the job open.
   constexpr absl::Duration kShardDrainTimeout = absl::Seconds(5);
@@ -539,11 +490,19 @@ void CoordinatorCore::MaybeFinishDraining(Outbox& out) {
   for (const auto& [id, shard] : shards_) {
     if (shard.link != nullptr && !shard.final_report) drained = false;
   }
-  if (!drained && options_.clock->Now() - *draining_shards_since_ < kShardDrainTimeout) return;
-  state_ = v1::JOB_DONE;
-  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_DONE);
+  if (!drained && options_.clock->Now() - draining_since_ < kShardDrainTimeout) return;
+  MarkDone(out);
+}
+
+void CoordinatorCore::MarkDone(Outbox& out) {
+  EnterPhase(JobPhase::kDone);
   LOG(INFO) << "job done: " << done_reason_;
   SaveProgress(out);
+}
+
+void CoordinatorCore::EnterPhase(JobPhase phase) {
+  phase_ = phase;
+  if (options_.metrics != nullptr) options_.metrics->SetJobState(ToJobState(phase));
 }
 
 void CoordinatorCore::ShardGone(int32_t shard_id) {
@@ -552,10 +511,11 @@ void CoordinatorCore::ShardGone(int32_t shard_id) {
     absl::MutexLock lock(&mu_);
     auto it = shards_.find(shard_id);
     if (it == shards_.end()) return;
-    if (state_ != v1::JOB_DONE && !draining_shards_since_.has_value()) {
+    if (phase_ != JobPhase::kDraining && phase_ != JobPhase::kDone) {
       LOG(WARNING) << "shard " << shard_id << " disconnected";
     }
     it->second.link = nullptr;
+    modes_.DisconnectShard(shard_id);
     MaybeFinishDraining(out);
   }
   Deliver(out);
@@ -584,14 +544,8 @@ void CoordinatorCore::Tick() {
       last_progress_save_ = now;
       SaveProgress(out);
     }
-    // Decide at most twice a second: a decision needs a fresh window of steps anyway.
-    constexpr absl::Duration kDecisionInterval = absl::Milliseconds(500);
-    if (state_ == v1::JOB_RUNNING && options_.job.mode() == v1::MODE_AUTO &&
-        now - last_mode_decision_ >= kDecisionInterval) {
-      last_mode_decision_ = now;
-      DecideModes(out);
-    }
-    if (state_ == v1::JOB_RUNNING) {
+    if (phase_ == JobPhase::kRunning) DecideModes(out);
+    if (phase_ == JobPhase::kRunning) {
       const absl::Duration interval = absl::Seconds(options_.job.checkpoint_interval_seconds());
       if (last_checkpoint_request_ == absl::InfinitePast()) last_checkpoint_request_ = now;
       if (now - last_checkpoint_request_ >= interval) {
@@ -604,7 +558,7 @@ void CoordinatorCore::Tick() {
         }
       }
     }
-    if (state_ == v1::JOB_FINISHING && !draining_shards_since_.has_value()) {
+    if (phase_ == JobPhase::kFinishing) {
       const bool workers_left = LiveWorkers(v1::ROLE_WORKER) == 0;
       const bool timed_out = now - finishing_since_ > options_.finish_timeout;
       const int evaluators = LiveWorkers(v1::ROLE_EVALUATOR);
@@ -620,9 +574,9 @@ void CoordinatorCore::Tick() {
         }
       }
       if (workers_left && evaluators == 0 && !expect_evaluator_) {
-        MarkDone("workers stopped (no evaluator)", out);
+        BeginDraining("workers stopped (no evaluator)", out);
       } else if (now - finishing_since_ > 2 * options_.finish_timeout) {
-        MarkDone("final evaluation timed out", out);
+        BeginDraining("final evaluation timed out", out);
       }
     }
   }
@@ -630,63 +584,27 @@ void CoordinatorCore::Tick() {
 }
 
 void CoordinatorCore::DecideModes(Outbox& out) {
-  const Assessment assessment = detector_.Assess();
   std::vector<WorkerLoad> loads;
   for (const auto& [id, worker] : workers_) {
     if (worker.member) loads.push_back({id, worker.local_batch});
   }
+  ModeRound round = modes_.Decide(loads, Elapsed());
+  if (!round.decided) return;
   if (options_.metrics != nullptr) {
-    for (const WorkerAssessment& a : assessment.workers) {
+    for (const WorkerAssessment& a : round.assessment.workers) {
       auto it = workers_.find(a.worker);
       if (it == workers_.end() || !a.enough_data) continue;
       options_.metrics->SetSlowdown(it->second.name, a.slowdown, a.straggler);
     }
-    options_.metrics->SetStragglers(static_cast<int>(assessment.Stragglers().size()));
+    options_.metrics->SetStragglers(static_cast<int>(round.assessment.Stragglers().size()));
   }
-  if (loads.empty()) return;
-  for (auto& [id, shard] : shards_) {
-    if (shard.policy == nullptr || shard.link == nullptr) continue;
-    absl::StatusOr<ModeDecision> decision = shard.policy->Decide(assessment, shard.mode, loads);
-    if (!decision.ok()) {
-      LOG(WARNING) << "mode policy for shard " << id << ": " << decision.status();
-      continue;
-    }
-    shard.confirmation.Confirm(*decision, assessment, loads);
-    v1::ModeDecisionStatus& d = shard.last_decision;
-    const std::string previous_reason = d.reason();
-    d.set_current(decision->current);
-    d.set_recommended(decision->recommended);
-    d.set_switched(decision->switch_now);
-    d.set_close_call(decision->close_call);
-    d.set_reason(decision->reason);
-    d.set_explanation(decision->explanation);
-    d.set_sync_samples_per_second(decision->sync_samples_per_second);
-    d.set_gba_samples_per_second(decision->gba_samples_per_second);
-    d.set_z(std::isfinite(decision->z) ? decision->z : (decision->z > 0 ? 1e9 : -1e9));
-    d.set_seconds(Elapsed());
-    d.clear_stragglers();
-    for (int32_t w : decision->stragglers) d.add_stragglers(w);
-    if (options_.metrics != nullptr) options_.metrics->CountDecision(id, decision->reason);
-    if (!decision->switch_now) {
-      // Log changes of verdict and close calls, not every identical non-decision.
-      if (decision->reason != previous_reason || decision->close_call) {
-        LOG(INFO) << "shard " << id << " stays " << v1::Mode_Name(shard.mode) << " ("
-                  << decision->reason << "): " << decision->explanation;
-      }
-      continue;
-    }
-    LOG(INFO) << "shard " << id << " switches " << v1::Mode_Name(shard.mode) << " -> "
-              << v1::Mode_Name(decision->recommended) << " (" << decision->reason
-              << "): " << decision->explanation;
-    shard.mode = decision->recommended;
-    shard.policy->NotifySwitched(shard.mode);
-    ++shard.switches;
-    shard.last_switch = d;
-    if (options_.metrics != nullptr) options_.metrics->CountSwitch(id, decision->reason);
+  for (SetModeCommand& command : round.commands) {
+    auto it = shards_.find(command.shard);
+    if (it == shards_.end() || it->second.link == nullptr) continue;
     v1::CoordinatorToShard message;
-    message.mutable_set_mode()->set_mode(shard.mode);
-    message.mutable_set_mode()->set_reason(decision->reason);
-    out.to_shards.emplace_back(shard.link, std::move(message));
+    message.mutable_set_mode()->set_mode(command.mode);
+    message.mutable_set_mode()->set_reason(std::move(command.reason));
+    out.to_shards.emplace_back(it->second.link, std::move(message));
   }
 }
 
@@ -719,35 +637,32 @@ int CoordinatorCore::LiveWorkers(v1::Role role) const {
   return live;
 }
 
-double CoordinatorCore::ExamplesPerSecond() const {
-  if (throughput_samples_.size() < 2) return 0;
-  const auto& [t0, e0] = throughput_samples_.front();
-  const auto& [t1, e1] = throughput_samples_.back();
-  const double seconds = absl::ToDoubleSeconds(t1 - t0);
-  return seconds > 0 ? static_cast<double>(e1 - e0) / seconds : 0;
+double CoordinatorCore::Elapsed() const {
+  if (phase_ == JobPhase::kWaiting) return 0;
+  return absl::ToDoubleSeconds(options_.clock->Now() - started_);
 }
 
-double CoordinatorCore::Elapsed() const {
-  if (state_ == v1::JOB_WAITING) return 0;
-  return absl::ToDoubleSeconds(options_.clock->Now() - started_);
+JobPhase CoordinatorCore::phase() const {
+  absl::MutexLock lock(&mu_);
+  return phase_;
 }
 
 v1::JobState CoordinatorCore::state() const {
   absl::MutexLock lock(&mu_);
-  return state_;
+  return ToJobState(phase_);
 }
 
 v1::ClusterStatus CoordinatorCore::Status() const {
   absl::MutexLock lock(&mu_);
   v1::ClusterStatus status;
   status.set_job_id(options_.job.job_id());
-  status.set_state(state_);
+  status.set_state(ToJobState(phase_));
   status.set_job_mode(options_.job.mode());
   status.set_elapsed_seconds(Elapsed());
   status.set_examples(examples_);
   status.set_target_examples(target_examples_);
   status.set_epoch(static_cast<double>(examples_) / static_cast<double>(options_.train_examples));
-  status.set_examples_per_second(ExamplesPerSecond());
+  status.set_examples_per_second(throughput_.Rate());
   status.set_global_batch(options_.job.global_batch());
   *status.mutable_membership() = membership_;
   for (const auto& [id, worker] : workers_) {
@@ -763,37 +678,14 @@ v1::ClusterStatus CoordinatorCore::Status() const {
     w->set_local_batch(worker.local_batch);
     w->set_departed_reason(worker.departed_reason);
   }
-  const Assessment assessment = detector_.Assess();
-  for (v1::WorkerStatus& w : *status.mutable_workers()) {
-    const WorkerAssessment* a = assessment.Find(w.worker_id());
-    if (a == nullptr) continue;
-    w.set_median_communication_seconds(a->median_communication_seconds);
-    if (!a->enough_data) continue;
-    w.set_slowdown(a->slowdown);
-    w.set_robust_z(std::isfinite(a->robust_z) ? a->robust_z : 1e9);
-    w.set_straggler(a->straggler);
-  }
+  ApplyAssessment(modes_.Assess(), status);
   for (const v1::ShardPartition& p : partitions_) {
-    v1::ShardStatus* s = status.add_shards();
-    s->set_shard_id(p.shard_id());
-    s->set_flat_begin(p.flat_begin());
-    s->set_flat_end(p.flat_end());
     auto it = shards_.find(p.shard_id());
-    if (it == shards_.end()) continue;
-    const v1::ShardReport& report = it->second.last_report;
-    s->set_address(it->second.address);
-    s->set_connected(it->second.link != nullptr);
-    s->set_version(report.version());
-    s->set_mode(report.mode());
-    s->set_updates(report.updates());
-    *s->mutable_barrier_waiting_for() = report.barrier_waiting_for();
-    s->set_gradients_applied(report.gradients_applied());
-    s->set_gradients_decayed(report.gradients_decayed());
-    s->set_gradients_dropped(report.gradients_dropped());
-    s->set_gradients_rejected(report.gradients_rejected());
-    *s->mutable_last_decision() = it->second.last_decision;
-    *s->mutable_last_switch() = it->second.last_switch;
-    s->set_switches(it->second.switches);
+    const bool known = it != shards_.end();
+    v1::ShardStatus* s = status.add_shards();
+    *s = ShardRow(p, known ? it->second.address : "", known && it->second.link != nullptr,
+                  known ? &it->second.last_report : nullptr);
+    if (known) modes_.FillShardStatus(p.shard_id(), *s);
   }
   if (!evals_.empty()) *status.mutable_last_eval() = evals_.back();
   for (const v1::EvalStatus& eval : evals_) *status.add_eval_history() = eval;

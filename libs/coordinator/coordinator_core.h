@@ -2,9 +2,7 @@
 // data leases, the stop condition and the cluster status. Sessions reach it through
 // WorkerLink/ShardLink, so tests drive it with fakes and a FakeClock.
 //
-// Lifecycle: WAITING (shards and workers register) -> RUNNING (membership fixed, workers
-// welcomed, leases handed out) -> FINISHING (target reached: workers stopped, final evaluation)
-// -> DONE.
+// Lifecycle: waiting -> running -> finishing -> draining -> done (libs/coordinator/job_phase.h).
 // Thread-safety: thread-safe. Messages to links are sent after the lock is released.
 #ifndef SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_CORE_H_
 #define SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_CORE_H_
@@ -25,10 +23,11 @@
 #include "absl/time/time.h"
 #include "libs/common/clock.h"
 #include "libs/coordinator/coordinator_metrics.h"
+#include "libs/coordinator/job_phase.h"
+#include "libs/coordinator/mode_controller.h"
+#include "libs/coordinator/progress_journal.h"
+#include "libs/coordinator/status_builder.h"
 #include "libs/data/lease_table.h"
-#include "libs/straggler/mode_policy.h"
-#include "libs/straggler/straggler_detector.h"
-#include "libs/straggler/switch_confirmation.h"
 #include "syncopate/v1/coordinator.pb.h"
 
 namespace syncopate::coordinator {
@@ -60,10 +59,10 @@ struct CoordinatorOptions {
   absl::Duration min_silence_timeout = absl::Seconds(10);
   // How long FINISHING waits for workers to leave and the final evaluation to arrive.
   absl::Duration finish_timeout = absl::Seconds(60);
-  // Where the coordinator keeps its progress file ("" = nowhere). A coordinator restarted with
-  // the same directory carries on the same job: examples, evaluations, worker ids, shard modes
-  // and the data-lease table (completed blocks are not handed out again).
-  std::string state_dir;
+  // Where the coordinator keeps its progress (null = nowhere). A coordinator restarted with the
+  // same journal carries on the same job: examples, evaluations, worker ids, shard modes and the
+  // data-lease table (completed blocks are not handed out again).
+  std::shared_ptr<ProgressJournal> journal;
 };
 
 class CoordinatorCore {
@@ -90,6 +89,7 @@ class CoordinatorCore {
 
   v1::ClusterStatus Status() const;
   v1::JobState state() const;
+  JobPhase phase() const;
   // How many times this job's coordinator was restarted (from the progress file).
   int restarts() const;
 
@@ -114,12 +114,6 @@ class CoordinatorCore {
     std::string address;
     v1::ShardReport last_report;
     bool final_report = false;
-    v1::Mode mode = v1::MODE_UNSPECIFIED;  // what the coordinator last told the shard
-    std::unique_ptr<ModePolicy> policy;    // AUTO jobs only
-    SwitchConfirmation confirmation;
-    v1::ModeDecisionStatus last_decision;
-    v1::ModeDecisionStatus last_switch;
-    int32_t switches = 0;
   };
   using WorkerOutbox = std::vector<std::pair<std::shared_ptr<WorkerLink>, v1::CoordinatorToWorker>>;
   using ShardOutbox = std::vector<std::pair<std::shared_ptr<ShardLink>, v1::CoordinatorToShard>>;
@@ -147,17 +141,21 @@ class CoordinatorCore {
   void RemoveWorker(Worker& worker, const std::string& reason, Outbox& out)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void BeginFinishing(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Training and the final evaluation are over: stop everyone, then drain the shards' final
-  // reports before the state becomes DONE.
-  void MarkDone(const std::string& why, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Training and the final evaluation are over: stop everyone and wait (bounded) for the shards'
+  // final reports. Only from FINISHING.
+  void BeginDraining(const std::string& why, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // DRAINING ends once every connected shard sent its final report, or after a bounded wait.
   void MaybeFinishDraining(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The job is done: its result is recorded.
+  void MarkDone(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Moves to `phase` and shows it in the job_state gauge.
+  void EnterPhase(JobPhase phase) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void HandleEval(const v1::EvalReport& report, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::ShardMap MakeShardMap() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool AllShardsConnected() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int LiveWorkers(v1::Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  double ExamplesPerSecond() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double Elapsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // AUTO: asks each shard's policy for a verdict and sends SetMode where it says switch.
+  // Runs a round of mode control (AUTO jobs) and sends the SetMode commands it returns.
   void DecideModes(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RestoreProgress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Snapshots the progress into `out`; Deliver writes it.
@@ -175,19 +173,17 @@ class CoordinatorCore {
   const int64_t target_examples_;
   const absl::Time created_;
 
-  // Serialises progress-file writes; never held together with mu_.
+  // Serialises progress saves; never held together with mu_.
   absl::Mutex progress_file_mu_;
   uint64_t progress_written_ ABSL_GUARDED_BY(progress_file_mu_) = 0;  // newest sequence written
 
   mutable absl::Mutex mu_;
   uint64_t progress_sequence_ ABSL_GUARDED_BY(mu_) = 0;  // of the newest snapshot taken
-  v1::JobState state_ ABSL_GUARDED_BY(mu_) = v1::JOB_WAITING;
+  JobPhase phase_ ABSL_GUARDED_BY(mu_) = JobPhase::kWaiting;
   absl::Time started_ ABSL_GUARDED_BY(mu_);
   absl::Time finishing_since_ ABSL_GUARDED_BY(mu_);
   bool final_eval_requested_ ABSL_GUARDED_BY(mu_) = false;
-  // Set when training and evaluation are over and shards were told to stop; DONE follows once
-  // every shard sent its final report (or kShardDrainTimeout passed).
-  std::optional<absl::Time> draining_shards_since_ ABSL_GUARDED_BY(mu_);
+  absl::Time draining_since_ ABSL_GUARDED_BY(mu_);  // when DRAINING began
   std::string done_reason_ ABSL_GUARDED_BY(mu_);
   data::LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
@@ -195,14 +191,12 @@ class CoordinatorCore {
   int32_t next_worker_id_ ABSL_GUARDED_BY(mu_) = 1;
   v1::Membership membership_ ABSL_GUARDED_BY(mu_);
   int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
-  std::deque<std::pair<absl::Time, int64_t>> throughput_samples_ ABSL_GUARDED_BY(mu_);
+  ThroughputWindow throughput_ ABSL_GUARDED_BY(mu_);
   std::vector<v1::EvalStatus> evals_ ABSL_GUARDED_BY(mu_);
-  StragglerDetector detector_ ABSL_GUARDED_BY(mu_);
-  absl::Time last_mode_decision_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
+  ModeController modes_ ABSL_GUARDED_BY(mu_);
   absl::Time last_checkpoint_request_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::Time last_progress_save_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::map<std::string, int32_t> worker_ids_by_name_ ABSL_GUARDED_BY(mu_);
-  std::map<int32_t, v1::Mode> restored_shard_modes_ ABSL_GUARDED_BY(mu_);
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
   bool expect_evaluator_ ABSL_GUARDED_BY(mu_) = false;
 };

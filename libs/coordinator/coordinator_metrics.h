@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "libs/coordinator/mode_controller.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -12,7 +13,7 @@
 
 namespace syncopate::coordinator {
 
-class CoordinatorMetrics {
+class CoordinatorMetrics final : public ModeControlMetrics {
  public:
   explicit CoordinatorMetrics(prometheus::Registry& registry);
 
@@ -26,9 +27,9 @@ class CoordinatorMetrics {
   void SetStragglers(int count) { stragglers_.Set(count); }
   // Starts a shard's decision and switch counters at 0 for every reason, so the first switch is
   // an increase Prometheus sees (a counter born at 1 loses its first increment to rate()).
-  void InitModePolicy(int shard);
-  void CountDecision(int shard, const std::string& reason);
-  void CountSwitch(int shard, const std::string& reason);
+  void InitModePolicy(int shard) override;
+  void CountDecision(int shard, const std::string& reason) override;
+  void CountSwitch(int shard, const std::string& reason) override;
   // A refused session hello, by reason ("unauthenticated": missing or wrong join token;
   // "wrong_job": the hello names another job) and session ("worker" or "shard").
   void CountRejection(const std::string& session, const std::string& reason);

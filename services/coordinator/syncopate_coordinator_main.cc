@@ -7,6 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/coordinator/coordinator_core.h"
+#include "libs/coordinator/progress_journal.h"
 #include "libs/job/job_spec.h"
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/grpc_util.h"
@@ -49,7 +50,9 @@ int Main() {
   options.train_examples = *train_examples;
   options.metrics = &metrics;
   options.startup_grace = absl::Seconds(absl::GetFlag(FLAGS_startup_grace_seconds));
-  options.state_dir = absl::GetFlag(FLAGS_state_dir);
+  if (!absl::GetFlag(FLAGS_state_dir).empty()) {
+    options.journal = std::make_shared<FileProgressJournal>(absl::GetFlag(FLAGS_state_dir));
+  }
   absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
   if (!core.ok()) runtime::Die(std::string(core.status().message()));
 

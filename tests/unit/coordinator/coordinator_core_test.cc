@@ -126,7 +126,7 @@ class CoordinatorCoreTest : public ::testing::Test {
     options.train_examples = kTrainExamples;
     options.clock = &clock_;
     options.metrics = metrics_;
-    options.state_dir = state_dir_;
+    options.journal = journal_;
     absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = std::move(*core);
@@ -163,7 +163,7 @@ class CoordinatorCoreTest : public ::testing::Test {
 
   FakeClock clock_;
   CoordinatorMetrics* metrics_ = nullptr;
-  std::string state_dir_;
+  std::shared_ptr<ProgressJournal> journal_;
   std::unique_ptr<CoordinatorCore> core_;
   std::vector<std::shared_ptr<FakeShardLink>> shards_;
   std::shared_ptr<FakeWorkerLink> w1_, w2_;
@@ -319,12 +319,14 @@ TEST_F(CoordinatorCoreTest, FullLifecycleEndsWithTheFinalEvaluation) {
     core_->WorkerMessage(id2_, Step(4));
   }
   EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
+  EXPECT_EQ(core_->phase(), JobPhase::kRunning);
   EXPECT_EQ(core_->Status().examples(), 32);
   EXPECT_TRUE(w1_->Of(v1::CoordinatorToWorker::kStop).empty());
 
   core_->WorkerMessage(id1_, Step(4));
   core_->WorkerMessage(id2_, Step(4));  // 40: the target
   EXPECT_EQ(core_->state(), v1::JOB_FINISHING);
+  EXPECT_EQ(core_->phase(), JobPhase::kFinishing);
   ASSERT_EQ(w1_->Of(v1::CoordinatorToWorker::kStop).size(), 1u);
   ASSERT_EQ(w2_->Of(v1::CoordinatorToWorker::kStop).size(), 1u);
   EXPECT_TRUE(e->Of(v1::CoordinatorToWorker::kStop).empty()) << "the evaluator stays";
@@ -361,6 +363,7 @@ TEST_F(CoordinatorCoreTest, FullLifecycleEndsWithTheFinalEvaluation) {
   }
   // DONE waits for every shard's final report, so the final status is exact.
   EXPECT_EQ(core_->state(), v1::JOB_FINISHING);
+  EXPECT_EQ(core_->phase(), JobPhase::kDraining);
   v1::ShardReport final_report;
   final_report.set_version(5);
   final_report.set_final(true);
@@ -368,6 +371,7 @@ TEST_F(CoordinatorCoreTest, FullLifecycleEndsWithTheFinalEvaluation) {
   EXPECT_EQ(core_->state(), v1::JOB_FINISHING);
   core_->ShardReport(1, final_report);
   EXPECT_EQ(core_->state(), v1::JOB_DONE);
+  EXPECT_EQ(core_->phase(), JobPhase::kDone);
   EXPECT_EQ(e->Of(v1::CoordinatorToWorker::kStop).size(), 1u);
   v1::ClusterStatus status = core_->Status();
   EXPECT_EQ(status.state(), v1::JOB_DONE);
@@ -630,8 +634,11 @@ TEST_F(CoordinatorCoreTest, AWorkerRejoiningHandsBackItsLeases) {
 // outstanding block first, never hands out the completed ones again, and the epoch is covered
 // exactly once before the next one starts.
 TEST_F(CoordinatorCoreTest, ARestartedCoordinatorResumesTheLeaseTable) {
-  state_dir_ = absl::StrCat(::testing::TempDir(), "/coordinator-restart-", getpid());
-  std::filesystem::remove_all(state_dir_);
+  // The real progress file, as the coordinator process keeps it.
+  const std::string state_dir =
+      absl::StrCat(::testing::TempDir(), "/coordinator-restart-", getpid());
+  std::filesystem::remove_all(state_dir);
+  journal_ = std::make_shared<FileProgressJournal>(state_dir);
   v1::JobSpec job = SmallJob();
   job.set_block_size(10);  // 10 blocks per epoch
   job.mutable_stop()->set_max_examples(1000);
@@ -700,15 +707,14 @@ TEST_F(CoordinatorCoreTest, ARestartedCoordinatorResumesTheLeaseTable) {
       << "every block of epoch 0 exactly once across the restart";
   core_->WorkerMessage(id1, LeaseRequest());
   EXPECT_EQ(lease_of(w1).epoch(), 1);
-  std::filesystem::remove_all(state_dir_);
+  std::filesystem::remove_all(state_dir);
 }
 
 // Scenario (found by the fault matrix): the coordinator receives the final evaluation, stops
 // everyone, and is killed before the shards' final reports. Restarted, it must not wait for a
 // final evaluation from an evaluator that already left.
 TEST_F(CoordinatorCoreTest, ARestartAfterTheFinalEvaluationEndsTheJobWithoutWaiting) {
-  state_dir_ = absl::StrCat(::testing::TempDir(), "/coordinator-final-", getpid());
-  std::filesystem::remove_all(state_dir_);
+  journal_ = std::make_shared<InMemoryProgressJournal>();
   v1::JobSpec job = SmallJob();
   job.mutable_stop()->set_max_examples(100);
   Create(job);
@@ -735,7 +741,6 @@ TEST_F(CoordinatorCoreTest, ARestartAfterTheFinalEvaluationEndsTheJobWithoutWait
   EXPECT_EQ(core_->state(), v1::JOB_DONE);
   ASSERT_TRUE(core_->Status().last_eval().final());
   EXPECT_DOUBLE_EQ(core_->Status().last_eval().accuracy(), 0.8);
-  std::filesystem::remove_all(state_dir_);
 }
 
 TEST_F(CoordinatorCoreTest, AReconnectingShardGetsTheCurrentMembership) {

@@ -1,0 +1,153 @@
+#include "libs/coordinator/mode_controller.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "glog/logging.h"
+#include "libs/common/mode_name.h"
+
+namespace syncopate::coordinator {
+namespace {
+
+class NoOpModeControlMetrics final : public ModeControlMetrics {
+ public:
+  void InitModePolicy(int) override {}
+  void CountDecision(int, const std::string&) override {}
+  void CountSwitch(int, const std::string&) override {}
+};
+
+}  // namespace
+
+ModeControlMetrics* ModeControlMetrics::NoOp() {
+  static auto* const kNoOp = new NoOpModeControlMetrics();
+  return kNoOp;
+}
+
+ModeController::ModeController(const v1::JobSpec& job, Clock* clock, ModeControlMetrics* metrics)
+    : job_(job),
+      clock_(clock),
+      metrics_(metrics != nullptr ? metrics : ModeControlMetrics::NoOp()),
+      detector_(clock) {}
+
+void ModeController::AddStep(int32_t worker, const v1::StepReport& step) {
+  if (step.compute_seconds() <= 0) return;
+  detector_.AddStep(worker, step.compute_seconds()).IgnoreError();
+  detector_.AddCommunication(worker, std::max(0.0, step.pull_seconds() + step.push_seconds()))
+      .IgnoreError();
+}
+
+void ModeController::RemoveWorker(int32_t worker) { detector_.RemoveWorker(worker); }
+
+Assessment ModeController::Assess() const { return detector_.Assess(); }
+
+void ModeController::RestoreModes(const std::map<int32_t, v1::Mode>& modes) {
+  restored_modes_ = modes;
+}
+
+v1::Mode ModeController::ConnectShard(int32_t id) {
+  Shard& shard = shards_[id];
+  shard.connected = true;
+  if (shard.mode != v1::MODE_UNSPECIFIED) return shard.mode;  // a reconnection keeps its mode
+  auto restored = restored_modes_.find(id);
+  auto pin = job_.pinned_shard_modes().find(id);
+  const bool pinned = pin != job_.pinned_shard_modes().end();
+  if (restored != restored_modes_.end()) {
+    shard.mode = restored->second;  // a restarted coordinator keeps the shard's mode
+  } else if (job_.mode() == v1::MODE_AUTO) {
+    // AUTO starts in sync (or the shard's pinned mode); the policy moves shards to gba when
+    // stragglers make it pay.
+    shard.mode = pinned ? pin->second : v1::MODE_SYNC;
+  } else {
+    shard.mode = job_.mode();
+  }
+  if (job_.mode() == v1::MODE_AUTO) {
+    shard.policy = std::make_unique<ModePolicy>(clock_, job_.global_batch());
+    // A pin holds in every life of the coordinator, restored or not.
+    if (pinned) shard.policy->SetPinned(pin->second).IgnoreError();
+    shard.policy->NotifySwitched(shard.mode);
+    metrics_->InitModePolicy(id);
+  }
+  return shard.mode;
+}
+
+void ModeController::DisconnectShard(int32_t id) {
+  auto it = shards_.find(id);
+  if (it != shards_.end()) it->second.connected = false;
+}
+
+ModeRound ModeController::Decide(const std::vector<WorkerLoad>& loads, double elapsed_seconds) {
+  ModeRound round;
+  const absl::Time now = clock_->Now();
+  if (job_.mode() != v1::MODE_AUTO || now - last_round_ < kDecisionInterval) return round;
+  last_round_ = now;
+  round.decided = true;
+  round.assessment = detector_.Assess();
+  if (loads.empty()) return round;
+  for (auto& [id, shard] : shards_) {
+    if (shard.policy == nullptr || !shard.connected) continue;
+    if (!DecideShard(id, shard, round.assessment, loads, elapsed_seconds)) continue;
+    round.commands.push_back({id, shard.mode, shard.last_switch.reason()});
+  }
+  return round;
+}
+
+bool ModeController::DecideShard(int32_t id, Shard& shard, const Assessment& assessment,
+                                 const std::vector<WorkerLoad>& loads, double elapsed_seconds) {
+  absl::StatusOr<ModeDecision> decision = shard.policy->Decide(assessment, shard.mode, loads);
+  if (!decision.ok()) {
+    LOG(WARNING) << "mode policy for shard " << id << ": " << decision.status();
+    return false;
+  }
+  shard.confirmation.Confirm(*decision, assessment, loads);
+  v1::ModeDecisionStatus& d = shard.last_decision;
+  const std::string previous_reason = d.reason();
+  d.set_current(decision->current);
+  d.set_recommended(decision->recommended);
+  d.set_switched(decision->switch_now);
+  d.set_close_call(decision->close_call);
+  d.set_reason(decision->reason);
+  d.set_explanation(decision->explanation);
+  d.set_sync_samples_per_second(decision->sync_samples_per_second);
+  d.set_gba_samples_per_second(decision->gba_samples_per_second);
+  // ±inf (a difference with no measured noise) does not survive JSON; keep its sign.
+  d.set_z(std::isfinite(decision->z) ? decision->z : (decision->z > 0 ? 1e9 : -1e9));
+  d.set_seconds(elapsed_seconds);
+  d.clear_stragglers();
+  for (int32_t w : decision->stragglers) d.add_stragglers(w);
+  metrics_->CountDecision(id, decision->reason);
+  if (!decision->switch_now) {
+    // Log changes of verdict and close calls, not every identical non-decision.
+    if (decision->reason != previous_reason || decision->close_call) {
+      LOG(INFO) << "shard " << id << " stays " << ModeName(shard.mode) << " (" << decision->reason
+                << "): " << decision->explanation;
+    }
+    return false;
+  }
+  LOG(INFO) << "shard " << id << " switches " << ModeName(shard.mode) << " -> "
+            << ModeName(decision->recommended) << " (" << decision->reason
+            << "): " << decision->explanation;
+  shard.mode = decision->recommended;
+  shard.policy->NotifySwitched(shard.mode);
+  ++shard.switches;
+  shard.last_switch = d;
+  metrics_->CountSwitch(id, decision->reason);
+  return true;
+}
+
+std::map<int32_t, v1::Mode> ModeController::Modes() const {
+  std::map<int32_t, v1::Mode> modes;
+  for (const auto& [id, shard] : shards_) modes[id] = shard.mode;
+  return modes;
+}
+
+void ModeController::FillShardStatus(int32_t id, v1::ShardStatus& status) const {
+  auto it = shards_.find(id);
+  if (it == shards_.end()) return;
+  *status.mutable_last_decision() = it->second.last_decision;
+  *status.mutable_last_switch() = it->second.last_switch;
+  status.set_switches(it->second.switches);
+}
+
+}  // namespace syncopate::coordinator

@@ -1,0 +1,277 @@
+#include "libs/coordinator/mode_controller.h"
+
+#include <array>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/time/time.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "libs/common/clock.h"
+
+namespace syncopate::coordinator {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::IsEmpty;
+using ::testing::Pair;
+
+// 4 workers with local batch 100, G = 400, 0.1 s of communication per step: the scenarios of
+// tests/unit/straggler/mode_policy_test.cc, driven through the controller instead.
+constexpr int kWorkers = 4;
+const std::vector<WorkerLoad> kLoads = {{0, 100}, {1, 100}, {2, 100}, {3, 100}};
+// Relative step-time noise cycled per worker (as in simulated_cluster.h): every 8 consecutive
+// steps hold each value once, so a full window's median is the base time and its MAD is nonzero.
+constexpr std::array<double, 8> kNoise = {-0.03, -0.02, -0.01, 0.0, 0.0, 0.01, 0.02, 0.03};
+
+v1::JobSpec Job(v1::Mode mode) {
+  v1::JobSpec job;
+  job.set_mode(mode);
+  job.set_global_batch(400);
+  job.set_num_shards(2);
+  job.set_num_workers(kWorkers);
+  return job;
+}
+
+class RecordingMetrics : public ModeControlMetrics {
+ public:
+  void InitModePolicy(int shard) override { initialised.push_back(shard); }
+  void CountDecision(int shard, const std::string& reason) override {
+    ++decisions[{shard, reason}];
+  }
+  void CountSwitch(int shard, const std::string& reason) override { ++switches[{shard, reason}]; }
+
+  std::vector<int> initialised;
+  std::map<std::pair<int, std::string>, int> decisions;
+  std::map<std::pair<int, std::string>, int> switches;
+};
+
+class ModeControllerTest : public ::testing::Test {
+ protected:
+  void Create(v1::JobSpec job) {
+    controller_ = std::make_unique<ModeController>(job, &clock_, &metrics_);
+  }
+
+  // One step per worker at `base[i]` seconds of compute (with the cycled noise); the clock moves
+  // one second first, so samples are strictly after anything decided before the call.
+  void Step(const std::vector<double>& base) {
+    clock_.Advance(absl::Seconds(1));
+    for (size_t i = 0; i < base.size(); ++i) {
+      v1::StepReport step;
+      step.set_examples(100);
+      step.set_compute_seconds(base[i] * (1 + kNoise[(step_ + i) % kNoise.size()]));
+      step.set_pull_seconds(0.05);
+      step.set_push_seconds(0.05);
+      controller_->AddStep(static_cast<int32_t>(i), step);
+    }
+    ++step_;
+  }
+  void Steps(int n, const std::vector<double>& base) {
+    for (int k = 0; k < n; ++k) Step(base);
+  }
+
+  FakeClock clock_;
+  RecordingMetrics metrics_;
+  std::unique_ptr<ModeController> controller_;
+  size_t step_ = 0;
+};
+
+const std::vector<double> kHealthy = {1.0, 1.0, 1.0, 1.0};
+const std::vector<double> kOneFourTimesSlower = {1.0, 1.0, 1.0, 4.0};
+
+TEST_F(ModeControllerTest, FixedModesPassThroughAndAreNeverDecided) {
+  Create(Job(v1::MODE_GBA));
+  EXPECT_EQ(controller_->ConnectShard(0), v1::MODE_GBA);
+  EXPECT_EQ(controller_->ConnectShard(1), v1::MODE_GBA);
+  Steps(8, kOneFourTimesSlower);
+  const ModeRound round = controller_->Decide(kLoads, 10);
+  EXPECT_FALSE(round.decided);
+  EXPECT_THAT(round.commands, IsEmpty());
+  EXPECT_THAT(metrics_.initialised, IsEmpty());
+  EXPECT_THAT(controller_->Modes(), ElementsAre(Pair(0, v1::MODE_GBA), Pair(1, v1::MODE_GBA)));
+}
+
+TEST_F(ModeControllerTest, AutoStartsInSyncOrThePinAndInitialisesCounters) {
+  v1::JobSpec job = Job(v1::MODE_AUTO);
+  (*job.mutable_pinned_shard_modes())[1] = v1::MODE_GBA;
+  Create(job);
+  EXPECT_EQ(controller_->ConnectShard(0), v1::MODE_SYNC);
+  EXPECT_EQ(controller_->ConnectShard(1), v1::MODE_GBA);
+  EXPECT_THAT(metrics_.initialised, ElementsAre(0, 1));
+}
+
+// The straggler scenario end to end: the first significant window is held for confirmation,
+// the next independent one switches (one command per shard), and a recovered straggler brings
+// the shard back to sync the same way.
+TEST_F(ModeControllerTest, AStragglerSwitchesToGbaAfterConfirmationAndRecoveryReturnsToSync) {
+  Create(Job(v1::MODE_AUTO));
+  controller_->ConnectShard(0);
+  Steps(8, kOneFourTimesSlower);
+  ModeRound round = controller_->Decide(kLoads, 8);
+  ASSERT_TRUE(round.decided);
+  EXPECT_THAT(round.commands, IsEmpty());
+  EXPECT_THAT(round.assessment.Stragglers(), ElementsAre(3));
+  v1::ShardStatus status;
+  controller_->FillShardStatus(0, status);
+  EXPECT_EQ(status.last_decision().reason(), kReasonAwaitingConfirmation);
+  EXPECT_EQ(status.last_decision().recommended(), v1::MODE_GBA);
+  EXPECT_EQ(status.last_decision().seconds(), 8);
+  EXPECT_EQ(status.switches(), 0);
+
+  // A second window that shares no sample with the first.
+  Steps(8, kOneFourTimesSlower);
+  round = controller_->Decide(kLoads, 16);
+  ASSERT_EQ(round.commands.size(), 1u);
+  EXPECT_EQ(round.commands[0].shard, 0);
+  EXPECT_EQ(round.commands[0].mode, v1::MODE_GBA);
+  EXPECT_EQ(round.commands[0].reason, kReasonStragglerDetected);
+  EXPECT_THAT(controller_->Modes(), ElementsAre(Pair(0, v1::MODE_GBA)));
+  status.Clear();
+  controller_->FillShardStatus(0, status);
+  EXPECT_EQ(status.switches(), 1);
+  EXPECT_TRUE(status.last_switch().switched());
+  EXPECT_EQ(status.last_switch().current(), v1::MODE_SYNC);
+  EXPECT_EQ(status.last_switch().recommended(), v1::MODE_GBA);
+  EXPECT_THAT(status.last_switch().stragglers(), ElementsAre(3));
+  EXPECT_EQ((metrics_.switches[{0, std::string(kReasonStragglerDetected)}]), 1);
+  EXPECT_EQ((metrics_.decisions[{0, std::string(kReasonAwaitingConfirmation)}]), 1);
+
+  // Recovery: two fresh healthy windows (the policy ignores windows straddling the switch).
+  Steps(8, kHealthy);
+  EXPECT_THAT(controller_->Decide(kLoads, 24).commands, IsEmpty());
+  Steps(8, kHealthy);
+  round = controller_->Decide(kLoads, 32);
+  ASSERT_EQ(round.commands.size(), 1u);
+  EXPECT_EQ(round.commands[0].mode, v1::MODE_SYNC);
+  EXPECT_EQ(round.commands[0].reason, kReasonStragglersRecovered);
+  status.Clear();
+  controller_->FillShardStatus(0, status);
+  EXPECT_EQ(status.switches(), 2);
+}
+
+// The controller gives exactly the verdicts of ModePolicy + SwitchConfirmation wired by hand
+// (what the coordinator did before the controller existed), round by round.
+TEST_F(ModeControllerTest, VerdictsMatchThePolicyAndConfirmationWiredByHand) {
+  Create(Job(v1::MODE_AUTO));
+  controller_->ConnectShard(0);
+  ModePolicy policy(&clock_, 400);
+  SwitchConfirmation confirmation;
+  v1::Mode mode = v1::MODE_SYNC;
+  policy.NotifySwitched(mode);
+  const std::vector<std::vector<double>> phases = {kHealthy, kOneFourTimesSlower,
+                                                   kOneFourTimesSlower, kHealthy, kHealthy};
+  int rounds = 0;
+  for (const std::vector<double>& phase : phases) {
+    for (int k = 0; k < 8; k += 2) {
+      Steps(2, phase);
+      ModeDecision expected = *policy.Decide(controller_->Assess(), mode, kLoads);
+      confirmation.Confirm(expected, controller_->Assess(), kLoads);
+      const ModeRound round = controller_->Decide(kLoads, rounds++);
+      ASSERT_TRUE(round.decided);
+      v1::ShardStatus status;
+      controller_->FillShardStatus(0, status);
+      EXPECT_EQ(status.last_decision().reason(), expected.reason) << "round " << rounds;
+      EXPECT_EQ(status.last_decision().recommended(), expected.recommended);
+      EXPECT_EQ(status.last_decision().switched(), expected.switch_now);
+      EXPECT_EQ(round.commands.size(), expected.switch_now ? 1u : 0u);
+      if (expected.switch_now) {
+        mode = expected.recommended;
+        policy.NotifySwitched(mode);
+      }
+    }
+  }
+  EXPECT_THAT(controller_->Modes(), ElementsAre(Pair(0, mode)));
+  v1::ShardStatus status;
+  controller_->FillShardStatus(0, status);
+  EXPECT_EQ(status.switches(), 2);  // to gba and back
+}
+
+TEST_F(ModeControllerTest, DecidesAtMostOncePerInterval) {
+  Create(Job(v1::MODE_AUTO));
+  controller_->ConnectShard(0);
+  Steps(8, kHealthy);
+  EXPECT_TRUE(controller_->Decide(kLoads, 0).decided);
+  clock_.Advance(ModeController::kDecisionInterval - absl::Milliseconds(1));
+  EXPECT_FALSE(controller_->Decide(kLoads, 0).decided);
+  clock_.Advance(absl::Milliseconds(1));
+  EXPECT_TRUE(controller_->Decide(kLoads, 0).decided);
+}
+
+TEST_F(ModeControllerTest, WithoutMembersOrConnectedShardsNothingIsJudged) {
+  Create(Job(v1::MODE_AUTO));
+  controller_->ConnectShard(0);
+  Steps(16, kOneFourTimesSlower);
+  ModeRound round = controller_->Decide({}, 0);
+  EXPECT_TRUE(round.decided);
+  EXPECT_THAT(round.assessment.Stragglers(), ElementsAre(3));
+  EXPECT_TRUE(metrics_.decisions.empty());
+
+  controller_->DisconnectShard(0);
+  clock_.Advance(absl::Seconds(1));
+  round = controller_->Decide(kLoads, 0);
+  EXPECT_THAT(round.commands, IsEmpty());
+  EXPECT_TRUE(metrics_.decisions.empty());
+}
+
+TEST_F(ModeControllerTest, ADepartedWorkerIsForgottenAndUnknownLoadsMeanInsufficientData) {
+  Create(Job(v1::MODE_AUTO));
+  controller_->ConnectShard(0);
+  Steps(8, kOneFourTimesSlower);
+  controller_->RemoveWorker(3);
+  EXPECT_EQ(controller_->Assess().Find(3), nullptr);
+  controller_->Decide(kLoads, 0);
+  v1::ShardStatus status;
+  controller_->FillShardStatus(0, status);
+  EXPECT_EQ(status.last_decision().reason(), kReasonInsufficientData);
+}
+
+TEST_F(ModeControllerTest, StepsWithoutComputeTimeAreIgnored) {
+  Create(Job(v1::MODE_AUTO));
+  v1::StepReport step;
+  step.set_examples(10);
+  controller_->AddStep(7, step);
+  EXPECT_EQ(controller_->Assess().Find(7), nullptr);
+}
+
+TEST_F(ModeControllerTest, RestoredModesResumeAndReconnectionsKeepTheLastMode) {
+  v1::JobSpec job = Job(v1::MODE_AUTO);
+  (*job.mutable_pinned_shard_modes())[1] = v1::MODE_SYNC;
+  Create(job);
+  controller_->RestoreModes({{0, v1::MODE_GBA}, {1, v1::MODE_SYNC}});
+  EXPECT_EQ(controller_->ConnectShard(0), v1::MODE_GBA);
+  EXPECT_EQ(controller_->ConnectShard(1), v1::MODE_SYNC);
+  controller_->DisconnectShard(0);
+  EXPECT_EQ(controller_->ConnectShard(0), v1::MODE_GBA);
+
+  // The restored shard 1 is still pinned: a straggler does not move it; shard 0 (restored in
+  // gba) is judged by the model.
+  Steps(16, kOneFourTimesSlower);
+  controller_->Decide(kLoads, 0);
+  v1::ShardStatus status;
+  controller_->FillShardStatus(1, status);
+  EXPECT_EQ(status.last_decision().reason(), kReasonPinned);
+  EXPECT_EQ(status.last_decision().recommended(), v1::MODE_SYNC);
+  status.Clear();
+  controller_->FillShardStatus(0, status);
+  EXPECT_EQ(status.last_decision().recommended(), v1::MODE_GBA);
+  EXPECT_FALSE(status.last_decision().switched());
+}
+
+TEST_F(ModeControllerTest, UnknownShardsHaveAnEmptyStatus) {
+  Create(Job(v1::MODE_AUTO));
+  v1::ShardStatus status;
+  controller_->FillShardStatus(5, status);
+  EXPECT_EQ(status.switches(), 0);
+  EXPECT_FALSE(status.has_last_decision());
+  EXPECT_THAT(controller_->Modes(), IsEmpty());
+}
+
+TEST(ModeControlMetrics, NoOpCountsNothingAndIsShared) {
+  EXPECT_EQ(ModeControlMetrics::NoOp(), ModeControlMetrics::NoOp());
+  ModeControlMetrics::NoOp()->CountDecision(0, "pinned");  // must not crash
+}
+
+}  // namespace
+}  // namespace syncopate::coordinator
