@@ -1,5 +1,8 @@
 #include "libs/rpc/security.h"
 
+#include <sys/random.h>
+
+#include <cerrno>
 #include <fstream>
 #include <sstream>
 #include <utility>
@@ -114,6 +117,26 @@ absl::Status CheckJoinToken(absl::string_view expected, absl::string_view presen
   }
   if (difference != 0) return absl::UnauthenticatedError("wrong join token");
   return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> GenerateJoinToken() {
+  // 256 bits: far beyond guessing over the network, and the same strength as the TLS keys.
+  unsigned char bytes[32];
+  size_t filled = 0;
+  while (filled < sizeof(bytes)) {
+    const ssize_t got = getrandom(bytes + filled, sizeof(bytes) - filled, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return absl::UnavailableError("getrandom failed: cannot generate a join token");
+    filled += static_cast<size_t>(got);
+  }
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string token;
+  token.reserve(2 * sizeof(bytes));
+  for (unsigned char byte : bytes) {
+    token.push_back(kHex[byte >> 4]);
+    token.push_back(kHex[byte & 0xf]);
+  }
+  return token;
 }
 
 TlsOptions TlsOptionsFromFlags() {

@@ -62,6 +62,10 @@ const TransportSecurity& InstalledTransportSecurity();
 // wherever the first difference is (its duration depends only on the expected token's length).
 absl::Status CheckJoinToken(absl::string_view expected, absl::string_view presented);
 
+// A fresh join token: 32 bytes from the kernel's CSPRNG (getrandom), hex-encoded (64 characters).
+// UNAVAILABLE if the kernel cannot supply them.
+absl::StatusOr<std::string> GenerateJoinToken();
+
 // What the shared command-line flags ask for: --tls_cert, --tls_key, --tls_ca, --tls_server_name,
 // --join_token, --join_token_file (defined once, in security.cc, for every binary).
 struct SecurityConfig {

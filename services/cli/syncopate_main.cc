@@ -53,6 +53,9 @@ ABSL_FLAG(int, timeout_seconds, 3600, "Give up (exit 1) if the job has not finis
 ABSL_FLAG(bool, prometheus, false,
           "Also run Debian's Prometheus (/usr/bin/prometheus) on a free loopback port, scraping "
           "every process of the run, until the run ends");
+ABSL_FLAG(bool, insecure_no_join_token, false,
+          "local: do not generate a join token for the run (anyone who can reach the loopback "
+          "ports, e.g. another user of this machine, could then join the job)");
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "status: the coordinator's address");
 ABSL_FLAG(std::string, address, "127.0.0.1:7070", "health: the server to check (host:port)");
 ABSL_FLAG(int, health_timeout_seconds, 3, "health: give up (exit 1) after this long");
@@ -314,6 +317,13 @@ int Local() {
   options.evaluator = absl::GetFlag(FLAGS_evaluator);
   options.tls = security->tls;
   options.join_token = security->join_token;
+  // Secure by default: loopback ports are reachable by every user of the machine, so a run
+  // without a token of its own gets a fresh one, handed to the children in a file (never argv).
+  if (options.join_token.empty() && !absl::GetFlag(FLAGS_insecure_no_join_token)) {
+    absl::StatusOr<std::string> token = rpc::GenerateJoinToken();
+    if (!token.ok()) runtime::Die(std::string(token.status().message()), 1);
+    options.join_token = *std::move(token);
+  }
   if (!absl::GetFlag(FLAGS_resume).empty()) {
     options.restore_dir = absl::GetFlag(FLAGS_resume) + "/checkpoints";
   }
@@ -328,6 +338,14 @@ int Local() {
     printf(" %s=http://127.0.0.1:%d/metrics", name.c_str(), port);
   }
   printf("\n");
+  if (!options.join_token.empty()) {
+    printf(
+        "join token in %s/join_token (mode 0600; a process joining by hand needs "
+        "--join_token_file=%s/join_token)\n",
+        run_dir.c_str(), run_dir.c_str());
+  } else {
+    printf("no join token: anyone who can reach these ports can join the job\n");
+  }
   launch::ProcessGroup prometheus;  // stopped when this function returns
   absl::StatusOr<std::string> prometheus_url =
       SetUpPrometheus(**cluster, run_dir, absl::GetFlag(FLAGS_prometheus), prometheus);
@@ -534,8 +552,9 @@ int main(int argc, char** argv) {
       "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT\n"
       "  datagen ctr  write a synthetic Criteo-format click file: --rows=N --out=FILE[.gz]\n"
       "               [--seed=S] [--teacher_seed=T]\n"
-      "Security (every binary): --tls_cert/--tls_key/--tls_ca turn on mTLS; --join_token or\n"
-      "--join_token_file sets the shared join token (see docs/operations.md).");
+      "Security (every binary): --tls_cert/--tls_key/--tls_ca turn on mTLS; --join_token_file\n"
+      "(or --join_token) sets the shared join token; `local` generates one per run unless\n"
+      "--insecure_no_join_token (see docs/operations.md).");
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "local") return syncopate::cli::Local();
   if (command == "status") return syncopate::cli::Status();

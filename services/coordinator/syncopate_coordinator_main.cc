@@ -64,6 +64,10 @@ int Main() {
             << ", metrics on " << (*metrics_server)->port() << "; " << *train_examples
             << " training examples; " << (security->transport.tls() ? "mTLS" : "plaintext")
             << (security->join_token.empty() ? "" : ", join token required");
+  if (security->join_token.empty()) {
+    LOG(WARNING) << "no join token (--join_token_file): anyone who can reach port " << server->port
+                 << " can join this job as a worker or shard";
+  }
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     absl::Status written =
         runtime::WriteKeyValueFile(absl::GetFlag(FLAGS_ready_file),

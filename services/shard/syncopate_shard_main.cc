@@ -64,6 +64,10 @@ int Main() {
   LOG(INFO) << "shard " << shard_id << " serving on port " << server->port << ", metrics on "
             << (*metrics_server)->port() << (security->transport.tls() ? ", mTLS" : ", plaintext")
             << (security->join_token.empty() ? "" : ", join token required");
+  if (security->join_token.empty()) {
+    LOG(WARNING) << "no join token (--join_token_file): anyone who can reach port " << server->port
+                 << " can pull and push this shard's parameters";
+  }
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     absl::Status written =
         runtime::WriteKeyValueFile(absl::GetFlag(FLAGS_ready_file),

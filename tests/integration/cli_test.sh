@@ -55,8 +55,78 @@ assert len(r["workers"]) == 2 and all(w["examples"] > 0 for w in r["workers"]), 
 for key in ("wall_seconds", "examples_per_second"):
     assert r[key] > 0, key
 PY
-# `syncopate health` (the container HEALTHCHECK): 0 and SERVING for a live server, 1 when unreachable.
+# Secure by default: `syncopate local` generates a join token per run and hands it to its children
+# in a file. No process's argv or environment holds it; strangers without it are refused with
+# UNAUTHENTICATED (a worker and a shard, each exiting 1 with one line) and counted.
 bindir="$(dirname "$bin")"
+"$bin" local --job="$root/examples/fashion_mnist_mlp.textproto" --workers=2 --shards=1 \
+  --epochs=100 --train_limit=2000 --test_limit=500 --run_dir="$tmp/secure" >"$tmp/secure.out" 2>&1 &
+local_pid=$!
+trap 'kill "$local_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+for _ in $(seq 1 300); do grep -q '^join token in' "$tmp/secure.out" && break; sleep 0.1; done
+grep -q "^join token in $tmp/secure/join_token " "$tmp/secure.out" ||
+  fail "no join token line: $(cat "$tmp/secure.out")"
+token="$(cat "$tmp/secure/join_token")"
+[[ $token =~ ^[0-9a-f]{64}$ ]] || fail "generated token '$token' is not 64 hex characters"
+[[ $(stat -c %a "$tmp/secure/join_token") == 600 ]] || fail "join_token file is not mode 0600"
+address="$(sed -n 's/^coordinator at \([^;]*\);.*/\1/p' "$tmp/secure.out")"
+coordinator_metrics="$(sed -n 's/.* coordinator=\(http[^ ]*\).*/\1/p' "$tmp/secure.out")"
+children="$(ps -o pid= --ppid "$local_pid" | tr -d ' ')"
+[[ $(wc -w <<<"$children") -ge 5 ]] || fail "expected 5 children of syncopate local, saw: $children"
+# Every process on the machine, not just ours: the token appears in no command line...
+for cmdline in /proc/[0-9]*/cmdline; do
+  if tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -qF "$token"; then
+    fail "the join token is on the command line of $(tr '\0' ' ' <"$cmdline")"
+  fi
+done
+# ...and in no environment of syncopate local or its children; but they do use the file.
+for pid in $local_pid $children; do
+  tr '\0' '\n' <"/proc/$pid/environ" | grep -qF "$token" && fail "the join token is in the environment of $pid"
+  [[ $pid == "$local_pid" ]] && continue
+  tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "--join_token_file=$tmp/secure/join_token" ||
+    fail "child $pid was not given the token file: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
+done
+expect_refused() {  # expect_refused WHAT EXPECTED COMMAND...: exit 1, one line naming the refusal
+  local what="$1" expected="$2"; shift 2
+  set +e
+  timeout 30 "$@" >"$tmp/rogue.out" 2>"$tmp/rogue.err"
+  local code=$?
+  set -e
+  [[ $code -eq 1 ]] || fail "$what: exit code $code, want 1: $(cat "$tmp/rogue.err")"
+  grep -v '^[IW][0-9]\{4\} ' "$tmp/rogue.err" | grep -q "$expected" ||
+    fail "$what: stderr lacks '$expected': $(cat "$tmp/rogue.err")"
+}
+expect_refused "worker without a token" "missing join token" \
+  "$bindir/syncopate-worker" --coordinator="$address" --name=intruder --metrics_listen=127.0.0.1:0
+printf 'guess\n' >"$tmp/wrong_token"
+expect_refused "worker with a wrong token" "wrong join token" \
+  "$bindir/syncopate-worker" --coordinator="$address" --name=intruder2 --metrics_listen=127.0.0.1:0 \
+  --join_token_file="$tmp/wrong_token"
+expect_refused "shard with a wrong token" "wrong join token" \
+  "$bindir/syncopate-shard" --coordinator="$address" --shard_id=0 --listen=127.0.0.1:0 \
+  --metrics_listen=127.0.0.1:0 --checkpoint_dir="$tmp/rogue-ckpt" --join_token_file="$tmp/wrong_token"
+metrics="$(curl -sf "$coordinator_metrics")" || fail "cannot scrape $coordinator_metrics"
+grep -q '^syncopate_coordinator_rejections_total{reason="unauthenticated",session="worker"} 2$' <<<"$metrics" ||
+  fail "worker refusals not counted: $(grep rejections_total <<<"$metrics")"
+grep -q '^syncopate_coordinator_rejections_total{reason="unauthenticated",session="shard"} 1$' <<<"$metrics" ||
+  fail "shard refusal not counted: $(grep rejections_total <<<"$metrics")"
+kill -INT "$local_pid"
+set +e
+wait "$local_pid"
+code=$?
+set -e
+[[ $code -eq 130 ]] || fail "syncopate local exited $code after SIGINT, want 130: $(tail -n 5 "$tmp/secure.out")"
+# The members were never refused: they trained with the generated token.
+grep -q 'refused' "$tmp/secure/logs/shard-0.log" && fail "shard-0 refused a member: $(grep refused "$tmp/secure/logs/shard-0.log")"
+grep -q 'examples' "$tmp/secure/report.md" || fail "no report after SIGINT"
+# Opting out is explicit, and says so.
+"$bin" local --job="$root/examples/fashion_mnist_mlp.textproto" --workers=1 --shards=1 --epochs=1 \
+  --train_limit=1000 --test_limit=200 --evaluator=false --insecure_no_join_token \
+  --run_dir="$tmp/insecure" >"$tmp/insecure.out" 2>&1 || fail "--insecure_no_join_token run failed: $(cat "$tmp/insecure.out")"
+grep -q '^no join token: anyone' "$tmp/insecure.out" || fail "the opt-out does not say so"
+[[ ! -e $tmp/insecure/join_token ]] || fail "--insecure_no_join_token wrote a token"
+
+# `syncopate health` (the container HEALTHCHECK): 0 and SERVING for a live server, 1 when unreachable.
 "$bindir/syncopate-coordinator" --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 \
   --ready_file="$tmp/coordinator.ready" >"$tmp/coordinator.log" 2>&1 &
 coordinator_pid=$!

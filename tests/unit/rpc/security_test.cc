@@ -44,6 +44,19 @@ std::string WriteTemp(const std::string& name, const std::string& contents) {
   return path;
 }
 
+TEST(GenerateJoinToken, SixtyFourHexCharactersDifferentEachTime) {
+  absl::StatusOr<std::string> first = GenerateJoinToken();
+  absl::StatusOr<std::string> second = GenerateJoinToken();
+  ASSERT_TRUE(first.ok() && second.ok());
+  EXPECT_EQ(first->size(), 64u);
+  EXPECT_EQ(first->find_first_not_of("0123456789abcdef"), std::string::npos) << *first;
+  // Two 256-bit draws collide with probability 2^-256.
+  EXPECT_NE(*first, *second);
+  // A generated token is accepted by the check it is meant for, and only it.
+  EXPECT_TRUE(CheckJoinToken(*first, *first).ok());
+  EXPECT_TRUE(absl::IsUnauthenticated(CheckJoinToken(*first, *second)));
+}
+
 TEST(LoadTransportSecurity, NoFilesMeansPlaintext) {
   absl::StatusOr<TransportSecurity> security = LoadTransportSecurity({});
   ASSERT_TRUE(security.ok());
