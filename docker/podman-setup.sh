@@ -94,9 +94,11 @@ if ! curl -fsS --unix-socket "$SOCKET" http://d/_ping >/dev/null 2>&1; then
   mkdir -p "$(dirname "$SOCKET")"
   log "starting the podman API service on $SOCKET"
   mkdir -p "$CACHE"
-  # From / so its working directory (inherited by every conmon it spawns) never disappears.
+  # From / so its working directory (inherited by every conmon it spawns) never disappears. The
+  # subshell's own output goes nowhere too: the background job it forks would otherwise hold this
+  # script's stdout open, and a caller reading it (`podman-setup.sh | tail -n 1`) would never see EOF.
   (cd / && setsid nohup podman system service --time=0 "unix://$SOCKET" </dev/null \
-     >"$CACHE/podman-service.log" 2>&1 &)
+     >"$CACHE/podman-service.log" 2>&1 &) </dev/null >/dev/null 2>&1
   for _ in $(seq 1 50); do
     curl -fsS --unix-socket "$SOCKET" http://d/_ping >/dev/null 2>&1 && break
     sleep 0.2

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Scenario: the documented compose command trains the default job (examples/fashion_mnist_mlp.textproto:
 # 4 workers, 2 shards, G=256, 8 epochs) in containers and the coordinator reports a final test
-# accuracy of at least 85%.
+# accuracy of at least 85%; the join token it generates keeps a worker and a shard without it out.
 #
 # Steps: podman + docker-compose set up (docker/podman-setup.sh: containers.conf fixes, a local
 # debian:bookworm made by debootstrap, the podman API socket), the image built with podman from
@@ -20,8 +20,9 @@ ROOT="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}" && pwd)"
 MIN_ACCURACY="${MIN_ACCURACY:-85}"
 JOB_TIMEOUT_SECONDS="${JOB_TIMEOUT_SECONDS:-1500}"
 LOGS="${KEEP_LOGS_DIR:-$PWD/compose-test-logs}"
-IMAGE="localhost/syncopate:latest"
 PROJECT="syncopate-e2e-$$"
+# A tag of its own: two checkouts testing at once on one machine must not run each other's image.
+IMAGE="localhost/syncopate:$PROJECT"
 COMPOSE_FILE="$ROOT/docker/docker-compose.yml"
 START=$SECONDS
 
@@ -54,6 +55,8 @@ cleanup() {
   # Nothing of this project may survive the test.
   leftovers="$(podman ps -a --filter "label=com.docker.compose.project=$PROJECT" -q 2>/dev/null || true)"
   if [[ -n $leftovers ]]; then podman rm -f $leftovers >/dev/null 2>&1 || true; fi
+  # The layers stay cached (and shared with localhost/syncopate:latest); only the tag goes.
+  podman rmi "$IMAGE" >/dev/null 2>&1 || true
   say "done in $((SECONDS - START)) s"
   exit "$rc"
 }
@@ -88,6 +91,43 @@ for service in coordinator shard-0 shard-1; do
   done
 done
 say "HEALTHCHECK passes for coordinator, shard-0, shard-1"
+
+# Secure by default: the join-token service generated a token into its volume; strangers without
+# it are refused (UNAUTHENTICATED, exit 1 with one line) and counted; it is on no command line
+# (every process on this host, containers included) and in no container's environment.
+token="$(podman exec "$coordinator" cat /var/lib/syncopate/secrets/join_token)"
+[[ $token =~ ^[0-9a-f]{64}$ ]] || fail "the generated join token '$token' is not 64 hex characters"
+for cmdline in /proc/[0-9]*/cmdline; do
+  if tr '\0' ' ' <"$cmdline" 2>/dev/null | grep -qF "$token"; then
+    fail "the join token is on the command line of $(tr '\0' ' ' <"$cmdline")"
+  fi
+done
+for id in $(compose ps -q); do
+  podman inspect -f '{{.Config.Env}} {{.Config.Cmd}} {{.Args}}' "$id" | grep -qF "$token" &&
+    fail "the join token is in the environment or arguments of $(podman inspect -f '{{.Name}}' "$id")"
+done
+expect_refused() {  # expect_refused WHAT EXPECTED SHELL_COMMAND: run in the coordinator's container
+  local what="$1" expected="$2" code
+  set +e
+  podman exec "$coordinator" timeout 30 /bin/sh -c "$3" >"$LOGS/rogue.out" 2>&1
+  code=$?
+  set -e
+  [[ $code -eq 1 ]] || fail "$what: exit code $code, want 1: $(cat "$LOGS/rogue.out")"
+  grep -q "$expected" "$LOGS/rogue.out" || fail "$what: output lacks '$expected': $(cat "$LOGS/rogue.out")"
+}
+expect_refused "a worker without the token" "missing join token" \
+  "exec syncopate-worker --coordinator=127.0.0.1:7070 --name=intruder --metrics_listen=127.0.0.1:0"
+expect_refused "a shard with a wrong token" "wrong join token" \
+  "echo guess >/tmp/guess && exec syncopate-shard --coordinator=127.0.0.1:7070 --shard_id=0 \
+   --listen=127.0.0.1:0 --metrics_listen=127.0.0.1:0 --checkpoint_dir=/tmp/rogue --join_token_file=/tmp/guess"
+# The coordinator's /metrics, read from inside its container (bash's /dev/tcp: the image has no curl).
+metrics="$(podman exec "$coordinator" bash -c 'exec 3<>/dev/tcp/127.0.0.1/9100 &&
+  printf "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 && cat <&3')"
+for session in worker shard; do
+  grep -q "^syncopate_coordinator_rejections_total{reason=\"unauthenticated\",session=\"$session\"} 1$" <<<"$metrics" ||
+    fail "the $session refusal was not counted: $(grep rejections_total <<<"$metrics")"
+done
+say "join token: generated, on no command line, strangers refused and counted"
 
 say "waiting for the job (at most ${JOB_TIMEOUT_SECONDS} s)"
 deadline=$((SECONDS + JOB_TIMEOUT_SECONDS))
