@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Regenerates this kustomize base from the Helm chart (helm/syncopate, default values, release
-# "syncopate"), so the two never drift: the chart is the one place the objects are written.
+# "syncopate"), so the two never drift: the chart is the one place the objects are written. The
+# join token Secret is the one exception: a generated token must never be committed, so the base
+# names a Secret the user creates (joinToken.existingSecret=syncopate-join-token).
 # CI (tests/deploy/deploy_check.sh) runs this into a temporary directory and fails on any diff.
 #   deploy/kubernetes/generate.sh [OUT_DIR]      (default: deploy/kubernetes)
 set -euo pipefail
@@ -11,6 +13,7 @@ tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT
 
 "$TOOLS/layer/helm/helm" template syncopate "$ROOT/helm/syncopate" --output-dir "$tmp" \
+  --set joinToken.existingSecret=syncopate-join-token \
   >/dev/null 2> >(grep -v 'found symbolic link' >&2)
 mkdir -p "$OUT"
 node - "$TOOLS" "$tmp/syncopate/templates" "$OUT" <<'JS'
@@ -49,7 +52,10 @@ for (const file of fs.readdirSync(inDir).sort()) {
   fs.writeFileSync(path.join(outDir, file), header + kept.join("---\n"));
   resources.push(file);
 }
-fs.writeFileSync(path.join(outDir, "kustomization.yaml"), header + `# A plain kustomize base for clusters without Helm: kubectl apply -k deploy/kubernetes
+fs.writeFileSync(path.join(outDir, "kustomization.yaml"), header + `# A plain kustomize base for clusters without Helm. First the join token every worker and shard
+# must present (never committed; pods wait for it):
+#   kubectl create secret generic syncopate-join-token --from-literal=token="$(openssl rand -hex 32)"
+#   kubectl apply -k deploy/kubernetes
 # Overlay it to change the image (images:), the job (job.textproto; keep num_workers/num_shards
 # equal to the worker Deployment's and shard StatefulSet's replicas), replicas and resources.
 apiVersion: kustomize.config.k8s.io/v1beta1

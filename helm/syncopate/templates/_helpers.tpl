@@ -55,28 +55,24 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 app.kubernetes.io/part-of: syncopate
 {{- end -}}
 
+{{/* The name in the TLS certificate that every component presents and checks (--tls_server_name). */}}
+{{- define "syncopate.tlsServerName" -}}
+{{- default (include "syncopate.fullname" .) .Values.tls.serverName -}}
+{{- end -}}
+
 {{/*
-Flags every component passes for TLS and the join token. PLANNED flags: not in the binaries yet.
-The join token comes from the environment ($(SYNCOPATE_JOIN_TOKEN), see syncopate.securityEnv).
+Flags every component passes for mTLS and the join token. Secrets are files mounted from Secrets
+(syncopate.securityVolumes): nothing secret is ever on a command line or in the environment.
 */}}
 {{- define "syncopate.securityArgs" -}}
 {{- if .Values.tls.enabled }}
 - --tls_cert=/etc/syncopate/tls/tls.crt
 - --tls_key=/etc/syncopate/tls/tls.key
 - --tls_ca=/etc/syncopate/tls/ca.crt
+- --tls_server_name={{ include "syncopate.tlsServerName" . }}
 {{- end }}
 {{- if .Values.joinToken.enabled }}
-- --join_token=$(SYNCOPATE_JOIN_TOKEN)
-{{- end }}
-{{- end -}}
-
-{{- define "syncopate.securityEnv" -}}
-{{- if .Values.joinToken.enabled }}
-- name: SYNCOPATE_JOIN_TOKEN
-  valueFrom:
-    secretKeyRef:
-      name: {{ include "syncopate.joinTokenSecret" . }}
-      key: {{ .Values.joinToken.secretKey }}
+- --join_token_file=/etc/syncopate/join-token/token
 {{- end }}
 {{- end -}}
 
@@ -86,15 +82,35 @@ The join token comes from the environment ($(SYNCOPATE_JOIN_TOKEN), see syncopat
   mountPath: /etc/syncopate/tls
   readOnly: true
 {{- end }}
+{{- if .Values.joinToken.enabled }}
+- name: join-token
+  mountPath: /etc/syncopate/join-token
+  readOnly: true
+{{- end }}
 - name: tmp
   mountPath: /tmp
 {{- end -}}
 
+{{/* Secret files are 0440: readable by the pods' fsGroup (10001), not by other users. */}}
 {{- define "syncopate.securityVolumes" -}}
 {{- if .Values.tls.enabled }}
 - name: tls
   secret:
     secretName: {{ required "tls.secretName is required when tls.enabled" .Values.tls.secretName }}
+    defaultMode: 288  # 0440 in octal (decimal: YAML 1.1 and 1.2 parsers disagree on 0440)
+    items:
+      - {key: tls.crt, path: tls.crt}
+      - {key: tls.key, path: tls.key}
+      - {key: ca.crt, path: ca.crt}
+{{- end }}
+{{- if .Values.joinToken.enabled }}
+- name: join-token
+  secret:
+    secretName: {{ include "syncopate.joinTokenSecret" . }}
+    defaultMode: 288  # 0440 in octal (decimal: YAML 1.1 and 1.2 parsers disagree on 0440)
+    items:
+      - key: {{ .Values.joinToken.secretKey }}
+        path: token
 {{- end }}
 # readOnlyRootFilesystem: anything a library writes to /tmp goes here.
 - name: tmp
@@ -102,18 +118,36 @@ The join token comes from the environment ($(SYNCOPATE_JOIN_TOKEN), see syncopat
 {{- end -}}
 
 {{/*
-Probes. The coordinator and shards serve grpc.health.v1 (Kubernetes gRPC probes, 1.24+). With TLS
-on, a plain gRPC probe cannot connect, so those use `syncopate health` (which will take the TLS
-flags too) - PLANNED with the TLS flags.
+The TLS flags `syncopate health` and `syncopate status` need inside a pod, as one line.
+*/}}
+{{- define "syncopate.cliTlsFlags" -}}
+{{- if .Values.tls.enabled -}}
+--tls_cert=/etc/syncopate/tls/tls.crt --tls_key=/etc/syncopate/tls/tls.key --tls_ca=/etc/syncopate/tls/ca.crt --tls_server_name={{ include "syncopate.tlsServerName" . }}
+{{- end -}}
+{{- end -}}
+
+{{/*
+Probes of the coordinator and shards (grpc.health.v1). Kubernetes' native gRPC probe exists from
+1.24 and cannot present a client certificate; otherwise (older clusters, or TLS on) the probe runs
+`syncopate health` inside the container with the same certificate flags.
 */}}
 {{- define "syncopate.grpcProbes" -}}
 {{- $root := index . 0 -}}
 {{- $port := index . 1 -}}
 {{- range $kind := list "livenessProbe" "readinessProbe" }}
 {{ $kind }}:
-  {{- if $root.Values.tls.enabled }}
+  {{- if or $root.Values.tls.enabled (not (semverCompare ">=1.24-0" $root.Capabilities.KubeVersion.Version)) }}
   exec:
-    command: [syncopate, health, "--address=127.0.0.1:{{ $port }}"]
+    command:
+      - syncopate
+      - health
+      - --address=127.0.0.1:{{ $port }}
+      {{- if $root.Values.tls.enabled }}
+      - --tls_cert=/etc/syncopate/tls/tls.crt
+      - --tls_key=/etc/syncopate/tls/tls.key
+      - --tls_ca=/etc/syncopate/tls/ca.crt
+      - --tls_server_name={{ include "syncopate.tlsServerName" $root }}
+      {{- end }}
   {{- else }}
   grpc:
     port: {{ $port }}
