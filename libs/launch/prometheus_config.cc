@@ -6,14 +6,15 @@
 namespace syncopate::launch {
 
 std::string LocalPrometheusConfig(const std::map<std::string, int>& metrics_ports,
-                                  absl::Duration scrape_interval) {
+                                  absl::Duration scrape_interval, const std::string& rule_file) {
   const std::string interval = absl::StrCat(absl::ToInt64Milliseconds(scrape_interval), "ms");
   std::string out = absl::StrCat(
       "# Written by `syncopate local`: scrapes every process of this run.\n"
       "global:\n"
       "  scrape_interval: ",
-      interval, "\n  evaluation_interval: ", interval,
-      "\nscrape_configs:\n"
+      interval, "\n  evaluation_interval: ", interval, "\n",
+      rule_file.empty() ? "" : absl::StrCat("rule_files: ['", rule_file, "']\n"),
+      "scrape_configs:\n"
       "  - job_name: syncopate\n"
       "    static_configs:\n");
   for (const auto& [name, port] : metrics_ports) {

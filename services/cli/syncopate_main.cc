@@ -94,8 +94,12 @@ absl::StatusOr<std::string> SetUpPrometheus(const LocalCluster& cluster, const s
                                             bool start, launch::ProcessGroup& group) {
   const std::string config = run_dir + "/prometheus.yml";
   {
+    // The alert rules of deploy/prometheus/rules.yml, next to the configuration that loads them.
+    std::ofstream rules(run_dir + "/rules.yml");
+    rules << launch::AlertRules();
+    if (!rules) return absl::UnavailableError("cannot write " + run_dir + "/rules.yml");
     std::ofstream out(config);
-    out << launch::LocalPrometheusConfig(cluster.metrics_ports(), absl::Seconds(1));
+    out << launch::LocalPrometheusConfig(cluster.metrics_ports(), absl::Seconds(1), "rules.yml");
     if (!out) return absl::UnavailableError("cannot write " + config);
   }
   if (!start) return "";

@@ -98,6 +98,16 @@ done
 promtool check config "$tmp/run/prometheus.yml" >/dev/null 2>&1 || fail "generated prometheus.yml is invalid"
 targets=$(grep -c "targets:" "$tmp/run/prometheus.yml")
 [[ $targets -eq 8 ]] || fail "generated config has $targets targets, expected 8 (coordinator, 2 shards, 4 workers, evaluator)"
+# The alert rules of deploy/prometheus/rules.yml are loaded too: every alert of the file is a rule.
+expected_alerts="$(grep -c '^ *- alert:' "$prom/rules.yml")"
+loaded_alerts=""
+for _ in $(seq 300); do
+  loaded_alerts="$(curl -sf "$url/api/v1/rules" | python3 -c 'import json,sys; print(sum(1 for g in json.load(sys.stdin)["data"]["groups"] for r in g["rules"] if r["type"] == "alerting"))' 2>/dev/null || true)"
+  [[ -n $loaded_alerts ]] && break
+  sleep 0.1
+done
+[[ $loaded_alerts == "$expected_alerts" ]] ||
+  fail "Prometheus of syncopate local loaded ${loaded_alerts:-no} alerting rules, expected $expected_alerts (deploy/prometheus/rules.yml)"
 
 python3 "$root/tests/e2e/dashboard_queries.py" --prometheus="$url" --expected_targets="$targets" \
   --wait_seconds=150 "${dashboards[@]}" || {

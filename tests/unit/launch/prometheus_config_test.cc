@@ -27,5 +27,23 @@ TEST(LocalPrometheusConfig, LabelsEveryProcessByRoleAndWorkersByName) {
             "        labels: {role: worker, worker: 'worker-0'}\n");
 }
 
+TEST(LocalPrometheusConfig, LoadsTheRuleFileWhenGivenOne) {
+  const std::string config =
+      LocalPrometheusConfig({{"coordinator", 9100}}, absl::Seconds(1), "rules.yml");
+  EXPECT_NE(
+      config.find("  evaluation_interval: 1000ms\nrule_files: ['rules.yml']\nscrape_configs:\n"),
+      std::string::npos)
+      << config;
+}
+
+TEST(AlertRules, AreDeployPrometheusRulesYml) {
+  // The compiled-in text is the file itself (deploy/prometheus/rules.yml): spot-check an alert
+  // from each end of it.
+  const std::string rules(AlertRules());
+  EXPECT_EQ(rules.rfind("# Alert rules for a Syncopate cluster.", 0), 0u) << rules.substr(0, 80);
+  EXPECT_NE(rules.find("alert: SyncopateCoordinatorDown"), std::string::npos);
+  EXPECT_NE(rules.find("alert: SyncopateGradientsRejected"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace syncopate::launch
