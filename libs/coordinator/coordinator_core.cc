@@ -176,7 +176,10 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
     if (phase_ == JobPhase::kDone ||
         ((phase_ == JobPhase::kFinishing || phase_ == JobPhase::kDraining) &&
          hello.role() == v1::ROLE_WORKER)) {
-      return absl::FailedPreconditionError("the job has finished");
+      // OUT_OF_RANGE, "past the end": not the caller's mistake. A worker that finds its job over
+      // has nothing left to do and exits 0, so a batch system (a Kubernetes Job) does not count
+      // a late or restarted worker of a finished job as a failure.
+      return absl::OutOfRangeError("the job has finished");
     }
     // A worker rejoining under its name (after its own or the coordinator's restart) keeps its
     // id, so the shards' membership and its streams stay valid.

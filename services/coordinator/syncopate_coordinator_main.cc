@@ -1,5 +1,6 @@
 // syncopate-coordinator: owns the job spec, membership, data leases and the stop condition;
 // serves the worker and shard sessions and GetStatus.
+#include <fstream>
 #include <memory>
 #include <string>
 
@@ -7,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/coordinator/coordinator_core.h"
+#include "libs/coordinator/job_summary.h"
 #include "libs/coordinator/progress_journal.h"
 #include "libs/job/job_spec.h"
 #include "libs/metrics/metrics_server.h"
@@ -25,6 +27,12 @@ ABSL_FLAG(std::string, state_dir, "",
           "on the same job (empty: no progress file)");
 ABSL_FLAG(int, startup_grace_seconds, 60,
           "Start with fewer than num_workers workers after waiting this long");
+ABSL_FLAG(int, exit_after_done_seconds, -1,
+          "Once the job is done, keep serving its final status this long, then exit 0 (a batch "
+          "system's job then completes); -1 = serve until stopped");
+ABSL_FLAG(std::string, final_status_file, "",
+          "When exiting after the job is done, write a one-paragraph summary here (Kubernetes: "
+          "/dev/termination-log, shown by kubectl describe pod)");
 
 namespace syncopate::coordinator {
 namespace {
@@ -76,9 +84,25 @@ int Main() {
     if (!written.ok()) runtime::Die(std::string(written.message()), 1);
   }
   // The coordinator keeps serving after the job is done, so status stays readable until the
-  // launcher (or Kubernetes) stops it.
-  while (!runtime::WaitForShutdown(absl::Milliseconds(200))) (*core)->Tick();
+  // launcher stops it, or (--exit_after_done_seconds) for a while before it exits 0 so a batch
+  // system (a Kubernetes Job) sees the job complete.
+  const int linger = absl::GetFlag(FLAGS_exit_after_done_seconds);
+  absl::Time exit_at = absl::InfiniteFuture();
+  bool done = false;
+  while (!runtime::WaitForShutdown(absl::Milliseconds(200))) {
+    (*core)->Tick();
+    if (!done && (*core)->state() == v1::JOB_DONE) {
+      done = true;
+      if (linger >= 0) exit_at = absl::Now() + absl::Seconds(linger);
+      LOG(INFO) << JobSummary((*core)->Status());
+    }
+    if (absl::Now() >= exit_at) break;
+  }
   server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  if (done && !absl::GetFlag(FLAGS_final_status_file).empty()) {
+    std::ofstream out(absl::GetFlag(FLAGS_final_status_file));
+    out << JobSummary((*core)->Status()) << "\n";
+  }
   LOG(INFO) << "coordinator stopped";
   return 0;
 }

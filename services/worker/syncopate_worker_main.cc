@@ -362,7 +362,8 @@ absl::Status RunEvaluator(CoordinatorSession& session, const std::string& join_t
 }
 
 // Joins the job, retrying with backoff while the coordinator is unreachable (not up yet in
-// compose or Kubernetes, or restarting). Null when shutdown was requested; exits on a refusal.
+// compose or Kubernetes, or restarting). Null when shutdown was requested or the job is over;
+// exits on a refusal.
 std::unique_ptr<CoordinatorSession> Join(const v1::WorkerHello& hello) {
   const absl::Time give_up = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_join_timeout_seconds));
   rpc::Backoff backoff(absl::Milliseconds(200), absl::Seconds(5));
@@ -370,6 +371,11 @@ std::unique_ptr<CoordinatorSession> Join(const v1::WorkerHello& hello) {
     absl::StatusOr<std::unique_ptr<CoordinatorSession>> opened = CoordinatorSession::Open(
         absl::GetFlag(FLAGS_coordinator), hello, std::max(absl::Seconds(1), give_up - absl::Now()));
     if (opened.ok()) return *std::move(opened);
+    if (absl::IsOutOfRange(opened.status())) {
+      // The job ended before this worker (re)joined: nothing left to do, which is success.
+      LOG(INFO) << opened.status().message() << ": nothing to do";
+      return nullptr;
+    }
     if (!rpc::IsRetryable(rpc::ToGrpcStatus(opened.status()))) {
       runtime::Die(std::string(opened.status().message()), 1);
     }
@@ -422,7 +428,7 @@ int Main() {
   // --join_timeout_seconds.
   for (int joins = 0;; ++joins) {
     std::unique_ptr<CoordinatorSession> session = Join(hello);
-    if (session == nullptr) return 0;  // shutdown requested
+    if (session == nullptr) return 0;  // shutdown requested, or the job is already over
     LOG(INFO) << name << (joins == 0 ? " joined" : " rejoined") << " as "
               << session->welcome().worker_id();
     // A rejoin (after the coordinator restarted) names the job we were in: a coordinator now

@@ -8,7 +8,9 @@
 # JOB_DONE over mTLS on every link, the rendered readiness probe (`syncopate health` with the
 # certificate) passes against the coordinator and the shard, and NOTES' `syncopate status`
 # command works; a client without a certificate, with a certificate of another CA or checking
-# another name is refused.
+# another name is refused. Then the batch semantics of the rendered flags: a worker started after
+# the end exits 0, and the coordinator exits 0 after lingering, its summary in the termination
+# message.
 #   tests/deploy/chart_tls_test.sh BIN_DIR [REPO_ROOT]      (~20 s)
 set -euo pipefail
 BIN="$(cd "$1" && pwd)"
@@ -32,7 +34,8 @@ name="$release-syncopate"   # tls.serverName's default: the release's full name
 
 # The certificate, as cert-manager's CA issuer would make it from the README's Certificate.
 mounts="$tmp/etc"
-mkdir -p "$mounts/tls" "$mounts/join-token" "$mounts/job" "$tmp/state" "$tmp/logs" "$tmp/other"
+mkdir -p "$mounts/tls" "$mounts/join-token" "$mounts/job" "$tmp/state/coordinator" \
+  "$tmp/state/checkpoints" "$tmp/logs" "$tmp/other"
 ec=(-newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes)
 openssl req -x509 "${ec[@]}" -keyout "$tmp/ca.key" -out "$mounts/tls/ca.crt" -days 2 \
   -subj /CN=syncopate-ca -addext basicConstraints=critical,CA:TRUE 2>/dev/null
@@ -50,6 +53,7 @@ cat >"$tmp/values.yaml" <<EOF
 tls: {enabled: true, secretName: $name-tls}
 workers: {replicas: 1}
 shards: {replicas: 1}
+coordinator: {lingerSeconds: 10}
 job:
   spec: |
     job_id: "chart-tls"
@@ -120,9 +124,6 @@ until syncopate status --coordinator="127.0.0.1:$port" "${tls_flags[@]}" >"$tmp/
   sleep 1
 done
 grep -q 'refused' "$tmp/logs/coordinator.log" && fail "the coordinator refused a rendered member"
-accuracy="$(sed -n 's/^last evaluation: accuracy \([0-9.]*\)%.*/\1/p' "$tmp/status.txt")"
-awk -v a="$accuracy" 'BEGIN { exit !(a > 50) }' || fail "final accuracy '$accuracy' not above 50%"
-
 expect_refused() {  # expect_refused WHAT FLAGS...: status must fail
   if syncopate status --coordinator="127.0.0.1:$port" "$@" >"$tmp/refused.txt" 2>&1; then
     fail "$1 was let in: $(cat "$tmp/refused.txt")"
@@ -134,4 +135,22 @@ expect_refused "another CA's certificate" --tls_cert="$tmp/other/tls.crt" --tls_
   --tls_ca="$mounts/tls/ca.crt" --tls_server_name="$name"
 expect_refused "a client checking another name" --tls_cert="$mounts/tls/tls.crt" --tls_key="$mounts/tls/tls.key" \
   --tls_ca="$mounts/tls/ca.crt" --tls_server_name=someone-else
-echo "chart_tls_test: passed (JOB_DONE over mTLS, final accuracy ${accuracy}%; 4 strangers refused)"
+# Batch semantics (ADR 0006): a worker that arrives after the end has nothing to do and exits 0;
+# the coordinator serves the final status for lingerSeconds, then exits 0 with its summary in the
+# termination message.
+start worker
+late=${pids[-1]}
+for _ in $(seq 1 100); do kill -0 "$late" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$late" 2>/dev/null && fail "a worker started after the job ended is still running"
+wait "$late" || fail "a worker started after the job ended exited $?: $(tail -n 3 "$tmp/logs/worker.log")"
+grep -q 'the job has finished: nothing to do' "$tmp/logs/worker.log" || fail "the late worker did not say why it left"
+coordinator_pid=${pids[0]}
+for _ in $(seq 1 300); do kill -0 "$coordinator_pid" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$coordinator_pid" 2>/dev/null && fail "the coordinator still runs 30 s after the job ended (lingerSeconds 10)"
+wait "$coordinator_pid" || fail "the coordinator exited $? after lingering"
+grep -q '^job chart-tls JOB_DONE after .* final evaluation: accuracy' "$tmp/state/termination-log" ||
+  fail "termination message: '$(cat "$tmp/state/termination-log" 2>/dev/null)'"
+accuracy="$(sed -n 's/^last evaluation: accuracy \([0-9.]*\)%.*/\1/p' "$tmp/status.txt")"
+awk -v a="$accuracy" 'BEGIN { exit !(a > 50) }' || fail "final accuracy '$accuracy' not above 50%"
+
+echo "chart_tls_test: passed (JOB_DONE over mTLS, final accuracy ${accuracy}%; 4 strangers refused; a late worker and the coordinator exited 0)"

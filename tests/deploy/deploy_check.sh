@@ -74,12 +74,35 @@ check "job ConfigMap takes num_workers/num_shards from the replica values" \
   bash -c "grep -q 'num_workers: 8' '$tmp/all-on.yaml' && grep -q 'num_shards: 3' '$tmp/all-on.yaml' \
     && [[ \$(grep -c 'num_workers:' '$tmp/all-on.yaml') == 1 ]]"
 
+# Kubernetes versions: gRPC probes and policy/v1 only where the cluster has them (.Capabilities);
+# kube_test.sh proves the 1.20 side against a real API server.
+quiet_helm template syncopate "$CHART" --kube-version 1.27.0 --api-versions policy/v1/PodDisruptionBudget \
+  >"$tmp/k127.yaml"
+quiet_helm template syncopate "$CHART" --kube-version 1.20.0 >"$tmp/k120.yaml"
+check "Kubernetes 1.27: native gRPC probes and policy/v1 PDBs" bash -c \
+  "grep -q '^ *grpc:' '$tmp/k127.yaml' && ! grep -q 'syncopate, health\|- health' '$tmp/k127.yaml' \
+   && [[ \$(grep -c '^apiVersion: policy/v1\$' '$tmp/k127.yaml') == 2 ]]"
+# (Offline, helm knows every API version; the policy/v1beta1 branch is proven by kube_test.sh.)
+check "Kubernetes 1.20: exec probes (syncopate health)" bash -c \
+  "! grep -q '^ *grpc:' '$tmp/k120.yaml' && grep -q -- '- health' '$tmp/k120.yaml'"
+check "batch semantics: every pod in a Job (coordinator, 2 shards, workers, evaluator), none restarts Always" bash -c \
+  "[[ \$(grep -c '^kind: Job\$' '$tmp/default.yaml') == 5 ]] && ! grep -q '^kind: \(Deployment\|StatefulSet\)' '$tmp/default.yaml' \
+   && [[ \$(grep -c 'restartPolicy: OnFailure' '$tmp/default.yaml') == 5 ]]"
+quiet_helm template syncopate "$CHART" --set job.example=ctr_wdl --set data.generateCtr.enabled=true >"$tmp/ctr.yaml"
+check "CTR: job.example=ctr_wdl with generated data (an init container in coordinator, workers, evaluator)" bash -c \
+  "grep -q 'job_id: \"ctr-wdl\"' '$tmp/ctr.yaml' && [[ \$(grep -c 'name: generate-ctr-data' '$tmp/ctr.yaml') == 3 ]] \
+   && [[ \$(grep -c 'mountPath: /var/lib/syncopate/data' '$tmp/ctr.yaml') == 6 ]]"
+check "schemas: CTR render" validate "$tmp/ctr.yaml"
+
 expect_rejected() { ! quiet_helm template syncopate "$CHART" "$@" >/dev/null 2>&1; }
 check "values schema rejects workers.replicas=0" expect_rejected --set workers.replicas=0
 check "values schema rejects an unknown top-level key" expect_rejected --set bogus=1
 check "values schema rejects tls.enabled without tls.secretName" expect_rejected --set tls.enabled=true
 check "values schema rejects a join token value in values (tokens belong in Secrets)" \
   expect_rejected --set joinToken.value=hunter2
+check "values schema rejects generated and mounted data at once" \
+  expect_rejected --set data.generateCtr.enabled=true --set data.volume.emptyDir.medium=Memory
+check "values schema rejects an unknown job.example" expect_rejected --set job.example=imagenet
 
 check "kubectl kustomize deploy/kubernetes" bash -c "'$KUBECTL' kustomize '$ROOT/deploy/kubernetes' >'$tmp/kustomize.yaml'"
 check "schemas: kustomize base ($(grep -c '^kind:' "$tmp/kustomize.yaml" 2>/dev/null || echo 0) objects)" \
@@ -101,6 +124,21 @@ check "compose: every Syncopate process reads the generated join token from its 
   "[[ \$(grep -c -- '--join_token_file=/var/lib/syncopate/secrets/join_token' '$tmp/compose.yaml') == 5 ]] \
    && [[ \$(grep -c 'join-token:/var/lib/syncopate/secrets:ro' '$tmp/compose.yaml') == 5 ]] \
    && [[ \$(grep -c 'condition: service_completed_successfully' '$tmp/compose.yaml') == 5 ]]"
+check "compose: coordinator progress and shard checkpoints in volumes" bash -c \
+  "grep -q -- '--state_dir=/var/lib/syncopate/coordinator' '$tmp/compose.yaml' \
+   && [[ \$(grep -c -- '--checkpoint_dir=/var/lib/syncopate/checkpoints' '$tmp/compose.yaml') == 2 ]]"
+check "compose + docker-compose.ctr.yml: CTR job, generated data mounted where the job reads it" bash -c \
+  "docker-compose -f '$ROOT/docker/docker-compose.yml' -f '$ROOT/docker/docker-compose.ctr.yml' config >'$tmp/ctr-compose.yaml' \
+   && python3 - '$tmp/compose.yaml' '$tmp/ctr-compose.yaml' <<'PY'
+import sys, yaml
+base, ctr = (yaml.safe_load(open(f))['services'] for f in sys.argv[1:])
+strip = lambda cmd: [a for a in cmd if not a.startswith('--job=')]
+assert strip(base['coordinator']['command']) == strip(ctr['coordinator']['command']), 'coordinator commands drifted'
+assert '--job=/usr/share/syncopate/examples/ctr_wdl.textproto' in ctr['coordinator']['command']
+for s in ('coordinator', 'worker', 'evaluator'):
+    assert 'ctr-data:/var/lib/syncopate/data:ro' in ctr[s]['volumes'], s
+    assert ctr[s]['depends_on']['ctr-data']['condition'] == 'service_completed_successfully', s
+PY"
 check "compose: SYNCOPATE_JOIN_TOKEN_FILE= (set, empty) is the opt-out" bash -c \
   "SYNCOPATE_JOIN_TOKEN_FILE= docker-compose -f '$ROOT/docker/docker-compose.yml' config \
    | grep -c -- '--join_token_file=\$' | grep -qx 5"

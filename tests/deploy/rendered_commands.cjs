@@ -3,7 +3,8 @@
 // (command + args) and its readiness probe's exec command, plus the job ConfigMap's job.textproto.
 // In-cluster names are rewritten to loopback: /etc/syncopate/* -> MOUNTS/*, the coordinator's
 // service address -> COORDINATOR, --listen -> 127.0.0.1:0 (the coordinator: COORDINATOR's port),
-// --metrics_listen -> 127.0.0.1:0, --advertise_host -> 127.0.0.1, /var/lib/syncopate -> STATE.
+// --metrics_listen -> 127.0.0.1:0, --advertise_host -> 127.0.0.1, /var/lib/syncopate -> STATE,
+// the termination message /dev/termination-log -> STATE/termination-log.
 // Nothing else changes: every security flag is used exactly as rendered.
 //   node rendered_commands.cjs TOOLS_DIR FILE MOUNTS STATE COORDINATOR   -> JSON on stdout
 "use strict";
@@ -22,6 +23,7 @@ function rewrite(arg) {
     .replace(/^--coordinator=.*$/, `--coordinator=${coordinator}`)
     .replace(/^--advertise_host=.*$/, "--advertise_host=127.0.0.1")
     .replace(/\/etc\/syncopate\//g, `${mounts}/`)
+    .replace(/^--final_status_file=\/dev\/termination-log$/, `--final_status_file=${state}/termination-log`)
     .replace(/\/var\/lib\/syncopate/g, state);
 }
 

@@ -52,8 +52,11 @@ for (const t of templates) {
     if (c.envFrom && c.envFrom.some((e) => e.secretRef)) fail(`${id}: envFrom a Secret`);
     const mounts = Object.fromEntries((c.volumeMounts || []).map((m) => [m.name, m]));
     // A container that runs a Syncopate binary (not a shell one-off) must carry the flags.
-    const runsBinary = /syncopate(-coordinator|-shard|-worker| status| health)/.test(line);
-    if (opt["token-secret"] && runsBinary) {
+    // Members need the token; `syncopate status` and `health` (GetStatus, the health service) do
+    // not, but need the certificate under mTLS like everyone else.
+    const member = /(^|[\s'"])syncopate-(coordinator|shard|worker)(\s|$)/.test(line);
+    const runsBinary = member || /(^|[\s'"(])syncopate (status|health)(\s|$)/.test(line);
+    if (opt["token-secret"] && member) {
       if (!argv.some((a) => a === "--join_token_file=/etc/syncopate/join-token/token") && !/--join_token_file=\/etc\/syncopate\/join-token\/token/.test(line)) {
         fail(`${id}: no --join_token_file=/etc/syncopate/join-token/token in: ${line}`);
       }

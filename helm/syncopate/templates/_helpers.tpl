@@ -17,7 +17,7 @@
 {{- end -}}
 
 {{- define "syncopate.coordinator" -}}{{ include "syncopate.fullname" . | trunc 51 }}-coordinator{{- end -}}
-{{- define "syncopate.shard" -}}{{ include "syncopate.fullname" . | trunc 57 }}-shard{{- end -}}
+{{- define "syncopate.shard" -}}{{ include "syncopate.fullname" . | trunc 53 }}-shard{{- end -}}
 {{- define "syncopate.worker" -}}{{ include "syncopate.fullname" . | trunc 56 }}-worker{{- end -}}
 {{- define "syncopate.evaluator" -}}{{ include "syncopate.fullname" . | trunc 53 }}-evaluator{{- end -}}
 {{- define "syncopate.jobConfigMap" -}}{{ include "syncopate.fullname" . | trunc 59 }}-job{{- end -}}
@@ -170,6 +170,72 @@ Probes of the coordinator and shards (grpc.health.v1). Kubernetes' native gRPC p
   periodSeconds: {{ $root.Values.probes.periodSeconds }}
   timeoutSeconds: {{ $root.Values.probes.timeoutSeconds }}
   failureThreshold: {{ $root.Values.probes.failureThreshold }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Data beyond the image (values `data`): the volume at /var/lib/syncopate/data, its mount, and the
+init container that generates click data into it. For the pods that read data: coordinator
+(it counts the training examples), workers, evaluator.
+*/}}
+{{- define "syncopate.dataEnabled" -}}
+{{- if or .Values.data.generateCtr.enabled .Values.data.volume }}true{{ end -}}
+{{- end -}}
+
+{{- define "syncopate.dataVolumeMounts" -}}
+{{- if include "syncopate.dataEnabled" . }}
+- name: data
+  mountPath: /var/lib/syncopate/data
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{- define "syncopate.dataVolumes" -}}
+{{- if .Values.data.generateCtr.enabled }}
+- name: data
+  emptyDir: {}
+{{- else if .Values.data.volume }}
+- name: data
+  {{- toYaml .Values.data.volume | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "syncopate.dataInitContainers" -}}
+{{- if .Values.data.generateCtr.enabled }}
+initContainers:
+  # The same planted teacher and seeds in every pod, hence the same files (syncopate datagen ctr).
+  - name: generate-ctr-data
+    image: {{ include "syncopate.image" . }}
+    imagePullPolicy: {{ .Values.image.pullPolicy }}
+    command:
+      - /bin/sh
+      - -c
+      - >-
+        mkdir -p data/ctr
+        && syncopate datagen ctr --rows={{ .Values.data.generateCtr.trainRows }} --seed=1 --out=data/ctr/train.tsv.gz
+        && syncopate datagen ctr --rows={{ .Values.data.generateCtr.testRows }} --seed=2 --out=data/ctr/test.tsv.gz
+    resources:
+      requests: {cpu: 500m, memory: 128Mi}
+      limits: {memory: 512Mi}
+    securityContext:
+      {{- toYaml .Values.securityContext | nindent 6 }}
+    volumeMounts:
+      - name: data
+        mountPath: /var/lib/syncopate/data
+      - name: tmp
+        mountPath: /tmp
+{{- end }}
+{{- end -}}
+
+{{/*
+Limits shared by every Job of the release. With restartPolicy OnFailure, container restarts count
+against backoffLimit; past it (or past activeDeadlineSeconds) the Job is marked Failed and its
+running pods are stopped: a failed training job is visible as failed.
+*/}}
+{{- define "syncopate.jobLimits" -}}
+backoffLimit: {{ .Values.job.backoffLimit }}
+{{- with .Values.job.activeDeadlineSeconds }}
+activeDeadlineSeconds: {{ . }}
 {{- end }}
 {{- end -}}
 

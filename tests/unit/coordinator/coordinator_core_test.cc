@@ -336,8 +336,7 @@ TEST_F(CoordinatorCoreTest, FullLifecycleEndsWithTheFinalEvaluation) {
   core_->WorkerMessage(id1_, Step(4));
   EXPECT_EQ(core_->Status().examples(), 40);
   auto late = std::make_shared<FakeWorkerLink>();
-  EXPECT_EQ(core_->WorkerHello(late, Hello("late")).status().code(),
-            absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core_->WorkerHello(late, Hello("late")).status().code(), absl::StatusCode::kOutOfRange);
 
   core_->WorkerGone(id1_, "stopped");
   core_->Tick();
