@@ -3,9 +3,9 @@
 # kube-apiserver, kube-controller-manager and kube-scheduler built from Debian bookworm's
 # Kubernetes 1.20.2 source (`apt-get source kubernetes`; no Debian or npm package ships them).
 #
-#   control_plane.sh build        build the three binaries once into the cache (~14 min of one
-#                                 niced core, 2.2 GB of build tree deleted afterwards); a second
-#                                 run with the binaries present does nothing
+#   control_plane.sh build        build the three binaries and a kubelet once into the cache
+#                                 (~14 + 8 min of one niced core, 2.2 GB of build tree deleted
+#                                 afterwards); a second run with the binaries present does nothing
 #   control_plane.sh bin          print the cached binary directory; exit 1 if not built
 #   control_plane.sh start DIR    start etcd + the three on loopback ports (state, logs and a
 #                                 kubeconfig under DIR); ready in ~6 s; prints the kubeconfig path
@@ -30,8 +30,11 @@ DEB_VERSION="${SYNCOPATE_K8S_DEB_VERSION:-1.20.5+really1.20.2-1.1+deb12u1}"
 UPSTREAM="1.20.2"
 KEY="kubernetes-${DEB_VERSION}"
 BIN="$CACHE/$KEY/bin"
-COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler)
-BUILD_PACKAGES=(golang-go golang-github-modern-go-reflect2-dev make rsync)
+# The control plane, and a kubelet for node.sh (built from the same tree: ~8 min more).
+COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# The name of the one node a kubelet (node.sh) may register as.
+NODE_NAME="${SYNCOPATE_K8S_NODE:-syncopate-node}"
+BUILD_PACKAGES=(golang-go golang-github-modern-go-reflect2-dev make rsync gcc libc6-dev)
 RUN_PACKAGES=(etcd-server openssl)
 
 log() { echo "control_plane: $*" >&2; }
@@ -39,7 +42,7 @@ die() { log "$*"; exit 1; }
 
 built() {
   local c
-  for c in "${COMPONENTS[@]}"; do [[ -x $BIN/$c ]] || return 1; done
+  for c in "${COMPONENTS[@]}" pause; do [[ -x $BIN/$c ]] || return 1; done
 }
 
 install_packages() {
@@ -85,7 +88,7 @@ build() {
   mkdir -p "$src/vendor/github.com/modern-go/reflect2"
   find /usr/share/gocode/src/github.com/modern-go/reflect2 -maxdepth 1 -type f \
     \( -name '*.go' -o -name '*.s' \) ! -name '*_test.go' -exec cp {} "$src/vendor/github.com/modern-go/reflect2/" \;
-  log "building ${COMPONENTS[*]} (one core, ~14 min; log: $work/build.log)"
+  log "building ${COMPONENTS[*]} (one core, ~22 min; log: $work/build.log)"
   local what
   what="$(printf 'cmd/%s ' "${COMPONENTS[@]}")"
   if ! (cd "$src" && env GOFLAGS="-p=1 -tags=providerless" CGO_ENABLED=0 GOCACHE="$work/gocache" \
@@ -97,6 +100,9 @@ build() {
   for c in "${COMPONENTS[@]}"; do
     install -m 0755 "$src/_output/local/bin/linux/amd64/$c" "$BIN/$c"
   done
+  # The pod sandbox's process (node.sh makes the pause image from it): Kubernetes' own pause.c.
+  gcc -Os -static -DVERSION=3.4.1 -o "$BIN/pause" "$src/build/pause/linux/pause.c" ||
+    die "cannot compile pause.c"
   "$BIN/kube-apiserver" --version >"$CACHE/$KEY/VERSION"
   # The tree (2.2 GB) is only needed again to build more binaries from it.
   [[ -n ${SYNCOPATE_K8S_KEEP_WORK:-} ]] || rm -rf "$work"
@@ -130,14 +136,27 @@ start() {
   openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=kube-apiserver" \
     -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
     -keyout "$dir/pki/apiserver.key" -out "$dir/pki/apiserver.crt" 2>/dev/null
+  # The client certificate the API server presents to kubelets (logs, exec), from a CA that
+  # node.sh's kubelet trusts.
+  openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=kubelet-client-ca" \
+    -keyout "$dir/pki/kubelet-client-ca.key" -out "$dir/pki/kubelet-client-ca.crt" 2>/dev/null
+  openssl req -new -newkey rsa:2048 -nodes -subj "/O=system:masters/CN=kube-apiserver-kubelet-client" \
+    -keyout "$dir/pki/apiserver-kubelet-client.key" -out "$dir/pki/apiserver-kubelet-client.csr" 2>/dev/null
+  openssl x509 -req -in "$dir/pki/apiserver-kubelet-client.csr" -CA "$dir/pki/kubelet-client-ca.crt" \
+    -CAkey "$dir/pki/kubelet-client-ca.key" -CAcreateserial -days 2 \
+    -out "$dir/pki/apiserver-kubelet-client.crt" 2>/dev/null
   # Static token authentication: one admin (system:masters) for helm/kubectl, and one identity
   # each for the controller manager and the scheduler (their built-in RBAC roles apply).
-  local admin_token cm_token sched_token
+  # And one for a kubelet (node.sh): user system:node:<name> in group system:nodes, which the Node
+  # authorizer and the NodeRestriction admission plugin expect.
+  local admin_token cm_token sched_token node_token
   admin_token="$(openssl rand -hex 16)"; cm_token="$(openssl rand -hex 16)"; sched_token="$(openssl rand -hex 16)"
+  node_token="$(openssl rand -hex 16)"
   cat >"$dir/pki/tokens.csv" <<EOF
 $admin_token,admin,admin,system:masters
 $cm_token,system:kube-controller-manager,system:kube-controller-manager
 $sched_token,system:kube-scheduler,system:kube-scheduler
+$node_token,system:node:$NODE_NAME,system:node:$NODE_NAME,system:nodes
 EOF
   chmod 600 "$dir/pki/tokens.csv" "$dir/pki/"*.key
   kubeconfig() {  # kubeconfig TOKEN FILE
@@ -160,6 +179,7 @@ EOF
   kubeconfig "$admin_token" "$dir/kubeconfig"
   kubeconfig "$cm_token" "$dir/controller-manager.kubeconfig"
   kubeconfig "$sched_token" "$dir/scheduler.kubeconfig"
+  kubeconfig "$node_token" "$dir/node.kubeconfig"
 
   etcd --name=syncopate-test --data-dir="$dir/etcd" \
     --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
@@ -174,6 +194,8 @@ EOF
     --service-account-key-file="$dir/pki/sa.pub" --service-account-signing-key-file="$dir/pki/sa.key" \
     --service-account-issuer=https://kubernetes.default.svc.cluster.local \
     --service-cluster-ip-range=10.96.0.0/16 --allow-privileged=true \
+    --kubelet-client-certificate="$dir/pki/apiserver-kubelet-client.crt" \
+    --kubelet-client-key="$dir/pki/apiserver-kubelet-client.key" --kubelet-preferred-address-types=InternalIP,Hostname \
     --enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,DefaultStorageClass,ResourceQuota,NodeRestriction,MutatingAdmissionWebhook,ValidatingAdmissionWebhook \
     >"$dir/logs/kube-apiserver.log" 2>&1 &
   echo $! >"$dir/kube-apiserver.pid"

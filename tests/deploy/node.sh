@@ -1,0 +1,225 @@
+#!/usr/bin/env bash
+# A real Kubernetes node on this machine for the control plane of control_plane.sh: kubelet 1.20
+# (built from the same Debian source), Debian's containerd 1.6 + runc, the CNI bridge plugin, and
+# a cluster DNS of our own (no CoreDNS package exists): dnsmasq answering from a hosts directory
+# that a loop here fills from the API's Services and Endpoints every second.
+#
+#   node.sh start DIR CP_DIR   start containerd, the DNS and a kubelet registering as
+#                              $SYNCOPATE_K8S_NODE (default syncopate-node) with the control plane
+#                              started in CP_DIR; state and logs under DIR
+#   node.sh import DIR IMAGE   load a podman image into the node's containerd (no registry)
+#   node.sh stop DIR           stop what `start DIR` started and remove the pods' network
+#
+# What differs from a production node, on purpose (a shared machine): no kube-proxy (it would
+# rewrite the machine's iptables and bridge sysctls), so Services get no virtual IP here; the DNS
+# answers a Service's name with its endpoints' pod IPs instead (the way a headless Service works),
+# which is all the chart needs. The pod network is one bridge (syncopate0, 10.244.0.0/24) on this
+# host. NetworkPolicies are not enforced (the bridge plugin has no policy engine).
+set -euo pipefail
+HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+CP="$HERE/control_plane.sh"
+NODE_NAME="${SYNCOPATE_K8S_NODE:-syncopate-node}"
+BRIDGE=syncopate0
+SUBNET=10.244.0.0/24
+GATEWAY=10.244.0.1
+PACKAGES=(containerd runc containernetworking-plugins dnsmasq-base iproute2)
+
+log() { echo "node: $*" >&2; }
+die() { log "$*"; exit 1; }
+
+install_packages() {
+  local missing=() p
+  for p in "${PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  ((${#missing[@]} == 0)) && return 0
+  [[ $(id -u) -eq 0 ]] || die "missing Debian packages; as root: apt-get install -y ${missing[*]}"
+  log "installing ${missing[*]}"
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+}
+
+free_port() {
+  python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
+}
+
+ctr_() { ctr --address "$DIR/run/containerd.sock" -n k8s.io "$@"; }
+
+# The pause image (the pod sandbox): Kubernetes' own pause.c, compiled static into a scratch image.
+pause_image() {
+  local bin="$1" build="$DIR/pause-image"
+  mkdir -p "$build"
+  cp "$bin/pause" "$build/pause"
+  printf 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n' >"$build/Containerfile"
+  podman build --quiet -t localhost/pause:3.4.1 "$build" >/dev/null 2>&1
+  rm -f "$build/pause.tar"
+  podman save -q --format docker-archive -o "$build/pause.tar" localhost/pause:3.4.1 >/dev/null
+  ctr_ images import "$build/pause.tar" >/dev/null
+}
+
+# The cluster DNS: every second, the Services and Endpoints of the API as hosts files.
+dns_sync() {
+  local kubeconfig="$1" kubectl="$2" out="$DIR/dns/hosts.d"
+  while true; do
+    "$kubectl" --kubeconfig="$kubeconfig" get endpoints -A -o json 2>/dev/null | python3 -c '
+import json, sys
+lines = []
+for ep in json.load(sys.stdin)["items"]:
+    ns, svc = ep["metadata"]["namespace"], ep["metadata"]["name"]
+    for subset in ep.get("subsets") or []:
+        for a in (subset.get("addresses") or []) + (subset.get("notReadyAddresses") or []):
+            ip = a["ip"]
+            lines.append(ip + " " + svc + "." + ns + ".svc.cluster.local")
+            if a.get("hostname"):
+                lines.append(ip + " " + a["hostname"] + "." + svc + "." + ns + ".svc.cluster.local")
+print("\n".join(sorted(set(lines))))' >"$DIR/dns/cluster.new" && mv "$DIR/dns/cluster.new" "$out/cluster"
+    sleep 1
+  done
+}
+
+start() {
+  DIR="${1:?usage: node.sh start DIR CP_DIR}"
+  local cp_dir="${2:?usage: node.sh start DIR CP_DIR}" bin kubectl
+  bin="$("$CP" bin)" || die "control plane not built (./dev k8s)"
+  [[ -x $bin/kubelet && -x $bin/pause ]] || die "no kubelet/pause in $bin (./dev k8s builds them)"
+  install_packages
+  kubectl="$("$HERE/k8s_tools.sh")/layer/kubectl/kubectl"
+  mkdir -p "$DIR"/{run,containerd,cni/net.d,kubelet,dns/hosts.d,logs}
+  DIR="$(cd "$DIR" && pwd)"
+  cp_dir="$(cd "$cp_dir" && pwd)"
+
+  # Pod network: a bridge we own, so DNS can listen on its gateway before the first pod exists.
+  ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
+  ip addr replace "$GATEWAY/24" dev "$BRIDGE"
+  ip link set "$BRIDGE" up
+  cat >"$DIR/cni/net.d/10-syncopate.conflist" <<EOF
+{"cniVersion": "0.4.0", "name": "syncopate",
+ "plugins": [{"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+              "ipam": {"type": "host-local", "subnet": "$SUBNET", "dataDir": "$DIR/cni/ipam",
+                       "routes": [{"dst": "0.0.0.0/0"}]}},
+             {"type": "loopback"}]}
+EOF
+
+  cat >"$DIR/containerd.toml" <<EOF
+version = 2
+root = "$DIR/containerd"
+state = "$DIR/run/containerd"
+[grpc]
+  address = "$DIR/run/containerd.sock"
+[plugins."io.containerd.grpc.v1.cri"]
+  sandbox_image = "localhost/pause:3.4.1"
+  # This machine refuses negative oom_score_adj values (EIO), which the kubelet asks for pause
+  # containers (-998) and Guaranteed pods: clamp them to containerd's own (0), as rootless setups do.
+  restrict_oom_score_adj = true
+  [plugins."io.containerd.grpc.v1.cri".containerd]
+    snapshotter = "overlayfs"
+    default_runtime_name = "runc"
+    [plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runc]
+      runtime_type = "io.containerd.runc.v2"
+  [plugins."io.containerd.grpc.v1.cri".cni]
+    bin_dir = "/usr/lib/cni"
+    conf_dir = "$DIR/cni/net.d"
+EOF
+  setsid containerd --config "$DIR/containerd.toml" </dev/null >"$DIR/logs/containerd.log" 2>&1 &
+  echo $! >"$DIR/containerd.pid"
+  for _ in $(seq 1 100); do ctr_ version >/dev/null 2>&1 && break; sleep 0.1; done
+  ctr_ version >/dev/null 2>&1 || die "containerd did not start (log: $DIR/logs/containerd.log)"
+  pause_image "$bin"
+
+  # DNS on the bridge's gateway, answering only cluster names (no upstream: the pods need none).
+  # --user=root: dnsmasq otherwise drops to "nobody", who cannot read a 0700 mktemp directory.
+  dnsmasq --keep-in-foreground --user=root --no-resolv --no-hosts --hostsdir="$DIR/dns/hosts.d" \
+    --listen-address="$GATEWAY" --bind-interfaces --local-ttl=1 --domain-needed \
+    --local=/cluster.local/ --pid-file="$DIR/run/dnsmasq.pid" >"$DIR/logs/dnsmasq.log" 2>&1 &
+  echo $! >"$DIR/dnsmasq.pid"
+  dns_sync "$cp_dir/kubeconfig" "$kubectl" >"$DIR/logs/dns-sync.log" 2>&1 &
+  echo $! >"$DIR/dns-sync.pid"
+
+  local port
+  port="$(free_port)"  # a free loopback port is free on the bridge address too
+  cat >"$DIR/kubelet.yaml" <<EOF
+apiVersion: kubelet.config.k8s.io/v1beta1
+kind: KubeletConfiguration
+address: $GATEWAY
+port: $port
+readOnlyPort: 0
+# Only the API server's client certificate (logs, exec), authorized by the API server.
+authentication:
+  anonymous: {enabled: false}
+  webhook: {enabled: true}
+  x509: {clientCAFile: $cp_dir/pki/kubelet-client-ca.crt}
+authorization: {mode: Webhook}
+cgroupDriver: cgroupfs
+cgroupsPerQOS: false
+enforceNodeAllocatable: []
+failSwapOn: false
+clusterDNS: [$GATEWAY]
+clusterDomain: cluster.local
+resolvConf: /dev/null
+# A shared disk: never garbage-collect other people's images, never evict for disk pressure.
+imageGCHighThresholdPercent: 100
+evictionHard: {memory.available: "100Mi"}
+serializeImagePulls: false
+EOF
+  "$bin/kubelet" --config="$DIR/kubelet.yaml" --kubeconfig="$cp_dir/node.kubeconfig" \
+    --hostname-override="$NODE_NAME" --node-ip="$GATEWAY" --root-dir="$DIR/kubelet" \
+    --cert-dir="$DIR/kubelet/pki" --container-runtime=remote \
+    --container-runtime-endpoint="unix://$DIR/run/containerd.sock" \
+    --runtime-request-timeout=5m --oom-score-adj=0 >"$DIR/logs/kubelet.log" 2>&1 &
+  echo $! >"$DIR/kubelet.pid"
+  local deadline=$((SECONDS + 60))
+  until [[ $("$kubectl" --kubeconfig="$cp_dir/kubeconfig" get node "$NODE_NAME" \
+              -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; do
+    if ((SECONDS > deadline)); then
+      tail -n 20 "$DIR/logs/kubelet.log" >&2
+      die "node $NODE_NAME not Ready after 60 s (logs in $DIR/logs)"
+    fi
+    sleep 1
+  done
+  log "node $NODE_NAME Ready (kubelet on $GATEWAY:$port, pods on $SUBNET, DNS $GATEWAY)"
+}
+
+import_image() {
+  DIR="${1:?usage: node.sh import DIR IMAGE}"
+  local image="${2:?usage: node.sh import DIR IMAGE}"
+  rm -f "$DIR/image.tar"
+  podman save -q --format docker-archive -o "$DIR/image.tar" "$image" >/dev/null
+  ctr_ images import "$DIR/image.tar" >/dev/null
+  rm -f "$DIR/image.tar"
+}
+
+stop() {
+  DIR="${1:?usage: node.sh stop DIR}"
+  local name pid
+  for name in kubelet dns-sync dnsmasq; do
+    [[ -f $DIR/$name.pid ]] || continue
+    pid="$(cat "$DIR/$name.pid")"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$DIR/$name.pid"
+  done
+  # The pods' containers and sandboxes (their network namespaces), then containerd.
+  if [[ -S $DIR/run/containerd.sock ]]; then
+    for task in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
+    sleep 1
+    for task in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks rm -f "$task" >/dev/null 2>&1 || true; done
+    for c in $(ctr_ containers ls -q 2>/dev/null); do ctr_ containers rm "$c" >/dev/null 2>&1 || true; done
+  fi
+  if [[ -f $DIR/containerd.pid ]]; then
+    pid="$(cat "$DIR/containerd.pid")"
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 1 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+    kill -KILL "$pid" 2>/dev/null || true
+    rm -f "$DIR/containerd.pid"
+  fi
+  # Leftover mounts of the kubelet and containerd under DIR, then the bridge.
+  { grep -o " $DIR/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
+  ip link del "$BRIDGE" 2>/dev/null || true
+}
+
+case "${1:-}" in
+  start) shift; start "$@" ;;
+  import) shift; import_image "$@" ;;
+  stop) shift; stop "$@" ;;
+  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+esac
