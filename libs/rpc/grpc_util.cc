@@ -60,18 +60,32 @@ absl::StatusOr<StartedServer> StartServer(const std::string& listen_address,
   return started;
 }
 
-bool IsRetryable(const grpc::Status& status) {
-  switch (status.error_code()) {
-    case grpc::StatusCode::UNAVAILABLE:
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-    case grpc::StatusCode::CANCELLED:
-    case grpc::StatusCode::ABORTED:
-    case grpc::StatusCode::UNKNOWN:  // a peer that died mid-stream can surface as UNKNOWN
+bool IsRetryable(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kDeadlineExceeded:
+    case absl::StatusCode::kCancelled:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kUnknown:
+    case absl::StatusCode::kInternal:
+    case absl::StatusCode::kAlreadyExists:
       return true;
     default:
       return false;
   }
 }
+
+bool IsRetryable(const absl::Status& status) { return IsRetryable(status.code()); }
+
+bool IsRetryable(const grpc::Status& status) {
+  // grpc::StatusCode and absl::StatusCode share their numbering (both are google.rpc.Code).
+  return IsRetryable(static_cast<absl::StatusCode>(status.error_code()));
+}
+
+bool IsPermanentError(const absl::Status& status) { return !status.ok() && !IsRetryable(status); }
+
+bool IsPermanentError(const grpc::Status& status) { return !status.ok() && !IsRetryable(status); }
 
 Backoff::Backoff(absl::Duration initial, absl::Duration max, uint64_t seed)
     : initial_(initial), max_(max), rng_(seed) {}

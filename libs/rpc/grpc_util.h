@@ -43,10 +43,26 @@ struct StartedServer {
 absl::StatusOr<StartedServer> StartServer(const std::string& listen_address,
                                           const std::vector<grpc::Service*>& services);
 
-// Retry policy for reconnecting streams. Retried: UNAVAILABLE (peer down or restarting),
-// DEADLINE_EXCEEDED and CANCELLED from our own timeouts, ABORTED. Everything else (bad
-// arguments, auth, precondition) is a bug or a configuration error and is not retried.
+// The retry policy: the one classification of status codes into "retry" and "permanent", used by
+// every client that reconnects (workers to the coordinator and the shards, shards to the
+// coordinator) and by every process deciding whether a refusal ends it.
+//
+// Retried, with backoff: the peer is down, restarting or overloaded, or we timed out —
+//   UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, ABORTED, RESOURCE_EXHAUSTED;
+//   UNKNOWN and INTERNAL (a peer that dies mid-stream can surface as either: an RST_STREAM);
+//   ALREADY_EXISTS (our previous session is still registered; the peer drops it when its
+//   stream ends).
+// Permanent: retrying the same request cannot succeed; it is a configuration error or a bug,
+// and the process reports it in one line and exits —
+//   INVALID_ARGUMENT, OUT_OF_RANGE (a request the peer can never accept: e.g. a shard id outside
+//   the job), FAILED_PRECONDITION (another job, or the job has finished), UNAUTHENTICATED,
+//   PERMISSION_DENIED (join token, certificates), NOT_FOUND, UNIMPLEMENTED, DATA_LOSS.
+bool IsRetryable(absl::StatusCode code);
+bool IsRetryable(const absl::Status& status);
 bool IsRetryable(const grpc::Status& status);
+// An error retrying cannot fix (not OK and not retryable).
+bool IsPermanentError(const absl::Status& status);
+bool IsPermanentError(const grpc::Status& status);
 
 // Exponential backoff with full jitter (AWS architecture blog, "Exponential Backoff And
 // Jitter"): spreads reconnects of many workers so a restarted shard is not stampeded.

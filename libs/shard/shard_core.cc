@@ -5,6 +5,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "libs/checkpoint/shard_restore.h"
 #include "libs/common/status_macros.h"
 #include "libs/embedding/owner_shard.h"
 #include "libs/tensor/initializer.h"
@@ -142,8 +143,7 @@ ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardM
                   assignment.mode(), /*version=*/0, TableDims(assignment.partition())),
       scratch_gradient_(params_.size()) {}
 
-v1::PushAck ShardCore::Reject(v1::PushAck ack, const absl::Status& status,
-                              const std::string& reason) {
+v1::PushAck ShardCore::Reject(v1::PushAck ack, const absl::Status& status, RejectionReason reason) {
   ack.set_outcome(v1::PUSH_REJECTED);
   ack.set_code(static_cast<int32_t>(status.code()));
   ack.set_message(std::string(status.message()));
@@ -169,13 +169,13 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
                     absl::ResourceExhaustedError(
                         absl::StrCat("push of ", bytes, " bytes exceeds the shard's limit of ",
                                      max_push_bytes_, " bytes")),
-                    "oversize");
+                    RejectionReason::kOversize);
     }
     if (push.samples() <= 0) {
       return Reject(ack,
                     absl::InvalidArgumentError(
                         absl::StrCat("samples must be positive, got ", push.samples())),
-                    "bad_samples");
+                    RejectionReason::kBadSamples);
     }
     // No worker's share of G exceeds G; a larger count would let one push outweigh a whole
     // global batch (and could overflow the buffered sample count).
@@ -184,7 +184,7 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
           ack,
           absl::InvalidArgumentError(absl::StrCat(
               "samples ", push.samples(), " exceed the global batch ", aggregator_.global_batch())),
-          "bad_samples");
+          RejectionReason::kBadSamples);
     }
     absl::Status unpacked = tensor::UnpackFloatsInto(push.gradient(), scratch_gradient_);
     if (!unpacked.ok()) {
@@ -192,16 +192,16 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
                     absl::InvalidArgumentError(
                         absl::StrCat("gradient for shard range [", flat_begin_, ", ", flat_end_,
                                      ") has the wrong length: ", unpacked.message())),
-                    "wrong_shape");
+                    RejectionReason::kWrongShape);
     }
     if (!tensor::AllFinite(scratch_gradient_)) {
       return Reject(ack,
                     absl::InvalidArgumentError(
                         absl::StrCat("gradient has a non-finite value (NaN or Inf) at element ",
                                      tensor::FirstNonFinite(scratch_gradient_))),
-                    "non_finite");
+                    RejectionReason::kNonFinite);
     }
-    std::string sparse_reason;
+    RejectionReason sparse_reason = RejectionReason::kWrongShape;
     absl::Status sparse_ok = UnpackSparsePush(push, &sparse_reason);
     if (!sparse_ok.ok()) return Reject(ack, sparse_ok, sparse_reason);
     aggregation::PushVerdict verdict =
@@ -210,21 +210,7 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
     ack.set_staleness(verdict.staleness);
     ack.set_weight(verdict.weight);
     if (verdict.outcome == v1::PUSH_REJECTED) {
-      std::string reason = "invalid";
-      switch (verdict.status.code()) {
-        case absl::StatusCode::kFailedPrecondition:
-          reason = "not_member";
-          break;
-        case absl::StatusCode::kOutOfRange:
-          reason = "future_token";
-          break;
-        case absl::StatusCode::kAlreadyExists:
-          reason = "duplicate";
-          break;
-        default:
-          break;
-      }
-      return Reject(ack, verdict.status, reason);
+      return Reject(ack, verdict.status, AggregatorRejection(verdict.status.code()));
     }
     ack.set_outcome(verdict.outcome);
     switch (verdict.outcome) {
@@ -263,7 +249,7 @@ absl::Status ShardCore::ValidateKeys(int32_t table, std::span<const uint64_t> ke
   return absl::OkStatus();
 }
 
-absl::Status ShardCore::UnpackSparsePush(const v1::PushRequest& push, std::string* reason) {
+absl::Status ShardCore::UnpackSparsePush(const v1::PushRequest& push, RejectionReason* reason) {
   const size_t n = static_cast<size_t>(push.sparse_size());
   if (scratch_keys_.size() < n) {
     scratch_keys_.resize(n);
@@ -273,12 +259,12 @@ absl::Status ShardCore::UnpackSparsePush(const v1::PushRequest& push, std::strin
   absl::flat_hash_set<int32_t> tables_seen;
   for (size_t i = 0; i < n; ++i) {
     const v1::SparseRows& rows = push.sparse(static_cast<int>(i));
-    *reason = "wrong_shape";
+    *reason = RejectionReason::kWrongShape;
     absl::Status unpacked = tensor::UnpackKeys(rows.keys(), scratch_keys_[i]);
     if (!unpacked.ok()) return unpacked;
     absl::Status valid = ValidateKeys(rows.table(), scratch_keys_[i]);
     if (!valid.ok()) {
-      if (rows.table() >= 0 && rows.table() < TableCount()) *reason = "wrong_shard";
+      if (rows.table() >= 0 && rows.table() < TableCount()) *reason = RejectionReason::kWrongShard;
       return valid;
     }
     if (!tables_seen.insert(rows.table()).second) {
@@ -294,7 +280,7 @@ absl::Status ShardCore::UnpackSparsePush(const v1::PushRequest& push, std::strin
                        scratch_keys_[i].size(), " keys of width ", dim, ": ", unpacked.message()));
     }
     if (!tensor::AllFinite(scratch_rows_[i])) {
-      *reason = "non_finite";
+      *reason = RejectionReason::kNonFinite;
       return absl::InvalidArgumentError(absl::StrCat("embedding gradient of table ", rows.table(),
                                                      " has a non-finite value at element ",
                                                      tensor::FirstNonFinite(scratch_rows_[i])));
@@ -304,7 +290,7 @@ absl::Status ShardCore::UnpackSparsePush(const v1::PushRequest& push, std::strin
     keys_seen.reserve(scratch_keys_[i].size());
     for (const uint64_t key : scratch_keys_[i]) {
       if (!keys_seen.insert(key).second) {
-        *reason = "duplicate_key";
+        *reason = RejectionReason::kDuplicateKey;
         return absl::InvalidArgumentError(
             absl::StrCat("key ", key, " appears twice in table ", rows.table()));
       }
@@ -389,10 +375,12 @@ absl::Status ShardCore::Pull(const void* owner, const v1::PullRequest& request, 
   for (const v1::SparseRows& wanted : request.sparse()) {
     RowRequest row{wanted.table(), {}};
     absl::Status valid = tensor::UnpackKeys(wanted.keys(), row.keys);
-    std::string reason = "wrong_shape";
+    RejectionReason reason = RejectionReason::kWrongShape;
     if (valid.ok()) {
       valid = ValidateKeys(wanted.table(), row.keys);
-      if (wanted.table() >= 0 && wanted.table() < TableCount()) reason = "wrong_shard";
+      if (wanted.table() >= 0 && wanted.table() < TableCount()) {
+        reason = RejectionReason::kWrongShard;
+      }
     }
     if (!valid.ok()) {
       if (metrics_ != nullptr) metrics_->CountRejection(reason);
@@ -528,138 +516,29 @@ v1::ShardCheckpoint ShardCore::Snapshot() const {
 }
 
 absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources) {
+  checkpoint::RestoreTarget target;
+  target.assignment = &assignment_;
+  target.row_rule = row_rule_.get();
+  {
+    absl::MutexLock lock(&mu_);
+    target.optimizer = std::string(optimizer_->name());
+    target.optimizer_vectors = static_cast<int>(optimizer_->state_vectors().size());
+  }
+  // Built outside the lock from immutable inputs; swapped in only once it all checked out.
+  SYNCOPATE_ASSIGN_OR_RETURN(checkpoint::RestoredShard restored,
+                             checkpoint::RestoreShard(target, sources));
   absl::MutexLock lock(&mu_);
-  std::vector<float> params = params_;
+  tables_ = std::move(restored.tables);
+  optimizer_->set_steps(restored.optimizer_steps);
+  params_ = std::move(restored.parameters);
   std::vector<std::span<float>> state = optimizer_->state_vectors();
-  std::vector<std::vector<float>> new_state;
-  for (std::span<float> vector : state) new_state.emplace_back(vector.begin(), vector.end());
-  int64_t covered = 0;
-  int64_t version = 0;
-  std::vector<float> values;
-  for (const v1::ShardCheckpoint& source : sources) {
-    if (source.job_id() != assignment_.job().job_id()) {
-      return absl::FailedPreconditionError(absl::StrCat("checkpoint of job '", source.job_id(),
-                                                        "' cannot restore job '",
-                                                        assignment_.job().job_id(), "'"));
-    }
-    if (source.optimizer() != optimizer_->name()) {
-      return absl::FailedPreconditionError(absl::StrCat("checkpoint optimizer ", source.optimizer(),
-                                                        " differs from ",
-                                                        std::string(optimizer_->name())));
-    }
-    version = std::max(version, source.version());
-    // Validate every slice before any allocation: a checksummed but corrupt or crafted file must
-    // not make the shard allocate what its fields claim (found by checkpoint_fuzz).
-    for (const v1::CheckpointSlice& from : source.slices()) {
-      const uint64_t bytes = static_cast<uint64_t>(from.length()) * sizeof(float);
-      bool sound = from.length() >= 0 && from.tensor_offset() >= 0 &&
-                   from.tensor_offset() <= INT64_MAX - from.length() &&
-                   from.values().size() == bytes;
-      for (const std::string& vector : from.optimizer_state())
-        sound = sound && vector.size() == bytes;
-      if (!sound) {
-        return absl::DataLossError(absl::StrCat("checkpoint slice of ", from.tensor(),
-                                                " is inconsistent (length ", from.length(), ", ",
-                                                from.values().size(), " value bytes)"));
-      }
-    }
-    for (const v1::CheckpointSlice& from : source.slices()) {
-      if (static_cast<size_t>(from.optimizer_state_size()) != state.size()) {
-        return absl::FailedPreconditionError("checkpoint optimizer state has the wrong shape");
-      }
-      for (const v1::TensorSlice& to : assignment_.partition().slices()) {
-        if (to.tensor() != from.tensor()) continue;
-        // The overlap of [from.offset, +from.length) and [to.offset, +to.length) in the tensor.
-        const int64_t begin = std::max(from.tensor_offset(), to.tensor_offset());
-        const int64_t end =
-            std::min(from.tensor_offset() + from.length(), to.tensor_offset() + to.length());
-        if (begin >= end) continue;
-        const int64_t dst = to.flat_offset() - flat_begin_ + (begin - to.tensor_offset());
-        const int64_t src = begin - from.tensor_offset();
-        values.resize(from.length());
-        SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.values(), values));
-        std::copy_n(values.begin() + src, end - begin, params.begin() + dst);
-        for (size_t k = 0; k < state.size(); ++k) {
-          SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.optimizer_state(k), values));
-          std::copy_n(values.begin() + src, end - begin, new_state[k].begin() + dst);
-        }
-        covered += end - begin;
-      }
-    }
-  }
-  if (covered != static_cast<int64_t>(params_.size())) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoints cover ", covered, " of the ",
-                                                      params_.size(), " parameters of shard ",
-                                                      assignment_.partition().shard_id()));
-  }
-  // Embedding rows: every source's rows this shard owns under the current partitioning (a
-  // checkpoint taken with S shards restores onto S'). Built into fresh tables and swapped in
-  // only once every source has been checked, so a bad source changes nothing.
-  std::vector<std::unique_ptr<embedding::EmbeddingTable>> tables;
-  for (const auto& table : tables_) {
-    SYNCOPATE_ASSIGN_OR_RETURN(
-        auto fresh, embedding::EmbeddingTable::Create(table->spec(), assignment_.job().seed(),
-                                                      row_rule_.get()));
-    tables.push_back(std::move(fresh));
-  }
-  const size_t slots = static_cast<size_t>(row_rule_->num_slots());
-  int64_t optimizer_steps = 0;
-  std::vector<uint64_t> keys;
-  std::vector<float> row_values, row_state;
-  std::vector<std::vector<float>> slot_values(slots);
-  for (const v1::ShardCheckpoint& source : sources) {
-    optimizer_steps = std::max(optimizer_steps, source.optimizer_steps());
-    for (const v1::EmbeddingSlice& from : source.embeddings()) {
-      auto it = std::find_if(tables.begin(), tables.end(),
-                             [&](const auto& t) { return t->spec().name() == from.table(); });
-      if (it == tables.end()) {
-        return absl::FailedPreconditionError(
-            absl::StrCat("checkpoint has embedding table '", from.table(), "' the job lacks"));
-      }
-      embedding::EmbeddingTable& table = **it;
-      const size_t dim = static_cast<size_t>(table.dim());
-      if (from.dim() != table.dim()) {
-        return absl::FailedPreconditionError(absl::StrCat(
-            "checkpoint table '", from.table(), "' has width ", from.dim(), ", not ", table.dim()));
-      }
-      SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackKeys(from.keys(), keys));
-      const uint64_t bytes = static_cast<uint64_t>(keys.size()) * dim * sizeof(float);
-      bool sound = from.values().size() == bytes &&
-                   static_cast<size_t>(from.optimizer_state_size()) == slots;
-      for (const std::string& vector : from.optimizer_state())
-        sound = sound && vector.size() == bytes;
-      if (!sound) {
-        return absl::DataLossError(absl::StrCat("checkpoint rows of table '", from.table(),
-                                                "' are inconsistent with their ", keys.size(),
-                                                " keys"));
-      }
-      row_values.resize(keys.size() * dim);
-      SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.values(), row_values));
-      for (size_t k = 0; k < slots; ++k) {
-        slot_values[k].resize(keys.size() * dim);
-        SYNCOPATE_RETURN_IF_ERROR(
-            tensor::UnpackFloatsInto(from.optimizer_state(static_cast<int>(k)), slot_values[k]));
-      }
-      row_state.resize(slots * dim);
-      for (size_t r = 0; r < keys.size(); ++r) {
-        if (embedding::OwnerShard(keys[r], num_shards_) != shard_id_) continue;
-        for (size_t k = 0; k < slots; ++k) {
-          std::copy_n(slot_values[k].begin() + static_cast<std::ptrdiff_t>(r * dim), dim,
-                      row_state.begin() + static_cast<std::ptrdiff_t>(k * dim));
-        }
-        table.Set(keys[r], std::span<const float>(row_values).subspan(r * dim, dim), row_state);
-      }
-    }
-  }
-  tables_ = std::move(tables);
-  optimizer_->set_steps(optimizer_steps);
-  PublishBytes();
-  params_ = std::move(params);
   for (size_t k = 0; k < state.size(); ++k) {
-    std::copy(new_state[k].begin(), new_state[k].end(), state[k].begin());
+    std::copy(restored.optimizer_state[k].begin(), restored.optimizer_state[k].end(),
+              state[k].begin());
   }
-  aggregator_.RestoreVersion(version);
-  if (metrics_ != nullptr) metrics_->SetVersion(version);
+  PublishBytes();
+  aggregator_.RestoreVersion(restored.version);
+  if (metrics_ != nullptr) metrics_->SetVersion(restored.version);
   return absl::OkStatus();
 }
 

@@ -25,6 +25,7 @@
 #include "libs/common/clock.h"
 #include "libs/embedding/embedding_table.h"
 #include "libs/optim/optimizer.h"
+#include "libs/shard/rejection_reason.h"
 #include "libs/shard/shard_metrics.h"
 #include "syncopate/v1/checkpoint.pb.h"
 #include "syncopate/v1/coordinator.pb.h"
@@ -129,11 +130,11 @@ class ShardCore {
   v1::PullResponse MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
                                 bool create_rows, absl::Time since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::PushAck Reject(v1::PushAck ack, const absl::Status& status, const std::string& reason)
+  v1::PushAck Reject(v1::PushAck ack, const absl::Status& status, RejectionReason reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unpacks and validates the sparse rows of a push into the scratch buffers; on failure the
   // rejection reason is written to `reason`.
-  absl::Status UnpackSparsePush(const v1::PushRequest& push, std::string* reason)
+  absl::Status UnpackSparsePush(const v1::PushRequest& push, RejectionReason* reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks that `table` exists and every key belongs to this shard.
   absl::Status ValidateKeys(int32_t table, std::span<const uint64_t> keys) const;

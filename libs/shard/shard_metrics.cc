@@ -90,8 +90,8 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
   }
   // Every rejection reason exists from the start at 0, so rate() and increase() see the first
   // rejection and dashboards have a series before anything goes wrong.
-  for (const char* reason : kRejectionReasons) {
-    rejections_.Add({{"shard", shard_}, {"reason", reason}});
+  for (RejectionReason reason : kAllRejectionReasons) {
+    rejections_.Add({{"shard", shard_}, {"reason", std::string(RejectionReasonName(reason))}});
   }
 }
 
@@ -113,8 +113,9 @@ void ShardMetrics::CountOutcome(v1::PushOutcome outcome, int64_t staleness) {
   if (outcome != v1::PUSH_REJECTED) staleness_.Observe(static_cast<double>(staleness));
 }
 
-void ShardMetrics::CountRejection(const std::string& reason) {
-  rejections_.Add({{"shard", shard_}, {"reason", reason}}).Increment();
+void ShardMetrics::CountRejection(RejectionReason reason) {
+  rejections_.Add({{"shard", shard_}, {"reason", std::string(RejectionReasonName(reason))}})
+      .Increment();
 }
 
 void ShardMetrics::ObservePullHeld(double seconds) { pull_held_seconds_.Observe(seconds); }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "libs/common/mode_name.h"
+#include "libs/shard/rejection_reason.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
 #include "prometheus/gauge.h"
@@ -24,7 +25,7 @@ class ShardMetrics {
   void SetMode(v1::Mode mode);
   void CountUpdate(double apply_seconds);
   void CountOutcome(v1::PushOutcome outcome, int64_t staleness);
-  void CountRejection(const std::string& reason);
+  void CountRejection(RejectionReason reason);
   void ObservePullHeld(double seconds);
   void SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes);
   // Embedding rows the shard stores, over all tables (0 for models without tables).
@@ -47,12 +48,6 @@ class ShardMetrics {
   prometheus::Gauge& embedding_rows_;
   prometheus::Gauge& barrier_waiting_workers_;
 };
-
-// The `reason` label values of syncopate_shard_rejections_total (docs/metrics.md).
-inline constexpr const char* kRejectionReasons[] = {
-    "wrong_shape",     "non_finite", "bad_samples", "not_member",   "future_token",
-    "duplicate",       "oversize",   "invalid",     "no_hello",     "empty_message",
-    "unauthenticated", "wrong_job",  "wrong_shard", "duplicate_key"};
 
 // The `mode` label values: syncopate::ModeName.
 using ::syncopate::ModeName;

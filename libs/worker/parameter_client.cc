@@ -117,16 +117,13 @@ absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
   }
   auto it = replies_.find(request_id);
   if (it == replies_.end()) {
-    switch (end_status_.error_code()) {
-      case grpc::StatusCode::UNAUTHENTICATED:      // wrong join token
-      case grpc::StatusCode::FAILED_PRECONDITION:  // another job's shard
-      case grpc::StatusCode::INVALID_ARGUMENT:     // a request the shard can never accept
-        // Configuration errors or bugs, not transient: callers must not retry them.
-        return absl::Status(static_cast<absl::StatusCode>(end_status_.error_code()),
-                            absl::StrCat("shard ", endpoint_.shard_id(),
-                                         " refused us: ", end_status_.error_message()));
-      default:
-        break;
+    // A refusal retrying cannot fix (wrong join token, another job's shard, a request the shard
+    // can never accept) keeps its code so the worker ends; anything else is UNAVAILABLE, which
+    // makes the worker reconnect (rpc::IsRetryable says which is which).
+    if (rpc::IsPermanentError(end_status_)) {
+      return absl::Status(static_cast<absl::StatusCode>(end_status_.error_code()),
+                          absl::StrCat("shard ", endpoint_.shard_id(),
+                                       " refused us: ", end_status_.error_message()));
     }
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(),
                                                " stream ended: ", end_status_.error_message()));

@@ -3,6 +3,7 @@
 #include "glog/logging.h"
 #include "libs/common/clock.h"
 #include "libs/rpc/client_stream.h"
+#include "libs/rpc/grpc_util.h"
 #include "libs/runtime/process_runtime.h"
 
 namespace syncopate::shard {
@@ -159,10 +160,9 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     session.WaitForEnd(absl::Seconds(2));
     return SessionEnd::kJobDone;
   }
-  if (session.done() && (session.status().error_code() == grpc::StatusCode::UNAUTHENTICATED ||
-                         session.status().error_code() == grpc::StatusCode::FAILED_PRECONDITION)) {
-    // A wrong join token or another job's coordinator is a configuration error: retrying
-    // cannot fix it.
+  if (session.done() && rpc::IsPermanentError(session.status())) {
+    // A wrong join token, another job's coordinator or a shard id outside the job is a
+    // configuration error: retrying cannot fix it.
     fatal_error_ = "the coordinator refused this shard: " + session.status().error_message();
     return SessionEnd::kFatal;
   }

@@ -23,7 +23,7 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
       case v1::WorkerToShard::kPull:
       case v1::WorkerToShard::kPush:
         if (core_ == nullptr) {
-          Refuse(grpc::StatusCode::FAILED_PRECONDITION, "no_hello",
+          Refuse(grpc::StatusCode::FAILED_PRECONDITION, RejectionReason::kNoHello,
                  "the first message on a Train stream must be a hello");
           return;
         }
@@ -40,7 +40,8 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
         }
         return;
       default:
-        Refuse(grpc::StatusCode::INVALID_ARGUMENT, "empty_message", "empty WorkerToShard message");
+        Refuse(grpc::StatusCode::INVALID_ARGUMENT, RejectionReason::kEmptyMessage,
+               "empty WorkerToShard message");
     }
   }
 
@@ -49,7 +50,8 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
         !auth.ok()) {
       LOG(WARNING) << "refused Train stream of worker " << hello.worker_id() << " from " << peer_
                    << ": " << auth.message();
-      Refuse(grpc::StatusCode::UNAUTHENTICATED, "unauthenticated", std::string(auth.message()));
+      Refuse(grpc::StatusCode::UNAUTHENTICATED, RejectionReason::kUnauthenticated,
+             std::string(auth.message()));
       return;
     }
     std::shared_ptr<ShardCore> core = service_->core();
@@ -63,7 +65,7 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
       LOG(WARNING) << "refused Train stream of worker " << hello.worker_id() << " from " << peer_
                    << ": job '" << hello.job_id() << "', this shard serves job '" << core->job_id()
                    << "'";
-      Refuse(grpc::StatusCode::FAILED_PRECONDITION, "wrong_job",
+      Refuse(grpc::StatusCode::FAILED_PRECONDITION, RejectionReason::kWrongJob,
              "wrong job id: the worker is in job '" + hello.job_id() +
                  "', this shard serves job '" + core->job_id() + "'");
       return;
@@ -99,7 +101,7 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
     }
   }
 
-  void Refuse(grpc::StatusCode code, const std::string& reason, const std::string& message) {
+  void Refuse(grpc::StatusCode code, RejectionReason reason, const std::string& message) {
     if (service_->metrics() != nullptr) service_->metrics()->CountRejection(reason);
     Close(grpc::Status(code, message));
   }

@@ -116,7 +116,8 @@ struct ShardCounts {
 ShardCounts Scrape(launch::LocalCluster& cluster) {
   const std::string shard = ScrapeMetrics(cluster.metrics_ports().at("shard-0"));
   ShardCounts counts;
-  for (const char* reason : shard::kRejectionReasons) {
+  for (shard::RejectionReason r : shard::kAllRejectionReasons) {
+    const std::string reason(shard::RejectionReasonName(r));
     counts.rejections[reason] = MetricValue(
         shard,
         absl::StrCat("syncopate_shard_rejections_total{reason=\"", reason, "\",shard=\"0\"}"));

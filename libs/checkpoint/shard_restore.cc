@@ -1,0 +1,172 @@
+#include "libs/checkpoint/shard_restore.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <span>
+
+#include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
+#include "libs/embedding/owner_shard.h"
+#include "libs/tensor/packed.h"
+
+namespace syncopate::checkpoint {
+namespace {
+
+// A source's dense slices must be self-consistent before anything is sized from them.
+absl::Status CheckSlices(const v1::ShardCheckpoint& source) {
+  for (const v1::CheckpointSlice& from : source.slices()) {
+    const uint64_t bytes = static_cast<uint64_t>(from.length()) * sizeof(float);
+    bool sound = from.length() >= 0 && from.tensor_offset() >= 0 &&
+                 from.tensor_offset() <= INT64_MAX - from.length() && from.values().size() == bytes;
+    for (const std::string& vector : from.optimizer_state())
+      sound = sound && vector.size() == bytes;
+    if (!sound) {
+      return absl::DataLossError(absl::StrCat("checkpoint slice of ", from.tensor(),
+                                              " is inconsistent (length ", from.length(), ", ",
+                                              from.values().size(), " value bytes)"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Copies the source's dense values and optimizer state that fall in the target's slices.
+// `covered` marks the elements written so far: each must be written exactly once.
+absl::Status RestoreDense(const v1::ShardCheckpoint& source, const v1::ShardPartition& partition,
+                          RestoredShard& out, std::vector<bool>& covered) {
+  std::vector<float> values;
+  for (const v1::CheckpointSlice& from : source.slices()) {
+    if (static_cast<size_t>(from.optimizer_state_size()) != out.optimizer_state.size()) {
+      return absl::FailedPreconditionError("checkpoint optimizer state has the wrong shape");
+    }
+    for (const v1::TensorSlice& to : partition.slices()) {
+      if (to.tensor() != from.tensor()) continue;
+      // The overlap of [from.offset, +from.length) and [to.offset, +to.length) in the tensor.
+      const int64_t begin = std::max(from.tensor_offset(), to.tensor_offset());
+      const int64_t end =
+          std::min(from.tensor_offset() + from.length(), to.tensor_offset() + to.length());
+      if (begin >= end) continue;
+      const int64_t dst = to.flat_offset() - partition.flat_begin() + (begin - to.tensor_offset());
+      const int64_t src = begin - from.tensor_offset();
+      for (int64_t i = dst; i < dst + (end - begin); ++i) {
+        if (covered[static_cast<size_t>(i)]) {
+          return absl::FailedPreconditionError(
+              absl::StrCat("checkpoints cover flat offset ", partition.flat_begin() + i,
+                           " of shard ", partition.shard_id(), " twice"));
+        }
+        covered[static_cast<size_t>(i)] = true;
+      }
+      values.resize(static_cast<size_t>(from.length()));
+      SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.values(), values));
+      std::copy_n(values.begin() + src, end - begin, out.parameters.begin() + dst);
+      for (size_t k = 0; k < out.optimizer_state.size(); ++k) {
+        SYNCOPATE_RETURN_IF_ERROR(
+            tensor::UnpackFloatsInto(from.optimizer_state(static_cast<int>(k)), values));
+        std::copy_n(values.begin() + src, end - begin, out.optimizer_state[k].begin() + dst);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+// Sets the source's embedding rows that the target shard owns into the fresh tables.
+absl::Status RestoreRows(const v1::ShardCheckpoint& source, const v1::ShardAssignment& assignment,
+                         size_t slots, RestoredShard& out) {
+  const int32_t shard_id = assignment.partition().shard_id();
+  const int32_t num_shards = assignment.job().num_shards();
+  std::vector<uint64_t> keys;
+  std::vector<float> row_values, row_state;
+  std::vector<std::vector<float>> slot_values(slots);
+  for (const v1::EmbeddingSlice& from : source.embeddings()) {
+    auto it = std::find_if(out.tables.begin(), out.tables.end(),
+                           [&](const auto& t) { return t->spec().name() == from.table(); });
+    if (it == out.tables.end()) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("checkpoint has embedding table '", from.table(), "' the job lacks"));
+    }
+    embedding::EmbeddingTable& table = **it;
+    const size_t dim = static_cast<size_t>(table.dim());
+    if (from.dim() != table.dim()) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint table '", from.table(), "' has width ", from.dim(), ", not ", table.dim()));
+    }
+    SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackKeys(from.keys(), keys));
+    const uint64_t bytes = static_cast<uint64_t>(keys.size()) * dim * sizeof(float);
+    bool sound =
+        from.values().size() == bytes && static_cast<size_t>(from.optimizer_state_size()) == slots;
+    for (const std::string& vector : from.optimizer_state())
+      sound = sound && vector.size() == bytes;
+    if (!sound) {
+      return absl::DataLossError(absl::StrCat("checkpoint rows of table '", from.table(),
+                                              "' are inconsistent with their ", keys.size(),
+                                              " keys"));
+    }
+    row_values.resize(keys.size() * dim);
+    SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.values(), row_values));
+    for (size_t k = 0; k < slots; ++k) {
+      slot_values[k].resize(keys.size() * dim);
+      SYNCOPATE_RETURN_IF_ERROR(
+          tensor::UnpackFloatsInto(from.optimizer_state(static_cast<int>(k)), slot_values[k]));
+    }
+    row_state.resize(slots * dim);
+    for (size_t r = 0; r < keys.size(); ++r) {
+      if (embedding::OwnerShard(keys[r], num_shards) != shard_id) continue;
+      for (size_t k = 0; k < slots; ++k) {
+        std::copy_n(slot_values[k].begin() + static_cast<std::ptrdiff_t>(r * dim), dim,
+                    row_state.begin() + static_cast<std::ptrdiff_t>(k * dim));
+      }
+      table.Set(keys[r], std::span<const float>(row_values).subspan(r * dim, dim), row_state);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<RestoredShard> RestoreShard(const RestoreTarget& target,
+                                           const std::vector<v1::ShardCheckpoint>& sources) {
+  if (target.assignment == nullptr || target.row_rule == nullptr || target.optimizer_vectors < 0) {
+    return absl::InvalidArgumentError("restore target needs an assignment and a row rule");
+  }
+  const v1::ShardAssignment& assignment = *target.assignment;
+  const v1::ShardPartition& partition = assignment.partition();
+  const int64_t size = partition.flat_end() - partition.flat_begin();
+  if (size < 0) return absl::InvalidArgumentError("the shard's range is negative");
+  RestoredShard out;
+  out.parameters.assign(static_cast<size_t>(size), 0.0f);
+  out.optimizer_state.assign(static_cast<size_t>(target.optimizer_vectors),
+                             std::vector<float>(static_cast<size_t>(size), 0.0f));
+  std::vector<bool> covered(static_cast<size_t>(size), false);
+  for (const v1::ShardCheckpoint& source : sources) {
+    if (source.job_id() != assignment.job().job_id()) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint of job '", source.job_id(),
+                                                        "' cannot restore job '",
+                                                        assignment.job().job_id(), "'"));
+    }
+    if (source.optimizer() != target.optimizer) {
+      return absl::FailedPreconditionError(absl::StrCat("checkpoint optimizer ", source.optimizer(),
+                                                        " differs from ", target.optimizer));
+    }
+    out.version = std::max(out.version, source.version());
+    out.optimizer_steps = std::max(out.optimizer_steps, source.optimizer_steps());
+    SYNCOPATE_RETURN_IF_ERROR(CheckSlices(source));
+    SYNCOPATE_RETURN_IF_ERROR(RestoreDense(source, partition, out, covered));
+  }
+  const int64_t filled = std::count(covered.begin(), covered.end(), true);
+  if (filled != size) {
+    return absl::FailedPreconditionError(absl::StrCat("checkpoints cover ", filled, " of the ",
+                                                      size, " parameters of shard ",
+                                                      partition.shard_id()));
+  }
+  for (const v1::EmbeddingTableSpec& spec : partition.tables()) {
+    SYNCOPATE_ASSIGN_OR_RETURN(auto table, embedding::EmbeddingTable::Create(
+                                               spec, assignment.job().seed(), target.row_rule));
+    out.tables.push_back(std::move(table));
+  }
+  const size_t slots = static_cast<size_t>(target.row_rule->num_slots());
+  for (const v1::ShardCheckpoint& source : sources) {
+    SYNCOPATE_RETURN_IF_ERROR(RestoreRows(source, assignment, slots, out));
+  }
+  return out;
+}
+
+}  // namespace syncopate::checkpoint
