@@ -14,11 +14,16 @@
 
 namespace syncopate::launch {
 
+bool LocalCluster::Essential(const std::string& name) const {
+  auto it = children_.find(name);
+  return it != children_.end() && it->second.essential;
+}
+
 absl::StatusOr<int> LocalCluster::StartChild(const std::string& name, std::vector<std::string> argv,
-                                             const std::string& port_key) {
+                                             const std::string& port_key, bool essential) {
   const std::string ready = absl::StrCat(options_.run_dir, "/ready/", name);
   Child& child = children_[name];
-  if (child.argv.empty()) child = {argv, port_key, 0};
+  if (child.argv.empty()) child = {argv, port_key, 0, essential};
   std::filesystem::remove(ready);
   argv.push_back("--ready_file=" + ready);
   argv.push_back("--metrics_listen=127.0.0.1:0");
@@ -59,7 +64,7 @@ absl::Status LocalCluster::Restart(const std::string& name) {
       }
     }
   }
-  return StartChild(name, std::move(argv), it->second.port_key).status();
+  return StartChild(name, std::move(argv), it->second.port_key, it->second.essential).status();
 }
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOptions options) {
@@ -100,7 +105,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
       cluster->StartChild("coordinator",
                           {bin + "syncopate-coordinator", "--job=" + job_path,
                            "--listen=127.0.0.1:0", "--state_dir=" + o.run_dir + "/coordinator"},
-                          "grpc_port"));
+                          "grpc_port", /*essential=*/true));
   cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", coordinator_port);
   cluster->stub_ =
       v1::Coordinator::NewStub(rpc::CreateChannel(cluster->coordinator_address_, security));
@@ -113,7 +118,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
                                      "--checkpoint_dir=" + checkpoint_dir};
     if (!o.restore_dir.empty()) argv.push_back("--restore_dir=" + o.restore_dir);
     SYNCOPATE_RETURN_IF_ERROR(
-        cluster->StartChild(ShardName(s), std::move(argv), "grpc_port").status());
+        cluster->StartChild(ShardName(s), std::move(argv), "grpc_port", /*essential=*/true)
+            .status());
   }
   const int workers = o.worker_processes >= 0 ? o.worker_processes : o.job.num_workers();
   for (int w = 0; w < workers; ++w) {
@@ -125,14 +131,16 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
     if (schedule != o.slowdown_schedules.end()) {
       argv.push_back("--slowdown_schedule=" + schedule->second);
     }
-    SYNCOPATE_RETURN_IF_ERROR(cluster->StartChild(WorkerName(w), std::move(argv), "").status());
+    SYNCOPATE_RETURN_IF_ERROR(
+        cluster->StartChild(WorkerName(w), std::move(argv), "", /*essential=*/false).status());
   }
   if (o.evaluator) {
     SYNCOPATE_RETURN_IF_ERROR(
         cluster
             ->StartChild(
                 "evaluator",
-                {bin + "syncopate-worker", coordinator, "--name=evaluator", "--role=evaluator"}, "")
+                {bin + "syncopate-worker", coordinator, "--name=evaluator", "--role=evaluator"}, "",
+                /*essential=*/false)
             .status());
   }
   return cluster;

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "libs/launch/process_group.h"
+#include "libs/launch/supervisor.h"
 #include "libs/rpc/security.h"
 #include "syncopate/v1/coordinator.grpc.pb.h"
 
@@ -41,12 +42,17 @@ struct LocalClusterOptions {
   absl::Duration ready_timeout = absl::Seconds(30);
 };
 
-class LocalCluster {
+class LocalCluster final : public SupervisedChildren {
  public:
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(LocalClusterOptions options);
 
   absl::StatusOr<v1::ClusterStatus> Status(absl::Duration timeout = absl::Seconds(5));
   ProcessGroup& processes() { return processes_; }
+  // Children that exited since the last call.
+  std::vector<Exit> Reap() override { return processes_.Reap(); }
+  // The coordinator and the shards: the job cannot go on without them, and they restore their
+  // state when restarted. Workers and the evaluator are not.
+  bool Essential(const std::string& name) const override;
   const std::string& coordinator_address() const { return coordinator_address_; }
   const std::string& run_dir() const { return options_.run_dir; }
   // name -> metrics port, for every process.
@@ -58,7 +64,7 @@ class LocalCluster {
 
   // Starts a child that died again, with the same flags and on the same gRPC port, so peers
   // find it where they left it (the supervisor's job, like compose's `restart:`).
-  absl::Status Restart(const std::string& name);
+  absl::Status Restart(const std::string& name) override;
 
   // SIGKILLs a child, waits (bounded) until it is reaped, then restarts it: a fault injection
   // followed by what a supervisor does.
@@ -67,12 +73,13 @@ class LocalCluster {
  private:
   LocalCluster() = default;
   absl::StatusOr<int> StartChild(const std::string& name, std::vector<std::string> argv,
-                                 const std::string& port_key);
+                                 const std::string& port_key, bool essential);
 
   struct Child {
     std::vector<std::string> argv;  // as first started, without the ready/metrics flags
     std::string port_key;
     int grpc_port = 0;
+    bool essential = false;
   };
   std::map<std::string, Child> children_;
 

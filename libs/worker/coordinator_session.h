@@ -1,4 +1,4 @@
-// A worker's (or evaluator's) session with the coordinator: hello, then the welcome; commands
+// The CoordinatorChannel of a real worker (or evaluator): hello, then the welcome; commands
 // (leases, batch changes, evaluate, stop) queue up for the training loop; a heartbeat every
 // second lets the coordinator tell a busy worker from a dead one.
 // Thread-safety: thread-safe.
@@ -18,11 +18,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "libs/rpc/client_stream.h"
+#include "libs/worker/coordinator_channel.h"
 #include "syncopate/v1/coordinator.grpc.pb.h"
 
 namespace syncopate::worker {
 
-class CoordinatorSession {
+class CoordinatorSession final : public CoordinatorChannel {
  public:
   // Connects, says hello and waits (up to `timeout`) for the welcome. UNAVAILABLE when the
   // coordinator cannot be reached; the coordinator's own error when it refuses the hello.
@@ -31,13 +32,11 @@ class CoordinatorSession {
                                                                   absl::Duration timeout);
   ~CoordinatorSession();
 
-  const v1::Welcome& welcome() const { return welcome_; }
-  // True once a Stop arrived (even if not yet taken from the queue) or the session ended.
-  bool stop_requested() const { return stop_requested_.load(); }
-  bool Send(const v1::WorkerMessage& message);
-  // The next command, waiting up to `timeout`; nullopt on timeout. UNAVAILABLE once the session
-  // has ended and every queued command was taken.
-  absl::StatusOr<std::optional<v1::CoordinatorToWorker>> NextCommand(absl::Duration timeout);
+  const v1::Welcome& welcome() const override { return welcome_; }
+  bool stop_requested() const override { return stop_requested_.load(); }
+  bool Send(const v1::WorkerMessage& message) override;
+  absl::StatusOr<std::optional<v1::CoordinatorToWorker>> NextCommand(
+      absl::Duration timeout) override;
 
  private:
   CoordinatorSession() = default;

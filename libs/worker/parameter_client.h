@@ -1,9 +1,10 @@
-// A worker's (or evaluator's) view of the parameter shards: one Train stream per shard, pulls
-// and pushes fanned out to all shards in parallel, replies matched by request id.
+// The ParameterStore of a real worker (or evaluator): one Train stream per shard, pulls and
+// pushes fanned out to all shards in parallel, replies matched by request id.
 //
 // Every wait is bounded by a timeout; a broken stream surfaces as UNAVAILABLE and the caller
-// reconnects with rpc::Backoff. A stream the shard ended with UNAUTHENTICATED,
-// FAILED_PRECONDITION or INVALID_ARGUMENT surfaces with that code: not retryable. The client
+// reconnects with rpc::Backoff. A stream the shard ended with a code rpc::IsRetryable calls
+// permanent (a wrong join token, another job's shard, an invalid request) keeps that code. The
+// client
 // tracks, per shard, the version its parameters came from (the token of the next push) and the
 // version the next pull must wait for (sync: the next barrier). Thread-safety: thread-compatible
 // (one training loop uses it).
@@ -23,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "libs/rpc/client_stream.h"
+#include "libs/worker/parameter_store.h"
 #include "syncopate/v1/shard.grpc.pb.h"
 
 namespace syncopate::worker {
@@ -67,25 +69,7 @@ class ShardConnection {
   grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
 };
 
-struct PullStats {
-  double held_seconds = 0;  // longest time a shard held the pull (barrier wait)
-  std::vector<int64_t> versions;
-  std::vector<v1::Mode> modes;
-};
-
-struct PushStats {
-  int applied = 0;
-  int decayed = 0;
-  int dropped = 0;
-  int rejected = 0;
-  std::vector<v1::PushAck> rejections;
-};
-
-// Per embedding table: keys, or their rows (keys x width floats) in the same order.
-using TableKeys = std::vector<std::vector<uint64_t>>;
-using TableRows = std::vector<std::vector<float>>;
-
-class ParameterClient {
+class ParameterClient final : public ParameterStore {
  public:
   // `abort` (optional) cuts every wait short: the job stopped or the process is shutting down.
   // `table_dims` holds the row width of each of the model's embedding tables.
@@ -94,21 +78,22 @@ class ParameterClient {
                   const std::string& job_id = "", std::vector<int32_t> table_dims = {});
 
   // (Re)connects every broken or unopened shard stream.
-  absl::Status Connect(absl::Duration timeout);
+  absl::Status Connect(absl::Duration timeout) override;
 
   // Pulls every shard's slice into `params` (the full flat vector) and, when `keys` is given
   // (distinct keys per table), the rows of those keys into `rows`, each key from the shard
   // embedding::OwnerShard assigns it.
   absl::StatusOr<PullStats> PullAll(std::span<float> params, absl::Duration timeout,
                                     bool newest = false, const TableKeys* keys = nullptr,
-                                    TableRows* rows = nullptr);
+                                    TableRows* rows = nullptr) override;
   // Pushes each shard its slice of `gradient` (a mean over `samples` examples), computed on
   // the versions of the last pull, and its share of `row_grads` (aligned with the keys of the
   // last pull).
   absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,
-                                    absl::Duration timeout, const TableRows* row_grads = nullptr);
+                                    absl::Duration timeout,
+                                    const TableRows* row_grads = nullptr) override;
 
-  int64_t token(size_t shard) const { return tokens_[shard]; }
+  int64_t token(size_t shard) const override { return tokens_[shard]; }
   size_t num_shards() const { return shards_.size(); }
 
  private:

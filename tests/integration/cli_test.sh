@@ -50,8 +50,9 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 assert r["state"] == "JOB_DONE", r["state"]
 assert r["final_accuracy"] > 0.6, r["final_accuracy"]
-assert r["examples"] >= 4000, r["examples"]
-assert len(r["workers"]) == 2 and all(w["examples"] > 0 for w in r["workers"]), r["workers"]
+# report.json is syncopate.v1.RunReport in protobuf's JSON mapping: int64 values are strings.
+assert int(r["examples"]) >= 4000, r["examples"]
+assert len(r["workers"]) == 2 and all(int(w["examples"]) > 0 for w in r["workers"]), r["workers"]
 for key in ("wall_seconds", "examples_per_second"):
     assert r[key] > 0, key
 PY

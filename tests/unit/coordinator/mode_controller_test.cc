@@ -1,6 +1,5 @@
 #include "libs/coordinator/mode_controller.h"
 
-#include <array>
 #include <map>
 #include <string>
 #include <utility>
@@ -10,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "libs/common/clock.h"
+#include "tests/unit/straggler/simulated_cluster.h"
 
 namespace syncopate::coordinator {
 namespace {
@@ -22,9 +22,6 @@ using ::testing::Pair;
 // tests/unit/straggler/mode_policy_test.cc, driven through the controller instead.
 constexpr int kWorkers = 4;
 const std::vector<WorkerLoad> kLoads = {{0, 100}, {1, 100}, {2, 100}, {3, 100}};
-// Relative step-time noise cycled per worker (as in simulated_cluster.h): every 8 consecutive
-// steps hold each value once, so a full window's median is the base time and its MAD is nonzero.
-constexpr std::array<double, 8> kNoise = {-0.03, -0.02, -0.01, 0.0, 0.0, 0.01, 0.02, 0.03};
 
 v1::JobSpec Job(v1::Mode mode) {
   v1::JobSpec job;
@@ -54,8 +51,9 @@ class ModeControllerTest : public ::testing::Test {
     controller_ = std::make_unique<ModeController>(job, &clock_, &metrics_);
   }
 
-  // One step per worker at `base[i]` seconds of compute (with the cycled noise); the clock moves
-  // one second first, so samples are strictly after anything decided before the call.
+  // One step per worker at `base[i]` seconds of compute, with simulated_cluster.h's cycled noise
+  // (a full window's median is the base time and its MAD is nonzero); the clock moves one second
+  // first, so samples are strictly after anything decided before the call.
   void Step(const std::vector<double>& base) {
     clock_.Advance(absl::Seconds(1));
     for (size_t i = 0; i < base.size(); ++i) {

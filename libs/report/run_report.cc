@@ -1,0 +1,113 @@
+#include "libs/report/run_report.h"
+
+#include <fstream>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "google/protobuf/util/json_util.h"
+#include "libs/common/mode_name.h"
+
+namespace syncopate::report {
+
+v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_seconds,
+                             const std::vector<double>& slowdowns) {
+  v1::RunReport report;
+  report.set_job_id(status.job_id());
+  report.set_mode(ModeName(status.job_mode()));
+  report.set_state(status.state());
+  if (status.has_last_eval()) {
+    report.set_final_accuracy(status.last_eval().accuracy());
+    report.set_final_loss(status.last_eval().loss());
+    report.set_final_auc(status.last_eval().auc());
+  }
+  const double training = status.elapsed_seconds();
+  report.set_wall_seconds(wall_seconds);
+  report.set_training_seconds(training);
+  report.set_examples(status.examples());
+  report.set_epochs(status.epoch());
+  report.set_examples_per_second(training > 0 ? static_cast<double>(status.examples()) / training
+                                              : 0);
+  report.set_global_batch(status.global_batch());
+  size_t index = 0;
+  for (const v1::WorkerStatus& w : status.workers()) {
+    if (w.role() != v1::ROLE_WORKER) continue;
+    v1::RunReport::Worker* worker = report.add_workers();
+    worker->set_name(w.name());
+    worker->set_examples(w.examples());
+    worker->set_steps(w.steps());
+    worker->set_median_compute_seconds(w.median_compute_seconds());
+    worker->set_slowdown(index < slowdowns.size() ? slowdowns[index] : 1.0);
+    worker->set_alive_at_end(w.alive());
+    ++index;
+  }
+  for (const v1::ShardStatus& s : status.shards()) {
+    v1::RunReport::Shard* shard = report.add_shards();
+    shard->set_shard(s.shard_id());
+    shard->set_version(s.version());
+    shard->set_mode(ModeName(s.mode()));
+    shard->set_applied(s.gradients_applied());
+    shard->set_decayed(s.gradients_decayed());
+    shard->set_dropped(s.gradients_dropped());
+    shard->set_rejected(s.gradients_rejected());
+  }
+  *report.mutable_eval_history() = status.eval_history();
+  return report;
+}
+
+absl::StatusOr<std::string> RunReportJson(const v1::RunReport& report) {
+  google::protobuf::util::JsonPrintOptions options;
+  options.add_whitespace = true;
+  options.always_print_primitive_fields = true;
+  options.preserve_proto_field_names = true;
+  std::string json;
+  const auto status = google::protobuf::util::MessageToJsonString(report, &json, options);
+  if (!status.ok()) {
+    return absl::InternalError(absl::StrCat("report.json: ", status.ToString()));
+  }
+  return json;
+}
+
+std::string RunReportMarkdown(const v1::RunReport& report) {
+  const bool has_eval = report.has_final_accuracy();
+  std::string md = absl::StrCat("# Syncopate run: ", report.job_id(), "\n\n");
+  absl::StrAppend(&md, "| | |\n|---|---|\n");
+  absl::StrAppend(&md, "| mode | ", report.mode(), " |\n");
+  absl::StrAppend(&md, "| final test accuracy | ",
+                  has_eval ? absl::StrFormat("%.2f%%", 100 * report.final_accuracy()) : "n/a",
+                  " |\n");
+  absl::StrAppend(
+      &md, "| final test AUC / loss | ",
+      has_eval ? absl::StrFormat("%.4f / %.4f", report.final_auc(), report.final_loss()) : "n/a",
+      " |\n");
+  absl::StrAppend(&md, absl::StrFormat("| wall time | %.1f s (training %.1f s) |\n",
+                                       report.wall_seconds(), report.training_seconds()));
+  absl::StrAppend(&md, absl::StrFormat("| examples | %d (%.2f epochs) |\n", report.examples(),
+                                       report.epochs()));
+  absl::StrAppend(
+      &md, absl::StrFormat("| throughput | %.0f examples/s |\n\n", report.examples_per_second()));
+  absl::StrAppend(&md, "| worker | examples | steps | median compute (s) |\n|---|---|---|---|\n");
+  for (const v1::RunReport::Worker& w : report.workers()) {
+    absl::StrAppend(&md, absl::StrFormat("| %s | %d | %d | %.4f |\n", w.name(), w.examples(),
+                                         w.steps(), w.median_compute_seconds()));
+  }
+  absl::StrAppend(&md, "\n| shard | version | mode |\n|---|---|---|\n");
+  for (const v1::RunReport::Shard& s : report.shards()) {
+    absl::StrAppend(&md, absl::StrFormat("| %d | %d | %s |\n", s.shard(), s.version(), s.mode()));
+  }
+  return md;
+}
+
+absl::Status WriteRunReport(const std::string& run_dir, const v1::RunReport& report) {
+  absl::StatusOr<std::string> json = RunReportJson(report);
+  if (!json.ok()) return json.status();
+  for (const auto& [name, text] : {std::pair<std::string, std::string>{"report.json", *json},
+                                   {"report.md", RunReportMarkdown(report)}}) {
+    const std::string path = run_dir + "/" + name;
+    std::ofstream out(path);
+    out << text;
+    if (!out.flush()) return absl::UnavailableError("cannot write " + path);
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::report

@@ -1,0 +1,86 @@
+#include "libs/report/status_view.h"
+
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "libs/common/mode_name.h"
+
+namespace syncopate::report {
+namespace {
+
+std::string ModeList(const v1::ClusterStatus& status) {
+  std::vector<std::string> parts;
+  for (const v1::ShardStatus& s : status.shards()) {
+    parts.push_back(absl::StrCat("v", s.version(), " ", ModeName(s.mode())));
+  }
+  return absl::StrJoin(parts, ", ");
+}
+
+}  // namespace
+
+std::string ProgressLine(const v1::ClusterStatus& status) {
+  std::string accuracy = "-";
+  if (status.has_last_eval()) {
+    accuracy = absl::StrFormat("%.2f%% auc %.4f", 100 * status.last_eval().accuracy(),
+                               status.last_eval().auc());
+  }
+  return absl::StrFormat("[%6.1fs] epoch %.2f  examples %d  %.0f ex/s  shards: %s  test acc %s",
+                         status.elapsed_seconds(), status.epoch(), status.examples(),
+                         status.examples_per_second(), ModeList(status), accuracy);
+}
+
+std::string StatusText(const v1::ClusterStatus& s) {
+  std::string out =
+      absl::StrFormat("job %s: %s, %.1f s, epoch %.2f, %d examples, %.0f ex/s, G=%d\n", s.job_id(),
+                      v1::JobState_Name(s.state()), s.elapsed_seconds(), s.epoch(), s.examples(),
+                      s.examples_per_second(), s.global_batch());
+  absl::StrAppend(&out, absl::StrFormat("\n%-12s %-4s %-9s %-6s %10s %7s %12s %8s %9s %s\n",
+                                        "worker", "id", "role", "alive", "examples", "batch",
+                                        "compute(s)", "loss", "slowdown", "straggler"));
+  for (const v1::WorkerStatus& w : s.workers()) {
+    const bool trainer = w.role() == v1::ROLE_WORKER;
+    const std::string slowdown =
+        trainer && w.slowdown() > 0 ? absl::StrFormat("%.2fx", w.slowdown()) : "-";
+    const std::string straggler =
+        w.straggler() ? absl::StrFormat("YES (z %.1f)", w.robust_z()) : "";
+    absl::StrAppend(
+        &out, absl::StrFormat("%-12s %-4d %-9s %-6s %10d %7d %12.4f %8.4f %9s %s\n", w.name(),
+                              w.worker_id(), trainer ? "worker" : "evaluator",
+                              w.alive() ? "yes" : "no", w.examples(), w.local_batch(),
+                              w.median_compute_seconds(), w.last_loss(), slowdown, straggler));
+  }
+  absl::StrAppend(&out, absl::StrFormat("\n%-6s %-22s %-9s %8s %-6s %9s %8s %9s  %s\n", "shard",
+                                        "address", "connected", "version", "mode", "applied",
+                                        "dropped", "rejected", "barrier waits for"));
+  for (const v1::ShardStatus& sh : s.shards()) {
+    absl::StrAppend(
+        &out,
+        absl::StrFormat("%-6d %-22s %-9s %8d %-6s %9d %8d %9d  %s\n", sh.shard_id(), sh.address(),
+                        sh.connected() ? "yes" : "no", sh.version(), ModeName(sh.mode()),
+                        sh.gradients_applied(), sh.gradients_dropped(), sh.gradients_rejected(),
+                        absl::StrJoin(sh.barrier_waiting_for(), ",")));
+  }
+  for (const v1::ShardStatus& sh : s.shards()) {
+    if (!sh.has_last_decision()) continue;
+    const v1::ModeDecisionStatus& d = sh.last_decision();
+    absl::StrAppend(&out,
+                    absl::StrFormat("\nshard %d mode policy (%d switches so far), at %.1fs: %s\n",
+                                    sh.shard_id(), sh.switches(), d.seconds(), d.explanation()));
+    if (sh.has_last_switch()) {
+      absl::StrAppend(&out,
+                      absl::StrFormat("  last switch at %.1fs: %s\n", sh.last_switch().seconds(),
+                                      sh.last_switch().explanation()));
+    }
+  }
+  if (s.has_last_eval()) {
+    absl::StrAppend(&out,
+                    absl::StrFormat("\nlast evaluation: accuracy %.2f%%, AUC %.4f, loss %.4f%s\n",
+                                    100 * s.last_eval().accuracy(), s.last_eval().auc(),
+                                    s.last_eval().loss(), s.last_eval().final() ? " (final)" : ""));
+  }
+  return out;
+}
+
+}  // namespace syncopate::report

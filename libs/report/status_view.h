@@ -1,0 +1,23 @@
+// How a cluster's status reads to a person: the progress line `syncopate local` prints every
+// 2 s and the tables `syncopate status` prints.
+// Thread-safety: pure functions; thread-safe.
+#ifndef SYNCOPATE_LIBS_REPORT_STATUS_VIEW_H_
+#define SYNCOPATE_LIBS_REPORT_STATUS_VIEW_H_
+
+#include <string>
+
+#include "syncopate/v1/cluster.pb.h"
+
+namespace syncopate::report {
+
+// "[  12.3s] epoch 1.50  examples 90000  7400 ex/s  shards: v351 sync, v351 sync  test acc
+// 84.10% auc 0.9850" ("-" before the first evaluation).
+std::string ProgressLine(const v1::ClusterStatus& status);
+
+// The job line, the worker and shard tables, each shard's last mode decision and the last
+// evaluation; ends with a newline.
+std::string StatusText(const v1::ClusterStatus& status);
+
+}  // namespace syncopate::report
+
+#endif  // SYNCOPATE_LIBS_REPORT_STATUS_VIEW_H_

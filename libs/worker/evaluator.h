@@ -1,0 +1,39 @@
+// The evaluator's loop: every eval.interval_seconds (or when the coordinator asks, e.g. for the
+// final evaluation) pull the newest parameters chunk by chunk, score the evaluation set and
+// report accuracy, loss and AUC with the shard versions measured. After the final report it
+// stays until the coordinator says the job is done (bounded by `linger`): if the coordinator
+// dies before recording the report, the channel breaks (UNAVAILABLE) and the caller rejoins the
+// restarted coordinator, which asks again.
+// Like the Trainer it sees the cluster only through CoordinatorChannel and ParameterStore.
+// Thread-safety: thread-compatible (one thread runs it).
+#ifndef SYNCOPATE_LIBS_WORKER_EVALUATOR_H_
+#define SYNCOPATE_LIBS_WORKER_EVALUATOR_H_
+
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "libs/worker/coordinator_channel.h"
+#include "libs/worker/parameter_store.h"
+#include "libs/worker/trainer.h"
+#include "libs/workload/workload.h"
+
+namespace syncopate::worker {
+
+struct EvaluatorOptions {
+  LoopTimeouts timeouts;
+  // How long to wait for the coordinator's stop after the final report.
+  absl::Duration linger = absl::Seconds(30);
+  InterruptibleWait wait;          // backoff waits (default: sleep)
+  std::function<bool()> shutdown;  // polled: the process is shutting down
+};
+
+// Evaluates until the coordinator says stop or the final evaluation was reported (OK), shutdown
+// is requested (OK), or an error ends the loop (a permanent refusal; UNAVAILABLE when the
+// coordinator channel ended).
+absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& model,
+                          ParameterStore& parameters, const EvaluatorOptions& options);
+
+}  // namespace syncopate::worker
+
+#endif  // SYNCOPATE_LIBS_WORKER_EVALUATOR_H_

@@ -1,0 +1,65 @@
+// ParameterStore: the parameter shards as a training or evaluation loop sees them — connect,
+// pull the current parameters (and the embedding rows a batch touches), push a gradient. The
+// real one is ParameterClient (gRPC streams to every shard); tests give the loops an in-memory
+// store, so the loops are tested without sockets.
+//
+// Errors: CANCELLED when the abort predicate cut a wait short; a code rpc::IsRetryable calls
+// permanent for a refusal retrying cannot fix; anything else is transient (reconnect, back off).
+// Thread-safety: implementations are thread-compatible (one loop uses one store).
+#ifndef SYNCOPATE_LIBS_WORKER_PARAMETER_STORE_H_
+#define SYNCOPATE_LIBS_WORKER_PARAMETER_STORE_H_
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "libs/workload/workload.h"
+#include "syncopate/v1/cluster.pb.h"
+#include "syncopate/v1/shard.pb.h"
+
+namespace syncopate::worker {
+
+// Per embedding table: keys, or their rows (keys x width floats) in the same order (the
+// workload's types: a batch's keys go to the store as the workload lists them).
+using workload::TableKeys;
+using workload::TableRows;
+
+struct PullStats {
+  double held_seconds = 0;  // longest time a shard held the pull (barrier wait)
+  std::vector<int64_t> versions;
+  std::vector<v1::Mode> modes;
+};
+
+struct PushStats {
+  int applied = 0;
+  int decayed = 0;
+  int dropped = 0;
+  int rejected = 0;
+  std::vector<v1::PushAck> rejections;
+};
+
+class ParameterStore {
+ public:
+  virtual ~ParameterStore() = default;
+
+  // (Re)connects whatever is broken or unopened.
+  virtual absl::Status Connect(absl::Duration timeout) = 0;
+  // Pulls the full flat parameter vector into `params` and, when `keys` is given (distinct keys
+  // per table), those rows into `rows`. `newest`: do not wait for a sync barrier (the evaluator).
+  virtual absl::StatusOr<PullStats> PullAll(std::span<float> params, absl::Duration timeout,
+                                            bool newest = false, const TableKeys* keys = nullptr,
+                                            TableRows* rows = nullptr) = 0;
+  // Pushes `gradient` (a mean over `samples` examples, computed on the last pull's versions) and
+  // `row_grads` (aligned with the last pull's keys).
+  virtual absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,
+                                            absl::Duration timeout,
+                                            const TableRows* row_grads = nullptr) = 0;
+  // The version the first shard's parameters came from at the last pull (the next push's token).
+  virtual int64_t token(size_t shard) const = 0;
+};
+
+}  // namespace syncopate::worker
+
+#endif  // SYNCOPATE_LIBS_WORKER_PARAMETER_STORE_H_

@@ -1,0 +1,156 @@
+#include "libs/worker/trainer.h"
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "glog/logging.h"
+#include "libs/rpc/grpc_util.h"
+
+namespace syncopate::worker {
+namespace {
+
+double Seconds(absl::Time since) { return absl::ToDoubleSeconds(absl::Now() - since); }
+
+}  // namespace
+
+Trainer::Trainer(CoordinatorChannel& coordinator, workload::Workload& model,
+                 ParameterStore& parameters, TrainerOptions options)
+    : coordinator_(coordinator),
+      model_(model),
+      parameters_(parameters),
+      options_(std::move(options)),
+      metrics_(options_.metrics != nullptr ? options_.metrics : WorkerMetrics::NoOp()) {}
+
+bool Trainer::Wait(absl::Duration d) {
+  if (options_.wait) return options_.wait(d);
+  absl::SleepFor(d);
+  return ShuttingDown();
+}
+
+bool Trainer::ShuttingDown() const { return options_.shutdown && options_.shutdown(); }
+
+absl::Status Trainer::Run() {
+  const v1::Welcome& welcome = coordinator_.welcome();
+  local_batch_ = welcome.local_batch();
+  const LoopTimeouts& timeouts = options_.timeouts;
+  std::vector<float> params(model_.num_parameters());
+  std::vector<float> grad(model_.num_parameters());
+  workload::TableRows rows, row_grads;
+  std::vector<int64_t> batch;  // kept across a failed pull: its examples are already leased
+  rpc::Backoff backoff;
+  const absl::Time training_start = absl::Now();
+  LOG(INFO) << "worker " << welcome.worker_id() << " training with local batch " << local_batch_;
+
+  for (int64_t step = 0; !ShuttingDown(); ++step) {
+    absl::StatusOr<bool> keep_going = HandleCommands(absl::ZeroDuration());
+    if (!keep_going.ok()) return keep_going.status();
+    if (!*keep_going) return absl::OkStatus();
+    if (batch.empty()) {
+      absl::StatusOr<bool> have_data = EnsureData();
+      if (!have_data.ok()) return have_data.status();
+      if (!*have_data) return absl::OkStatus();
+      leased_.Take(local_batch_, batch);
+      // The rows to pull depend on the batch, so it is chosen before the pull.
+      model_.PrepareTrain(batch);
+    }
+
+    absl::Status connected = parameters_.Connect(timeouts.connect);
+    if (rpc::IsPermanentError(connected)) return connected;
+    if (!connected.ok()) {
+      LOG(WARNING) << connected;
+      Wait(backoff.Next());
+      continue;
+    }
+    const absl::Time pull_start = absl::Now();
+    absl::StatusOr<PullStats> pulled =
+        parameters_.PullAll(params, timeouts.pull, /*newest=*/false, &model_.keys(), &rows);
+    if (absl::IsCancelled(pulled.status())) continue;  // stopping: the loop head decides
+    if (rpc::IsPermanentError(pulled.status())) return pulled.status();
+    if (!pulled.ok()) {
+      LOG(WARNING) << "pull failed: " << pulled.status();
+      Wait(backoff.Next());
+      continue;
+    }
+    const double pull_seconds = Seconds(pull_start) - pulled->held_seconds;
+
+    const int64_t b = static_cast<int64_t>(batch.size());
+    batch.clear();
+    const absl::Time compute_start = absl::Now();
+    absl::StatusOr<float> loss = model_.TrainStep(params, rows, grad, row_grads);
+    if (!loss.ok()) return loss.status();
+    const double compute_seconds = Seconds(compute_start);
+    const double slowdown = options_.slowdown.At(absl::Now() - training_start);
+    if (slowdown > 1.0) {
+      // Sleep rather than spin: a slower machine, not a busier one.
+      absl::SleepFor(absl::Seconds(compute_seconds * (slowdown - 1.0)));
+    }
+    const double padded_compute = Seconds(compute_start);
+
+    const absl::Time push_start = absl::Now();
+    absl::StatusOr<PushStats> pushed = parameters_.PushAll(grad, b, timeouts.push, &row_grads);
+    if (absl::IsCancelled(pushed.status())) continue;
+    if (rpc::IsPermanentError(pushed.status())) return pushed.status();
+    if (!pushed.ok()) {
+      LOG(WARNING) << "push failed: " << pushed.status();
+      Wait(backoff.Next());
+      continue;
+    }
+    for (const v1::PushAck& rejection : pushed->rejections) {
+      LOG(WARNING) << "push rejected: " << rejection.message();
+    }
+    backoff.Reset();
+    const double push_seconds = Seconds(push_start);
+
+    v1::WorkerMessage report;
+    v1::StepReport* r = report.mutable_step();
+    r->set_step(step);
+    r->set_examples(b);
+    r->set_loss(*loss);
+    r->set_compute_seconds(padded_compute);
+    r->set_pull_seconds(pull_seconds);
+    r->set_push_seconds(push_seconds);
+    r->set_wait_seconds(pulled->held_seconds);
+    r->set_token(parameters_.token(0));
+    coordinator_.Send(report);
+    metrics_->RecordStep(
+        b, *loss, StepTimes{padded_compute, pull_seconds, push_seconds, pulled->held_seconds});
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Trainer::HandleCommands(absl::Duration wait) {
+  for (;;) {
+    absl::StatusOr<std::optional<v1::CoordinatorToWorker>> command = coordinator_.NextCommand(wait);
+    if (!command.ok()) return command.status();
+    if (!command->has_value()) return true;
+    wait = absl::ZeroDuration();
+    const v1::CoordinatorToWorker& c = **command;
+    if (c.has_stop()) {
+      LOG(INFO) << "stopping: " << c.stop().reason();
+      return false;
+    }
+    if (c.has_lease()) leased_.Add(c.lease());
+    if (c.has_set_local_batch()) {
+      local_batch_ = c.set_local_batch().local_batch();
+      LOG(INFO) << "local batch is now " << local_batch_;
+    }
+  }
+}
+
+absl::StatusOr<bool> Trainer::EnsureData() {
+  const absl::Time deadline = absl::Now() + options_.timeouts.lease;
+  while (leased_.size() < 2 * local_batch_) {
+    if (!leased_.request_outstanding()) coordinator_.Send(leased_.NextRequest());
+    if (leased_.size() >= local_batch_) return true;
+    if (absl::Now() > deadline) {
+      return absl::DeadlineExceededError("no data lease from the coordinator");
+    }
+    absl::StatusOr<bool> keep_going = HandleCommands(absl::Milliseconds(200));
+    if (!keep_going.ok() || !*keep_going) return keep_going;
+    if (ShuttingDown()) return false;
+  }
+  return true;
+}
+
+}  // namespace syncopate::worker

@@ -1,0 +1,85 @@
+// Trainer: a worker's training loop. Per step: take the coordinator's commands (leases, a new
+// local batch, stop), keep two batches of leased examples on hand, pull the parameters (and the
+// rows the batch touches), compute the gradient, push it, and report the step (examples, loss,
+// compute-only / pull / push / barrier-wait seconds) to the coordinator, whose straggler
+// detector feeds on the compute time.
+//
+// A failed pull or push is logged, backed off (rpc::Backoff) and the step started over; the
+// examples of the failed step are not retried. A refusal retrying cannot fix
+// (rpc::IsPermanentError) ends the loop with that error; so does the end of the coordinator
+// channel (UNAVAILABLE: the caller rejoins) and no lease within lease_timeout.
+//
+// It sees the cluster only through CoordinatorChannel and ParameterStore, so it runs in a unit
+// test against in-memory fakes.
+// Thread-safety: thread-compatible (one thread runs it).
+#ifndef SYNCOPATE_LIBS_WORKER_TRAINER_H_
+#define SYNCOPATE_LIBS_WORKER_TRAINER_H_
+
+#include <cstdint>
+#include <functional>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "libs/worker/coordinator_channel.h"
+#include "libs/worker/lease_buffer.h"
+#include "libs/worker/parameter_store.h"
+#include "libs/worker/slowdown_schedule.h"
+#include "libs/worker/worker_metrics.h"
+#include "libs/workload/workload.h"
+
+namespace syncopate::worker {
+
+// Waits up to the duration; true once the process should stop (runtime::WaitForShutdown).
+using InterruptibleWait = std::function<bool(absl::Duration)>;
+
+struct LoopTimeouts {
+  // Generous bounds: a sync pull legitimately waits for the slowest member's step, and the
+  // coordinator removes a dead member within its silence timeout, well inside these.
+  absl::Duration pull = absl::Seconds(120);
+  absl::Duration push = absl::Seconds(60);
+  absl::Duration connect = absl::Seconds(10);
+  absl::Duration lease = absl::Seconds(60);
+};
+
+struct TrainerOptions {
+  // Emulated machine slowness: compute is padded to this multiple of its real time (a sleep,
+  // not a spin: a slower machine, not a busier one).
+  SlowdownSchedule slowdown;
+  WorkerMetrics* metrics = nullptr;  // null: counts nothing
+  LoopTimeouts timeouts;
+  // Backoff waits; the default sleeps and never asks to stop.
+  InterruptibleWait wait;
+  // Polled at the top of every step: the process is shutting down.
+  std::function<bool()> shutdown;
+};
+
+class Trainer {
+ public:
+  Trainer(CoordinatorChannel& coordinator, workload::Workload& model, ParameterStore& parameters,
+          TrainerOptions options);
+
+  // Trains until the coordinator says stop (OK), shutdown is requested (OK), or an error ends
+  // the loop (see above).
+  absl::Status Run();
+
+ private:
+  // Applies queued commands, waiting up to `wait` for the first. False once told to stop.
+  absl::StatusOr<bool> HandleCommands(absl::Duration wait);
+  // Keeps at least two batches of leased examples, asking for the next block ahead of time.
+  // False when told to stop or shutting down while waiting.
+  absl::StatusOr<bool> EnsureData();
+  bool Wait(absl::Duration d);
+  bool ShuttingDown() const;
+
+  CoordinatorChannel& coordinator_;
+  workload::Workload& model_;
+  ParameterStore& parameters_;
+  TrainerOptions options_;
+  WorkerMetrics* const metrics_;
+  int64_t local_batch_ = 0;
+  LeaseBuffer leased_;
+};
+
+}  // namespace syncopate::worker
+
+#endif  // SYNCOPATE_LIBS_WORKER_TRAINER_H_

@@ -1,0 +1,225 @@
+// `syncopate local`: a whole cluster as child processes on loopback (libs/launch), supervised
+// (libs/launch/supervisor.h), with a progress line every 2 s and the run report at the end
+// (libs/report).
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "libs/common/mode_name.h"
+#include "libs/job/job_spec.h"
+#include "libs/launch/launch_flags.h"
+#include "libs/launch/local_cluster.h"
+#include "libs/launch/prometheus_config.h"
+#include "libs/launch/supervisor.h"
+#include "libs/report/run_report.h"
+#include "libs/report/status_view.h"
+#include "libs/rpc/security.h"
+#include "libs/runtime/process_runtime.h"
+#include "services/cli/commands.h"
+
+namespace syncopate::cli {
+namespace {
+
+using launch::LocalCluster;
+
+constexpr char kPrometheusBinary[] = "/usr/bin/prometheus";
+
+// Writes <run_dir>/prometheus.yml for the cluster's metrics ports and, if asked, starts
+// Prometheus on it in `group`. Returns Prometheus' URL, or "" when only the config was written.
+absl::StatusOr<std::string> SetUpPrometheus(const LocalCluster& cluster, const std::string& run_dir,
+                                            bool start, launch::ProcessGroup& group) {
+  const std::string config = run_dir + "/prometheus.yml";
+  {
+    // The alert rules of deploy/prometheus/rules.yml, next to the configuration that loads them.
+    std::ofstream rules(run_dir + "/rules.yml");
+    rules << launch::AlertRules();
+    if (!rules) return absl::UnavailableError("cannot write " + run_dir + "/rules.yml");
+    std::ofstream out(config);
+    out << launch::LocalPrometheusConfig(cluster.metrics_ports(), absl::Seconds(1), "rules.yml");
+    if (!out) return absl::UnavailableError("cannot write " + config);
+  }
+  if (!start) return "";
+  absl::StatusOr<int> port = launch::FreeLoopbackPort();
+  if (!port.ok()) return port.status();
+  const std::string listen = absl::StrCat("127.0.0.1:", *port);
+  absl::StatusOr<pid_t> pid = group.Spawn(
+      {"prometheus",
+       {kPrometheusBinary, "--config.file=" + config,
+        "--storage.tsdb.path=" + run_dir + "/prometheus-data", "--web.listen-address=" + listen},
+       run_dir + "/logs/prometheus.log"});
+  if (!pid.ok()) return pid.status();
+  return "http://" + listen;
+}
+
+absl::StatusOr<v1::JobSpec> JobFromFlags() {
+  const std::string path = absl::GetFlag(FLAGS_job);
+  absl::StatusOr<v1::JobSpec> job =
+      path.empty() ? job::ParseJobSpec(job::DefaultJobText()) : job::LoadJobSpecFile(path);
+  if (!job.ok()) return job.status();
+  if (absl::GetFlag(FLAGS_workers) > 0) job->set_num_workers(absl::GetFlag(FLAGS_workers));
+  if (absl::GetFlag(FLAGS_shards) > 0) job->set_num_shards(absl::GetFlag(FLAGS_shards));
+  if (absl::GetFlag(FLAGS_epochs) > 0) job->mutable_stop()->set_epochs(absl::GetFlag(FLAGS_epochs));
+  if (absl::GetFlag(FLAGS_global_batch) > 0)
+    job->set_global_batch(absl::GetFlag(FLAGS_global_batch));
+  if (absl::GetFlag(FLAGS_train_limit) >= 0) {
+    job->mutable_dataset()->set_train_limit(absl::GetFlag(FLAGS_train_limit));
+  }
+  if (absl::GetFlag(FLAGS_test_limit) >= 0) {
+    job->mutable_dataset()->set_test_limit(absl::GetFlag(FLAGS_test_limit));
+  }
+  if (!absl::GetFlag(FLAGS_mode).empty()) {
+    absl::StatusOr<v1::Mode> mode = job::ParseMode(absl::GetFlag(FLAGS_mode));
+    if (!mode.ok()) return mode.status();
+    job->set_mode(*mode);
+  }
+  absl::Status valid = job::ValidateJobSpec(*job);
+  if (!valid.ok()) return valid;
+  return job;
+}
+
+}  // namespace
+
+int RunLocal() {
+  absl::StatusOr<v1::JobSpec> job = JobFromFlags();
+  if (!job.ok()) runtime::Die(std::string(job.status().message()));
+  absl::StatusOr<std::vector<double>> slowdowns =
+      launch::ParseSlowdowns(absl::GetFlag(FLAGS_slowdowns), job->num_workers());
+  if (!slowdowns.ok()) runtime::Die(std::string(slowdowns.status().message()));
+  absl::StatusOr<std::map<int, std::string>> schedules =
+      launch::ParseSlowdownSchedules(absl::GetFlag(FLAGS_slowdown_schedule), job->num_workers());
+  if (!schedules.ok()) runtime::Die(std::string(schedules.status().message()));
+  std::string run_dir = absl::GetFlag(FLAGS_run_dir);
+  if (run_dir.empty()) {
+    run_dir = "runs/" + absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
+  }
+  std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
+  if (bin_dir.empty()) bin_dir = runtime::ExecutableDir();
+  if (absl::GetFlag(FLAGS_prometheus) && access(kPrometheusBinary, X_OK) != 0) {
+    runtime::Die(absl::StrCat("--prometheus: ", kPrometheusBinary,
+                              " not found; install it with: apt-get install prometheus"));
+  }
+
+  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  if (!security.ok()) runtime::Die(std::string(security.status().message()));
+
+  const absl::Time start = absl::Now();
+  printf("syncopate local: job %s, %d workers, %d shards, mode %s, G=%d; run dir %s\n",
+         job->job_id().c_str(), job->num_workers(), job->num_shards(),
+         ModeName(job->mode()).c_str(), job->global_batch(), run_dir.c_str());
+  fflush(stdout);
+  launch::LocalClusterOptions options;
+  options.job = *job;
+  options.bin_dir = bin_dir;
+  options.run_dir = run_dir;
+  options.slowdowns = *slowdowns;
+  options.slowdown_schedules = *schedules;
+  options.evaluator = absl::GetFlag(FLAGS_evaluator);
+  options.tls = security->tls;
+  options.join_token = security->join_token;
+  // Secure by default: loopback ports are reachable by every user of the machine, so a run
+  // without a token of its own gets a fresh one, handed to the children in a file (never argv).
+  if (options.join_token.empty() && !absl::GetFlag(FLAGS_insecure_no_join_token)) {
+    absl::StatusOr<std::string> token = rpc::GenerateJoinToken();
+    if (!token.ok()) runtime::Die(std::string(token.status().message()), 1);
+    options.join_token = *std::move(token);
+  }
+  if (!absl::GetFlag(FLAGS_resume).empty()) {
+    options.restore_dir = absl::GetFlag(FLAGS_resume) + "/checkpoints";
+  }
+  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  if (!cluster.ok()) {
+    fprintf(stderr, "syncopate local: %s (logs in %s/logs)\n",
+            std::string(cluster.status().message()).c_str(), run_dir.c_str());
+    return 1;
+  }
+  printf("coordinator at %s; metrics:", (*cluster)->coordinator_address().c_str());
+  for (const auto& [name, port] : (*cluster)->metrics_ports()) {
+    printf(" %s=http://127.0.0.1:%d/metrics", name.c_str(), port);
+  }
+  printf("\n");
+  if (!options.join_token.empty()) {
+    printf(
+        "join token in %s/join_token (mode 0600; a process joining by hand needs "
+        "--join_token_file=%s/join_token)\n",
+        run_dir.c_str(), run_dir.c_str());
+  } else {
+    printf("no join token: anyone who can reach these ports can join the job\n");
+  }
+  launch::ProcessGroup prometheus;  // stopped when this function returns
+  absl::StatusOr<std::string> prometheus_url =
+      SetUpPrometheus(**cluster, run_dir, absl::GetFlag(FLAGS_prometheus), prometheus);
+  if (!prometheus_url.ok()) {
+    fprintf(stderr, "syncopate local: prometheus: %s\n",
+            std::string(prometheus_url.status().message()).c_str());
+  } else if (!prometheus_url->empty()) {
+    printf("prometheus at %s (config %s/prometheus.yml, log %s/logs/prometheus.log)\n",
+           prometheus_url->c_str(), run_dir.c_str(), run_dir.c_str());
+  }
+  fflush(stdout);
+
+  const absl::Time deadline = start + absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
+  launch::Supervisor supervisor(**cluster, run_dir);
+  absl::Time next_print = absl::Now();
+  v1::ClusterStatus last;
+  int exit_code = 0;
+  while (true) {
+    if (runtime::WaitForShutdown(absl::Milliseconds(250))) {
+      printf("interrupted; stopping the cluster\n");
+      exit_code = 130;
+      break;
+    }
+    const launch::Supervisor::Round round = supervisor.Check(last.state() == v1::JOB_DONE);
+    for (const std::string& line : round.lines) printf("%s\n", line.c_str());
+    for (const std::string& line : round.errors) fprintf(stderr, "%s\n", line.c_str());
+    if (round.failed) {
+      exit_code = 1;
+      break;
+    }
+    for (const launch::Exit& exit : prometheus.Reap()) {
+      fprintf(stderr, "syncopate local: prometheus stopped (%s); see %s/logs/prometheus.log\n",
+              exit.Describe().c_str(), run_dir.c_str());
+    }
+    absl::StatusOr<v1::ClusterStatus> status = (*cluster)->Status();
+    if (status.ok()) last = *status;
+    if (absl::Now() >= next_print && status.ok()) {
+      printf("%s\n", report::ProgressLine(last).c_str());
+      fflush(stdout);
+      next_print = absl::Now() + absl::Seconds(2);
+    }
+    if (status.ok() && last.state() == v1::JOB_DONE) break;
+    if (absl::Now() > deadline) {
+      fprintf(stderr, "syncopate local: timed out after %d s\n",
+              absl::GetFlag(FLAGS_timeout_seconds));
+      exit_code = 1;
+      break;
+    }
+  }
+  (*cluster)->Stop();
+  prometheus.TerminateAll(absl::Seconds(5));
+  const double wall = absl::ToDoubleSeconds(absl::Now() - start);
+  absl::Status written =
+      report::WriteRunReport(run_dir, report::BuildRunReport(last, wall, *slowdowns));
+  if (!written.ok())
+    fprintf(stderr, "syncopate local: %s\n", std::string(written.message()).c_str());
+  printf("%s\n", report::ProgressLine(last).c_str());
+  if (last.has_last_eval()) {
+    printf(
+        "done: final test accuracy %.2f%%, AUC %.4f, loss %.4f, %ld examples in %.1f s wall "
+        "(%.0f examples/s training); report: %s/report.json\n",
+        100 * last.last_eval().accuracy(), last.last_eval().auc(), last.last_eval().loss(),
+        static_cast<long>(last.examples()), wall,
+        last.elapsed_seconds() > 0 ? last.examples() / last.elapsed_seconds() : 0.0,
+        run_dir.c_str());
+  }
+  return exit_code;
+}
+
+}  // namespace syncopate::cli

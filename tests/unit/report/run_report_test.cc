@@ -1,0 +1,124 @@
+#include "libs/report/run_report.h"
+
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
+#include "google/protobuf/util/json_util.h"
+#include "google/protobuf/util/message_differencer.h"
+#include "gtest/gtest.h"
+
+namespace syncopate::report {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+
+v1::ClusterStatus FinishedRun() {
+  v1::ClusterStatus status;
+  status.set_job_id("a \"quoted\"\njob");  // escaping is the JSON printer's job
+  status.set_state(v1::JOB_DONE);
+  status.set_job_mode(v1::MODE_GBA);
+  status.set_elapsed_seconds(10);
+  status.set_examples(50000);
+  status.set_epoch(0.83);
+  status.set_global_batch(256);
+  for (int i = 0; i < 2; ++i) {
+    v1::WorkerStatus* w = status.add_workers();
+    w->set_worker_id(i + 1);
+    w->set_name(absl::StrCat("worker-", i));
+    w->set_role(v1::ROLE_WORKER);
+    w->set_alive(i == 0);
+    w->set_examples(25000);
+    w->set_steps(200);
+    w->set_median_compute_seconds(0.01 * (i + 1));
+  }
+  v1::WorkerStatus* evaluator = status.add_workers();
+  evaluator->set_name("evaluator");
+  evaluator->set_role(v1::ROLE_EVALUATOR);
+  v1::ShardStatus* shard = status.add_shards();
+  shard->set_shard_id(0);
+  shard->set_version(195);
+  shard->set_mode(v1::MODE_GBA);
+  shard->set_gradients_applied(380);
+  shard->set_gradients_decayed(10);
+  shard->set_gradients_dropped(2);
+  shard->set_gradients_rejected(1);
+  v1::EvalStatus* eval = status.add_eval_history();
+  eval->set_accuracy(0.85);
+  eval->set_loss(0.4);
+  eval->set_auc(0.98);
+  eval->set_final(true);
+  eval->add_shard_versions(195);
+  *status.mutable_last_eval() = *eval;
+  return status;
+}
+
+TEST(RunReport, CarriesTheRunsNumbers) {
+  const v1::RunReport report = BuildRunReport(FinishedRun(), 12.5, {1.0, 4.0});
+  EXPECT_EQ(report.mode(), "gba");
+  EXPECT_EQ(report.state(), v1::JOB_DONE);
+  EXPECT_DOUBLE_EQ(report.final_accuracy(), 0.85);
+  EXPECT_DOUBLE_EQ(report.examples_per_second(), 5000);
+  ASSERT_EQ(report.workers_size(), 2) << "training workers only";
+  EXPECT_DOUBLE_EQ(report.workers(1).slowdown(), 4.0);
+  EXPECT_FALSE(report.workers(1).alive_at_end());
+  EXPECT_EQ(report.shards(0).mode(), "gba");
+  EXPECT_EQ(report.shards(0).decayed(), 10);
+  EXPECT_EQ(report.eval_history_size(), 1);
+  // Workers without a slowdown entry ran at 1.
+  EXPECT_DOUBLE_EQ(BuildRunReport(FinishedRun(), 1, {}).workers(1).slowdown(), 1.0);
+}
+
+// report.json is the proto's JSON mapping: it parses back to the same report, keeps the proto's
+// field names, and prints every field (zeros too).
+TEST(RunReport, JsonRoundTripsWithTheProtosFieldNames) {
+  const v1::RunReport report = BuildRunReport(FinishedRun(), 12.5, {1.0, 4.0});
+  absl::StatusOr<std::string> json = RunReportJson(report);
+  ASSERT_TRUE(json.ok()) << json.status();
+  EXPECT_THAT(*json, HasSubstr("\"final_accuracy\": 0.85"));
+  EXPECT_THAT(*json, HasSubstr("\"state\": \"JOB_DONE\""));
+  EXPECT_THAT(*json, HasSubstr("\"examples\": \"50000\"")) << "int64 is a JSON string";
+  EXPECT_THAT(*json, HasSubstr("\"alive_at_end\": false"));
+  EXPECT_THAT(*json, HasSubstr("\\\"quoted\\\"\\n"));
+  v1::RunReport parsed;
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &parsed).ok());
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(parsed, report));
+}
+
+TEST(RunReport, WithoutAnEvaluationTheFinalMetricsAreAbsent) {
+  v1::ClusterStatus status = FinishedRun();
+  status.clear_last_eval();
+  status.clear_eval_history();
+  const v1::RunReport report = BuildRunReport(status, 1, {});
+  EXPECT_FALSE(report.has_final_accuracy());
+  absl::StatusOr<std::string> json = RunReportJson(report);
+  ASSERT_TRUE(json.ok());
+  EXPECT_THAT(*json, Not(HasSubstr("final_accuracy")));
+  EXPECT_THAT(RunReportMarkdown(report), HasSubstr("| final test accuracy | n/a |"));
+}
+
+TEST(RunReport, WritesJsonAndMarkdown) {
+  const std::string dir = absl::StrCat(::testing::TempDir(), "/run-report-", getpid());
+  std::filesystem::create_directories(dir);
+  const v1::RunReport report = BuildRunReport(FinishedRun(), 12.5, {});
+  ASSERT_TRUE(WriteRunReport(dir, report).ok());
+  std::stringstream md;
+  md << std::ifstream(dir + "/report.md").rdbuf();
+  EXPECT_THAT(md.str(), HasSubstr("| final test accuracy | 85.00% |"));
+  EXPECT_THAT(md.str(), HasSubstr("| examples | 50000 (0.83 epochs) |"));
+  EXPECT_THAT(md.str(), HasSubstr("| worker-1 | 25000 | 200 | 0.0200 |"));
+  EXPECT_THAT(md.str(), HasSubstr("| 0 | 195 | gba |"));
+  std::stringstream json;
+  json << std::ifstream(dir + "/report.json").rdbuf();
+  EXPECT_EQ(json.str(), *RunReportJson(report));
+  EXPECT_FALSE(WriteRunReport(dir + "/missing/dir", report).ok());
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace syncopate::report

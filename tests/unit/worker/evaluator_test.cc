@@ -1,0 +1,110 @@
+#include "libs/worker/evaluator.h"
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/unit/worker/fakes.h"
+
+namespace syncopate::worker {
+namespace {
+
+using ::testing::ElementsAre;
+using testing::FakeCoordinator;
+using testing::FakeParameters;
+using testing::FakeWorkload;
+using ::testing::Pair;
+
+v1::Welcome EvaluatorWelcome() {
+  v1::Welcome welcome;
+  welcome.set_worker_id(9);
+  welcome.mutable_job()->mutable_eval()->set_interval_seconds(3600);  // only on request
+  return welcome;
+}
+
+v1::CoordinatorToWorker Evaluate(bool final) {
+  v1::CoordinatorToWorker command;
+  command.mutable_evaluate()->set_final(final);
+  command.mutable_evaluate()->set_at_examples(1234);
+  command.mutable_evaluate()->set_at_seconds(5.5);
+  return command;
+}
+
+// A requested evaluation scores every chunk of the newest parameters and reports the metrics,
+// the versions measured and the moment it was asked for; after the final one it waits for stop.
+TEST(Evaluator, ScoresEveryChunkOnRequestAndReportsTheFinalEvaluation) {
+  FakeCoordinator coordinator(EvaluatorWelcome(),
+                              [](const v1::WorkerMessage& m, FakeCoordinator& c) {
+                                if (m.has_eval() && m.eval().final()) c.Stop();
+                              });
+  FakeWorkload model(0, /*eval_size=*/10, /*eval_chunk=*/4);
+  FakeParameters parameters({0.25f}, 0.1f);
+  coordinator.Queue(Evaluate(false));
+  coordinator.Queue(Evaluate(true));
+  ASSERT_TRUE(RunEvaluator(coordinator, model, parameters, {}).ok());
+
+  EXPECT_THAT(model.chunks, ElementsAre(Pair(0, 4), Pair(4, 8), Pair(8, 10), Pair(0, 4), Pair(4, 8),
+                                        Pair(8, 10)));
+  EXPECT_FLOAT_EQ(model.last_scored, 0.25f);
+  for (bool newest : parameters.pulled_newest) EXPECT_TRUE(newest) << "never waits on a barrier";
+  const std::vector<v1::WorkerMessage> sent = coordinator.sent();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_FALSE(sent[0].eval().final());
+  const v1::EvalReport& final = sent[1].eval();
+  EXPECT_TRUE(final.final());
+  EXPECT_DOUBLE_EQ(final.accuracy(), 0.5);
+  EXPECT_DOUBLE_EQ(final.loss(), 0.25);
+  EXPECT_DOUBLE_EQ(final.auc(), 0.75);
+  EXPECT_EQ(final.examples(), 10);
+  EXPECT_EQ(final.requested_at_examples(), 1234);
+  EXPECT_DOUBLE_EQ(final.requested_at_seconds(), 5.5);
+  EXPECT_THAT(final.shard_versions(), ElementsAre(0));
+}
+
+// A failed pull is retried on the next request; a permanent refusal ends the loop.
+TEST(Evaluator, RetriesATransientFailureAndEndsOnARefusal) {
+  FakeCoordinator coordinator(EvaluatorWelcome());
+  FakeWorkload model(0);
+  FakeParameters parameters({0.0f}, 0.1f);
+  parameters.pull_failures = {absl::UnavailableError("down"),
+                              absl::PermissionDeniedError("certificate")};
+  int waits = 0;
+  EvaluatorOptions options;
+  options.wait = [&waits](absl::Duration) {
+    ++waits;
+    return false;
+  };
+  coordinator.Queue(Evaluate(false));
+  coordinator.Queue(Evaluate(false));
+  EXPECT_EQ(RunEvaluator(coordinator, model, parameters, options).code(),
+            absl::StatusCode::kPermissionDenied);
+  EXPECT_EQ(waits, 1);
+  EXPECT_TRUE(coordinator.sent().empty());
+}
+
+// After the final report, a channel that breaks before the stop surfaces as UNAVAILABLE, so the
+// caller rejoins the restarted coordinator (which asks again).
+TEST(Evaluator, AChannelLostAfterTheFinalReportIsUnavailable) {
+  FakeCoordinator coordinator(EvaluatorWelcome(),
+                              [](const v1::WorkerMessage& m, FakeCoordinator& c) {
+                                if (m.has_eval()) c.End();
+                              });
+  FakeWorkload model(0);
+  FakeParameters parameters({0.0f}, 0.1f);
+  coordinator.Queue(Evaluate(true));
+  EXPECT_EQ(RunEvaluator(coordinator, model, parameters, {}).code(),
+            absl::StatusCode::kUnavailable);
+}
+
+TEST(Evaluator, LingersBoundedWithoutAStop) {
+  FakeCoordinator coordinator(EvaluatorWelcome());
+  FakeWorkload model(0);
+  FakeParameters parameters({0.0f}, 0.1f);
+  coordinator.Queue(Evaluate(true));
+  EvaluatorOptions options;
+  options.linger = absl::Milliseconds(200);
+  const absl::Time start = absl::Now();
+  EXPECT_TRUE(RunEvaluator(coordinator, model, parameters, options).ok());
+  EXPECT_LT(absl::Now() - start, absl::Seconds(5));
+}
+
+}  // namespace
+}  // namespace syncopate::worker
