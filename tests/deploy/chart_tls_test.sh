@@ -8,7 +8,8 @@
 # JOB_DONE over mTLS on every link, the rendered readiness probe (`syncopate health` with the
 # certificate) passes against the coordinator and the shard, and NOTES' `syncopate status`
 # command works; a client without a certificate, with a certificate of another CA or checking
-# another name is refused. Then the batch semantics of the rendered flags: a worker started after
+# another name is refused; so are a rendered worker without the join token and a rendered shard
+# with a wrong one (UNAUTHENTICATED, counted). Then the batch semantics of the rendered flags: a worker started after
 # the end exits 0, and the coordinator exits 0 after lingering, its summary in the termination
 # message.
 #   tests/deploy/chart_tls_test.sh BIN_DIR [REPO_ROOT]      (~20 s)
@@ -20,6 +21,7 @@ HELM="$TOOLS/layer/helm/helm"
 tmp="$(mktemp -d)"
 pids=()
 cleanup() {
+  set +e
   local pid
   for pid in "${pids[@]}"; do kill -TERM "$pid" 2>/dev/null || true; done
   for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
@@ -135,6 +137,33 @@ expect_refused "another CA's certificate" --tls_cert="$tmp/other/tls.crt" --tls_
   --tls_ca="$mounts/tls/ca.crt" --tls_server_name="$name"
 expect_refused "a client checking another name" --tls_cert="$mounts/tls/tls.crt" --tls_key="$mounts/tls/tls.key" \
   --tls_ca="$mounts/tls/ca.crt" --tls_server_name=someone-else
+# The chart's join token: a rendered worker without its token file and a rendered shard with a
+# wrong token (both with the certificate) are refused with UNAUTHENTICATED, exit 1, and counted.
+rendered() {  # rendered COMPONENT: the rendered argv, one per line
+  python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["components"][sys.argv[2]]["argv"]))' \
+    "$tmp/commands.json" "$1"
+}
+printf 'guess\n' >"$tmp/wrong-token"
+expect_token_refusal() {  # expect_token_refusal WHAT EXPECTED ARGV...
+  local what="$1" expected="$2" code
+  shift 2
+  set +e
+  (cd "$tmp/state" && timeout 30 "$@") >"$tmp/logs/rogue.log" 2>&1
+  code=$?
+  set -e
+  [[ $code -eq 1 ]] || fail "$what: exit code $code, want 1: $(tail -n 3 "$tmp/logs/rogue.log")"
+  grep -q "$expected" "$tmp/logs/rogue.log" || fail "$what: no '$expected': $(tail -n 3 "$tmp/logs/rogue.log")"
+}
+mapfile -t rogue < <(rendered worker | grep -v -- '--join_token_file=')
+expect_token_refusal "a rendered worker without the token" "missing join token" "${rogue[@]}" --name=intruder
+mapfile -t rogue < <(rendered shard | sed "s|^--join_token_file=.*|--join_token_file=$tmp/wrong-token|; s|^--checkpoint_dir=.*|--checkpoint_dir=$tmp/rogue-ckpt|")
+expect_token_refusal "a rendered shard with a wrong token" "wrong join token" "${rogue[@]}"
+metrics_port="$(sed -n 's/.*serving on port [0-9]*, metrics on \([0-9]*\);.*/\1/p' "$tmp/logs/coordinator.log")"
+metrics="$(curl -sf "http://127.0.0.1:$metrics_port/metrics")" || fail "cannot scrape the coordinator"
+for session in worker shard; do
+  grep -q "^syncopate_coordinator_rejections_total{reason=\"unauthenticated\",session=\"$session\"} 1\$" <<<"$metrics" ||
+    fail "the $session refusal was not counted: $(grep rejections_total <<<"$metrics")"
+done
 # Batch semantics (ADR 0006): a worker that arrives after the end has nothing to do and exits 0;
 # the coordinator serves the final status for lingerSeconds, then exits 0 with its summary in the
 # termination message.
@@ -153,4 +182,4 @@ grep -q '^job chart-tls JOB_DONE after .* final evaluation: accuracy' "$tmp/stat
 accuracy="$(sed -n 's/^last evaluation: accuracy \([0-9.]*\)%.*/\1/p' "$tmp/status.txt")"
 awk -v a="$accuracy" 'BEGIN { exit !(a > 50) }' || fail "final accuracy '$accuracy' not above 50%"
 
-echo "chart_tls_test: passed (JOB_DONE over mTLS, final accuracy ${accuracy}%; 4 strangers refused; a late worker and the coordinator exited 0)"
+echo "chart_tls_test: passed (JOB_DONE over mTLS, final accuracy ${accuracy}%; 4 strangers refused at the handshake, 2 without the token; a late worker and the coordinator exited 0)"

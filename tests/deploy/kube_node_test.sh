@@ -4,7 +4,8 @@
 # a DNS fed from the API), the project image built with podman and imported into containerd (no
 # registry); `helm install --wait` with the chart's defaults (the default job: 4 workers, 2 shards,
 # 8 epochs of Fashion-MNIST) but small CPU requests for a 2-core machine; a 5th worker added
-# mid-job (kubectl patch of the worker Job's parallelism) joins the running job; `helm test`
+# mid-job (kubectl patch of the worker Job's parallelism) joins the running job; a pod without
+# the join token is refused and counted; `helm test`
 # reads the final status (JOB_DONE, final accuracy >= MIN_ACCURACY); every Job ends Complete, the
 # coordinator's summary is its termination message, the shards' checkpoints are on their
 # volumes; `helm uninstall` cleans up.
@@ -39,6 +40,7 @@ tmp="$(mktemp -d)"
 mkdir -p "$LOGS"
 cleanup() {
   local rc=$?
+  set +e  # a failed command here must not skip stopping the node and the control plane
   trap - EXIT INT TERM
   say "collecting logs into $LOGS and tearing down (exit code so far $rc)"
   if [[ -f $tmp/cp/kubeconfig ]]; then
@@ -134,6 +136,24 @@ until [[ $(status | awk '$3 == "worker"' | wc -l) -ge 5 ]]; do
   sleep 2
 done
 say "a fifth worker joined the running job (parallelism 4 -> 5)"
+
+# A stranger in the cluster: a pod of the same image, not of the release, without the token. The
+# bridge network does not enforce the NetworkPolicy, so it reaches the coordinator; the join
+# token refuses it (UNAUTHENTICATED: exit 1 with one line), and the refusal is counted.
+kn run intruder --image="$IMAGE" --image-pull-policy=Never --restart=Never --command -- \
+  syncopate-worker --coordinator="$rel-syncopate-coordinator:7070" --name=intruder >/dev/null
+deadline=$((SECONDS + 120))
+until [[ $(kn get pod intruder -o jsonpath='{.status.phase}') == Failed ]]; do
+  ((SECONDS < deadline)) || fail "the intruder pod did not fail: $(kn get pod intruder -o wide)"
+  sleep 2
+done
+kn logs intruder | grep -q 'missing join token' || fail "intruder: $(kn logs intruder | tail -n 3)"
+metrics="$(kn exec "job/$rel-syncopate-coordinator" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/9100 &&
+  printf "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 && cat <&3')"
+grep -q '^syncopate_coordinator_rejections_total{reason="unauthenticated",session="worker"} 1' <<<"$metrics" ||
+  fail "the intruder's refusal was not counted: $(grep rejections_total <<<"$metrics")"
+kn delete pod intruder --wait=false >/dev/null
+say "an intruder pod without the join token: refused (missing join token), exit 1, counted"
 
 say "helm test (waits for the end, reads the final status)"
 helm test "$rel" -n "$ns" --logs --timeout 15m >"$LOGS/helm-test.txt" 2>&1 ||

@@ -40,6 +40,7 @@ tmp="$(mktemp -d)"
 heartbeat_pid=""
 cleanup() {
   local rc=$?
+  set +e  # a failed command here must not skip stopping the control plane
   [[ -n $heartbeat_pid ]] && kill "$heartbeat_pid" 2>/dev/null
   if ((rc != 0)) && [[ -d $tmp/cp/logs ]]; then
     for f in "$tmp"/cp/logs/*.log; do echo "--- $f"; grep -E '^[EW]' "$f" | tail -n 5; done >&2
