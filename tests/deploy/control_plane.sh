@@ -10,6 +10,10 @@
 #   control_plane.sh start DIR    start etcd + the three on loopback ports (state, logs and a
 #                                 kubeconfig under DIR); ready in ~6 s; prints the kubeconfig path
 #   control_plane.sh stop DIR     stop what `start DIR` started (SIGTERM, then SIGKILL after 10 s)
+#   control_plane.sh storage DIR CLASS SIZE COUNT [--default]
+#                                 a StorageClass without a provisioner and COUNT hostPath
+#                                 PersistentVolumes of SIZE in it (under DIR/volumes), for claims
+#   control_plane.sh install PACKAGE...   install missing Debian packages (used by node.sh)
 #
 # Cache: ${SYNCOPATE_CACHE:-/var/cache/syncopate}/kubernetes-<Debian source version>/bin; never in
 # the repository or a build directory. The recipe and its pitfalls (docs/operations.md has more):
@@ -233,10 +237,42 @@ stop() {
   done
 }
 
+storage() {
+  local dir="${1:?}" class="${2:?}" size="${3:?}" count="${4:?}" default="${5:-}" i
+  local kubectl
+  kubectl="$("$(dirname "${BASH_SOURCE[0]}")/k8s_tools.sh")/layer/kubectl/kubectl"
+  "$kubectl" --kubeconfig="$dir/kubeconfig" apply -f - >/dev/null <<YAML
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: $class
+  annotations: {storageclass.kubernetes.io/is-default-class: "$([[ $default == --default ]] && echo true || echo false)"}
+provisioner: kubernetes.io/no-provisioner
+volumeBindingMode: Immediate
+YAML
+  for i in $(seq 1 "$count"); do
+    # World-writable: hostPath volumes get no fsGroup ownership, and pods run as uid 10001.
+    mkdir -p "$dir/volumes/$class-$i" && chmod 0777 "$dir/volumes/$class-$i"
+    "$kubectl" --kubeconfig="$dir/kubeconfig" apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: $class-$i}
+spec:
+  capacity: {storage: $size}
+  accessModes: [ReadWriteOnce]
+  storageClassName: $class
+  persistentVolumeReclaimPolicy: Retain
+  hostPath: {path: $dir/volumes/$class-$i}
+YAML
+  done
+}
+
 case "${1:-}" in
   build) build ;;
+  storage) shift; storage "$@" ;;
+  install) shift; install_packages "$@" ;;
   bin) built && echo "$BIN" || exit 1 ;;
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -78,28 +78,7 @@ say "control plane, then a node (kubelet + containerd + CNI + DNS)"
 say "image imported into the node's containerd"
 
 # Checkpoint volumes: hostPath PersistentVolumes on the node (no provisioner here).
-k apply -f - >/dev/null <<EOF
-apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata:
-  name: local
-  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
-provisioner: kubernetes.io/no-provisioner
-volumeBindingMode: Immediate
-EOF
-for i in 1 2; do
-  mkdir -p "$tmp/pv/$i" && chmod 0777 "$tmp/pv/$i"
-  k apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: checkpoints-$i}
-spec:
-  capacity: {storage: 1Gi}
-  accessModes: [ReadWriteOnce]
-  storageClassName: local
-  hostPath: {path: $tmp/pv/$i}
-EOF
-done
+"$CP" storage "$tmp/cp" local 1Gi 2 --default
 
 # The chart's defaults, with CPU requests a 2-core machine can schedule and a short linger.
 cat >"$tmp/values.yaml" <<EOF
@@ -118,6 +97,7 @@ EOF
 say "helm install --wait (the default job: 4 workers, 2 shards, 8 epochs)"
 helm install "$rel" "$ROOT/helm/syncopate" -n "$ns" --create-namespace -f "$tmp/values.yaml" \
   --wait --timeout 5m >"$LOGS/install.txt" || fail "helm install --wait: $(cat "$LOGS/install.txt")"
+say "helm install --wait returned"
 
 status() { kn exec "job/$rel-syncopate-coordinator" -- syncopate status --coordinator=127.0.0.1:7070 2>/dev/null; }
 deadline=$((SECONDS + 600))
@@ -176,7 +156,7 @@ restarts="$(kn get pods -l "app.kubernetes.io/instance=$rel" -o jsonpath='{range
 summary="$(kn get pods -l "app.kubernetes.io/instance=$rel,app.kubernetes.io/component=coordinator" \
   -o jsonpath='{.items[0].status.containerStatuses[0].state.terminated.message}')"
 [[ $summary == "job fashion-mnist-mlp JOB_DONE"* ]] || fail "coordinator termination message: '$summary'"
-ls "$tmp"/pv/*/ | grep -q . || fail "no checkpoint files on the shards' volumes"
+ls "$tmp"/cp/volumes/*/ | grep -q . || fail "no checkpoint files on the shards' volumes"
 say "all 5 Jobs Complete, every pod Succeeded (restarts: $restarts)"
 say "termination message: $summary"
 printf '%s\n%s\n' "$summary" "$restarts" >"$LOGS/result.txt"

@@ -109,32 +109,7 @@ say "node $node registered and Ready (Lease renewed every 5 s)"
 
 # Volumes for the shards' checkpoint claims: a default StorageClass without a provisioner and
 # enough PersistentVolumes (the PV controller binds claims to them).
-k apply -f - >/dev/null <<EOF
-apiVersion: storage.k8s.io/v1
-kind: StorageClass
-metadata:
-  name: standard
-  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
-provisioner: kubernetes.io/no-provisioner
-volumeBindingMode: Immediate
-EOF
-make_pvs() {  # make_pvs CLASS SIZE COUNT PREFIX
-  local i
-  for i in $(seq 1 "$3"); do
-    k apply -f - >/dev/null <<EOF
-apiVersion: v1
-kind: PersistentVolume
-metadata: {name: $4-$i}
-spec:
-  capacity: {storage: $2}
-  accessModes: [ReadWriteOnce]
-  storageClassName: $1
-  persistentVolumeReclaimPolicy: Retain
-  hostPath: {path: /var/lib/syncopate-test/$4-$i}
-EOF
-  done
-}
-make_pvs standard 1Gi 2 pv-default
+"$CP" storage "$tmp/cp" standard 1Gi 2 --default
 
 # ---- the default values ----------------------------------------------------------------------------
 ns=syncopate-test
@@ -301,7 +276,7 @@ spec:
       schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 EOF
 wait_for 30 k get servicemonitors -A || fail "ServiceMonitor CRD not served"
-make_pvs fast-ssd 5Gi 3 pv-fast
+"$CP" storage "$tmp/cp" fast-ssd 5Gi 3
 say "helm install with every option on ($rel in $ns)"
 helm install "$rel" "$CHART" -n "$ns" -f "$ROOT/tests/deploy/values-all-on.yaml" --dry-run=server >/dev/null ||
   fail "dry-run=server refused the all-on values"

@@ -27,17 +27,6 @@ PACKAGES=(containerd runc containernetworking-plugins dnsmasq-base iproute2)
 log() { echo "node: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-install_packages() {
-  local missing=() p
-  for p in "${PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-  done
-  ((${#missing[@]} == 0)) && return 0
-  [[ $(id -u) -eq 0 ]] || die "missing Debian packages; as root: apt-get install -y ${missing[*]}"
-  log "installing ${missing[*]}"
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
-}
-
 free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'
 }
@@ -81,7 +70,7 @@ start() {
   local cp_dir="${2:?usage: node.sh start DIR CP_DIR}" bin kubectl
   bin="$("$CP" bin)" || die "control plane not built (./dev k8s)"
   [[ -x $bin/kubelet && -x $bin/pause ]] || die "no kubelet/pause in $bin (./dev k8s builds them)"
-  install_packages
+  "$CP" install "${PACKAGES[@]}"
   kubectl="$("$HERE/k8s_tools.sh")/layer/kubectl/kubectl"
   mkdir -p "$DIR"/{run,containerd,cni/net.d,kubelet,dns/hosts.d,logs}
   DIR="$(cd "$DIR" && pwd)"
