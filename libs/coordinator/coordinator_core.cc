@@ -34,6 +34,7 @@ void CoordinatorCore::Deliver(Outbox& out) {
 
 absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     CoordinatorOptions options) {
+  if (options.metrics == nullptr) options.metrics = CoordinatorMetrics::NoOp();
   if (options.train_examples <= 0) {
     return absl::InvalidArgumentError("the training set is empty");
   }
@@ -57,7 +58,7 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       created_(options_.clock->Now()),
       leases_(std::move(leases)),
       modes_(options_.job, options_.clock, options_.metrics) {
-  if (options_.metrics != nullptr) options_.metrics->SetJobState(v1::JOB_WAITING);
+  options_.metrics->SetJobState(v1::JOB_WAITING);
   absl::MutexLock lock(&mu_);
   RestoreProgress();
 }
@@ -144,7 +145,7 @@ void CoordinatorCore::WriteProgress(const ProgressSnapshot& snapshot) {
 
 absl::Status CoordinatorCore::WrongJob(const std::string& session, const std::string& who,
                                        const std::string& job_id) const {
-  if (options_.metrics != nullptr) options_.metrics->CountRejection(session, "wrong_job");
+  options_.metrics->CountRejection(session, "wrong_job");
   LOG(WARNING) << "refused " << who << ": it is in job '" << job_id << "', this is job '"
                << options_.job.job_id() << "'";
   return absl::FailedPreconditionError(absl::StrCat("wrong job id: ", who, " is in job '", job_id,
@@ -290,7 +291,7 @@ void CoordinatorCore::ReshapeMembership(Outbox& out) {
     *message.mutable_membership() = membership_;
     out.to_shards.emplace_back(shard.link, std::move(message));
   }
-  if (options_.metrics != nullptr) options_.metrics->SetMembers(n);
+  options_.metrics->SetMembers(n);
 }
 
 void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& message) {
@@ -314,10 +315,8 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
         if (worker.compute_seconds.size() > kStepWindow) worker.compute_seconds.pop_front();
         examples_ += step.examples();
         throughput_.Add(now, examples_);
-        if (options_.metrics != nullptr) {
-          options_.metrics->AddExamples(worker.name, static_cast<double>(step.examples()));
-          options_.metrics->SetWorkerLoss(worker.name, step.loss());
-        }
+        options_.metrics->AddExamples(worker.name, static_cast<double>(step.examples()));
+        options_.metrics->SetWorkerLoss(worker.name, step.loss());
         if (examples_ >= target_examples_) BeginFinishing(out);
         break;
       }
@@ -346,9 +345,7 @@ void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
   // After the final evaluation nothing may replace it as the job's result.
   if (phase_ == JobPhase::kDraining || phase_ == JobPhase::kDone) return;
   evals_.push_back(EvalStatusOf(report, examples_, Elapsed()));
-  if (options_.metrics != nullptr) {
-    options_.metrics->SetEval(report.accuracy(), report.loss(), report.auc());
-  }
+  options_.metrics->SetEval(report.accuracy(), report.loss(), report.auc());
   LOG(INFO) << (report.final() ? "final " : "") << "evaluation: accuracy " << report.accuracy()
             << ", loss " << report.loss();
   if (report.final() && phase_ == JobPhase::kFinishing) {
@@ -415,7 +412,7 @@ void CoordinatorCore::RemoveWorker(Worker& worker, const std::string& reason, Ou
   modes_.RemoveWorker(worker.id);
   const int requeued = leases_.ReleaseWorker(worker.id);
   if (requeued > 0) LOG(INFO) << "re-issuing " << requeued << " leases of " << worker.name;
-  if (options_.metrics != nullptr) options_.metrics->CountDeparture(reason);
+  options_.metrics->CountDeparture(reason);
   if (worker.member) {
     worker.member = false;
     // Also while FINISHING: a barrier must never wait on a worker that has left.
@@ -470,14 +467,12 @@ void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& repor
     if (it == shards_.end()) return;
     it->second.last_report = report;
     it->second.final_report = it->second.final_report || report.final();
-    if (options_.metrics != nullptr) {
-      for (const auto& [id, worker] : workers_) {
-        if (worker.role != v1::ROLE_WORKER) continue;
-        const bool waiting =
-            std::find(report.barrier_waiting_for().begin(), report.barrier_waiting_for().end(),
-                      id) != report.barrier_waiting_for().end();
-        options_.metrics->SetBarrierWaiting(shard_id, worker.name, waiting);
-      }
+    for (const auto& [id, worker] : workers_) {
+      if (worker.role != v1::ROLE_WORKER) continue;
+      const bool waiting =
+          std::find(report.barrier_waiting_for().begin(), report.barrier_waiting_for().end(), id) !=
+          report.barrier_waiting_for().end();
+      options_.metrics->SetBarrierWaiting(shard_id, worker.name, waiting);
     }
     MaybeFinishDraining(out);
   }
@@ -505,7 +500,7 @@ void CoordinatorCore::MarkDone(Outbox& out) {
 
 void CoordinatorCore::EnterPhase(JobPhase phase) {
   phase_ = phase;
-  if (options_.metrics != nullptr) options_.metrics->SetJobState(ToJobState(phase));
+  options_.metrics->SetJobState(ToJobState(phase));
 }
 
 void CoordinatorCore::ShardGone(int32_t shard_id) {
@@ -593,14 +588,12 @@ void CoordinatorCore::DecideModes(Outbox& out) {
   }
   ModeRound round = modes_.Decide(loads, Elapsed());
   if (!round.decided) return;
-  if (options_.metrics != nullptr) {
-    for (const WorkerAssessment& a : round.assessment.workers) {
-      auto it = workers_.find(a.worker);
-      if (it == workers_.end() || !a.enough_data) continue;
-      options_.metrics->SetSlowdown(it->second.name, a.slowdown, a.straggler);
-    }
-    options_.metrics->SetStragglers(static_cast<int>(round.assessment.Stragglers().size()));
+  for (const WorkerAssessment& a : round.assessment.workers) {
+    auto it = workers_.find(a.worker);
+    if (it == workers_.end() || !a.enough_data) continue;
+    options_.metrics->SetSlowdown(it->second.name, a.slowdown, a.straggler);
   }
+  options_.metrics->SetStragglers(static_cast<int>(round.assessment.Stragglers().size()));
   for (SetModeCommand& command : round.commands) {
     auto it = shards_.find(command.shard);
     if (it == shards_.end() || it->second.link == nullptr) continue;

@@ -50,7 +50,8 @@ struct CoordinatorOptions {
   v1::JobSpec job;
   int64_t train_examples = 0;  // size of the training set the leases cover
   Clock* clock = Clock::Real();
-  CoordinatorMetrics* metrics = nullptr;  // may be null
+  // Not owned. The default counts into a registry nobody scrapes; null means the same.
+  CoordinatorMetrics* metrics = CoordinatorMetrics::NoOp();
   // Once this long has passed with every shard but fewer than num_workers workers, the job
   // starts with the workers it has rather than waiting forever.
   absl::Duration startup_grace = absl::Seconds(60);

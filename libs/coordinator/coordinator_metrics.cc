@@ -80,6 +80,12 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
   }
 }
 
+CoordinatorMetrics* CoordinatorMetrics::NoOp() {
+  static auto* const kRegistry = new prometheus::Registry();
+  static auto* const kNoOp = new CoordinatorMetrics(*kRegistry);
+  return kNoOp;
+}
+
 void CoordinatorMetrics::CountRejection(const std::string& session, const std::string& reason) {
   rejections_.Add({{"session", session}, {"reason", reason}}).Increment();
 }

@@ -17,6 +17,10 @@ class CoordinatorMetrics final : public ModeControlMetrics {
  public:
   explicit CoordinatorMetrics(prometheus::Registry& registry);
 
+  // The default when nobody exports metrics (tests, the simulator): counts into a registry no
+  // exposer serves. Never destroyed; thread-safe like any other instance.
+  static CoordinatorMetrics* NoOp();
+
   void SetMembers(int workers) { members_.Set(workers); }
   void SetJobState(int state) { job_state_.Set(state); }
   void AddExamples(const std::string& worker, double examples);

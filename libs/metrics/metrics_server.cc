@@ -23,10 +23,4 @@ absl::StatusOr<std::unique_ptr<MetricsServer>> MetricsServer::Start(
   return server;
 }
 
-prometheus::Histogram::BucketBoundaries SecondsBuckets() {
-  prometheus::Histogram::BucketBoundaries buckets;
-  for (double b = 1e-4; b < 200; b *= 2.5) buckets.push_back(b);
-  return buckets;
-}
-
 }  // namespace syncopate::metrics

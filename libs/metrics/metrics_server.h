@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "libs/metrics/buckets.h"
 #include "prometheus/counter.h"
 #include "prometheus/exposer.h"
 #include "prometheus/gauge.h"
@@ -31,10 +32,6 @@ class MetricsServer {
   std::unique_ptr<prometheus::Exposer> exposer_;
   int port_ = 0;
 };
-
-// Histogram buckets for durations in seconds, 100 µs to ~100 s: spans a sub-millisecond apply
-// and a barrier held up by a straggler.
-prometheus::Histogram::BucketBoundaries SecondsBuckets();
 
 }  // namespace syncopate::metrics
 

@@ -40,12 +40,12 @@ std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address,
 }
 
 absl::StatusOr<StartedServer> StartServer(const std::string& listen_address,
-                                          const std::vector<grpc::Service*>& services) {
+                                          const std::vector<grpc::Service*>& services,
+                                          const TransportSecurity& security) {
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   StartedServer started;
-  builder.AddListeningPort(listen_address, ServerCredentials(InstalledTransportSecurity()),
-                           &started.port);
+  builder.AddListeningPort(listen_address, ServerCredentials(security), &started.port);
   builder.SetMaxReceiveMessageSize(kMaxMessageBytes);
   builder.SetMaxSendMessageSize(kMaxMessageBytes);
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);

@@ -37,11 +37,12 @@ struct StartedServer {
 };
 
 // Starts a server on `listen_address` ("host:port", port 0 picks a free one) with the services,
-// the standard gRPC health service and our message-size limit, secured by the installed
-// transport security (mTLS with required client certificates when on). SO_REUSEPORT is off, so a
-// busy port is an error rather than a silent second server.
+// the standard gRPC health service and our message-size limit, secured by `security` (mTLS with
+// required client certificates when it holds certificates). SO_REUSEPORT is off, so a busy port
+// is an error rather than a silent second server.
 absl::StatusOr<StartedServer> StartServer(const std::string& listen_address,
-                                          const std::vector<grpc::Service*>& services);
+                                          const std::vector<grpc::Service*>& services,
+                                          const TransportSecurity& security);
 
 // The retry policy: the one classification of status codes into "retry" and "permanent", used by
 // every client that reconnects (workers to the coordinator and the shards, shards to the

@@ -9,24 +9,10 @@
 
 #include "absl/base/const_init.h"
 #include "absl/base/thread_annotations.h"
-#include "absl/flags/flag.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
-
-// The security flags of every binary, defined once here (see `<binary> --helpfull`).
-ABSL_FLAG(std::string, tls_cert, "",
-          "PEM certificate of this process; with --tls_key and --tls_ca turns on mTLS");
-ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
-ABSL_FLAG(std::string, tls_ca, "", "PEM CA bundle that must have signed every peer's certificate");
-ABSL_FLAG(std::string, tls_server_name, "",
-          "Name expected in servers' certificates instead of the dialled host (optional)");
-ABSL_FLAG(std::string, join_token, "",
-          "Shared secret every session's hello must carry (prefer --join_token_file)");
-ABSL_FLAG(std::string, join_token_file, "",
-          "File holding the join token (e.g. a mounted Kubernetes secret); trailing newline "
-          "ignored");
 
 namespace syncopate::rpc {
 namespace {
@@ -139,23 +125,14 @@ absl::StatusOr<std::string> GenerateJoinToken() {
   return token;
 }
 
-TlsOptions TlsOptionsFromFlags() {
-  TlsOptions options;
-  options.cert_file = absl::GetFlag(FLAGS_tls_cert);
-  options.key_file = absl::GetFlag(FLAGS_tls_key);
-  options.ca_file = absl::GetFlag(FLAGS_tls_ca);
-  options.server_name = absl::GetFlag(FLAGS_tls_server_name);
-  return options;
-}
-
-absl::StatusOr<SecurityConfig> SecurityFromFlags() {
+absl::StatusOr<SecurityConfig> LoadSecurity(const SecuritySettings& settings) {
   SecurityConfig config;
-  config.tls = TlsOptionsFromFlags();
+  config.tls = settings.tls;
   absl::StatusOr<TransportSecurity> transport = LoadTransportSecurity(config.tls);
   if (!transport.ok()) return transport.status();
   config.transport = *std::move(transport);
-  const std::string token = absl::GetFlag(FLAGS_join_token);
-  const std::string token_file = absl::GetFlag(FLAGS_join_token_file);
+  const std::string& token = settings.join_token;
+  const std::string& token_file = settings.join_token_file;
   if (!token.empty() && !token_file.empty()) {
     return absl::InvalidArgumentError("--join_token and --join_token_file are exclusive");
   }

@@ -53,7 +53,8 @@ absl::StatusOr<TransportSecurity> LoadTransportSecurity(const TlsOptions& option
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TransportSecurity& security);
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TransportSecurity& security);
 
-// The process-wide transport security used by CreateChannel(address) and StartServer.
+// The process-wide transport security of the clients: what CreateChannel(address) uses. Servers
+// take theirs explicitly (StartServer, CoordinatorServerOptions, ShardServerOptions).
 void InstallTransportSecurity(TransportSecurity security);
 const TransportSecurity& InstalledTransportSecurity();
 
@@ -66,17 +67,23 @@ absl::Status CheckJoinToken(absl::string_view expected, absl::string_view presen
 // UNAVAILABLE if the kernel cannot supply them.
 absl::StatusOr<std::string> GenerateJoinToken();
 
-// What the shared command-line flags ask for: --tls_cert, --tls_key, --tls_ca, --tls_server_name,
-// --join_token, --join_token_file (defined once, in security.cc, for every binary).
+// What a process is asked for (the binaries' --tls_cert, --tls_key, --tls_ca, --tls_server_name,
+// --join_token, --join_token_file: services/common/security_flags.h).
+struct SecuritySettings {
+  TlsOptions tls;
+  std::string join_token;       // the token itself (discouraged: visible in argv)
+  std::string join_token_file;  // or a file holding it
+};
+// What it amounts to, loaded.
 struct SecurityConfig {
   TlsOptions tls;
   TransportSecurity transport;
   std::string join_token;  // empty = no token
 };
-TlsOptions TlsOptionsFromFlags();
 // Loads the certificates and the token (a token file's trailing newline is dropped).
-// INVALID_ARGUMENT with one clear line on a bad combination or an unreadable file.
-absl::StatusOr<SecurityConfig> SecurityFromFlags();
+// INVALID_ARGUMENT with one clear line (naming the flag) on a bad combination or an unreadable
+// file.
+absl::StatusOr<SecurityConfig> LoadSecurity(const SecuritySettings& settings);
 
 }  // namespace syncopate::rpc
 

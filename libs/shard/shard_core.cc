@@ -24,6 +24,7 @@ bool IsShardMode(v1::Mode mode) {
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssignment& assignment,
                                                              Clock* clock, ShardMetrics* metrics,
                                                              int64_t max_push_bytes) {
+  if (metrics == nullptr) metrics = ShardMetrics::NoOp();
   const v1::ShardPartition& partition = assignment.partition();
   const int64_t size = partition.flat_end() - partition.flat_begin();
   if (size <= 0) {
@@ -88,10 +89,8 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
         absl::StrCat("slices cover ", covered, " of the shard's ", size, " parameters"));
   }
   core->aggregator_.SetMembership(assignment.membership());
-  if (metrics != nullptr) {
-    metrics->SetVersion(0);
-    metrics->SetMode(assignment.mode());
-  }
+  metrics->SetVersion(0);
+  metrics->SetMode(assignment.mode());
   core->PublishBytes();
   return core;
 }
@@ -149,10 +148,8 @@ v1::PushAck ShardCore::Reject(v1::PushAck ack, const absl::Status& status, Rejec
   ack.set_message(std::string(status.message()));
   ack.set_version(aggregator_.version());
   ++counts_.rejected;
-  if (metrics_ != nullptr) {
-    metrics_->CountOutcome(v1::PUSH_REJECTED, 0);
-    metrics_->CountRejection(reason);
-  }
+  metrics_->CountOutcome(v1::PUSH_REJECTED, 0);
+  metrics_->CountRejection(reason);
   return ack;
 }
 
@@ -226,7 +223,7 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
       default:
         break;
     }
-    if (metrics_ != nullptr) metrics_->CountOutcome(verdict.outcome, verdict.staleness);
+    metrics_->CountOutcome(verdict.outcome, verdict.staleness);
     ApplyReadyUpdates(&ready);
     ack.set_version(aggregator_.version());
   }
@@ -315,13 +312,11 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
     }
     ++counts_.updates;
     applied = true;
-    if (metrics_ != nullptr) {
-      metrics_->CountUpdate(absl::ToDoubleSeconds(clock_->Now() - start));
-    }
+    metrics_->CountUpdate(absl::ToDoubleSeconds(clock_->Now() - start));
   }
   if (!applied) return;
   if (!tables_.empty()) PublishBytes();
-  if (metrics_ != nullptr) metrics_->SetVersion(aggregator_.version());
+  metrics_->SetVersion(aggregator_.version());
   const int64_t version = aggregator_.version();
   auto due = std::stable_partition(pending_pulls_.begin(), pending_pulls_.end(),
                                    [&](const PendingPull& p) { return p.min_version > version; });
@@ -361,7 +356,7 @@ v1::PullResponse ShardCore::MakeResponse(int64_t request_id, const std::vector<R
   if (created) PublishBytes();
   const double held = absl::ToDoubleSeconds(clock_->Now() - since);
   response.set_held_seconds(held);
-  if (metrics_ != nullptr) metrics_->ObservePullHeld(held);
+  metrics_->ObservePullHeld(held);
   return response;
 }
 
@@ -383,7 +378,7 @@ absl::Status ShardCore::Pull(const void* owner, const v1::PullRequest& request, 
       }
     }
     if (!valid.ok()) {
-      if (metrics_ != nullptr) metrics_->CountRejection(reason);
+      metrics_->CountRejection(reason);
       return valid;
     }
     rows.push_back(std::move(row));
@@ -425,7 +420,7 @@ void ShardCore::SetMode(v1::Mode mode) {
     absl::MutexLock lock(&mu_);
     if (!IsShardMode(mode)) return;
     aggregator_.SetMode(mode);
-    if (metrics_ != nullptr) metrics_->SetMode(mode);
+    metrics_->SetMode(mode);
     ApplyReadyUpdates(&ready);  // gba->sync flushes the old buffer as one update
     // Pulls held for a version that a barrier will now never produce on its own (sync->gba
     // keeps the version) are answered with the newest parameters: gba pulls never wait.
@@ -538,7 +533,7 @@ absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources)
   }
   PublishBytes();
   aggregator_.RestoreVersion(restored.version);
-  if (metrics_ != nullptr) metrics_->SetVersion(restored.version);
+  metrics_->SetVersion(restored.version);
   return absl::OkStatus();
 }
 

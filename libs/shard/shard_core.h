@@ -56,7 +56,8 @@ class ShardCore {
  public:
   using PullCallback = std::function<void(v1::PullResponse)>;
 
-  // Initialises the partition from its initializers. `metrics` may be null (tests). Pushes whose
+  // Initialises the partition from its initializers. `metrics` (not owned) null means
+  // ShardMetrics::NoOp(). Pushes whose
   // serialized size exceeds `max_push_bytes` are rejected (RESOURCE_EXHAUSTED, "oversize").
   static absl::StatusOr<std::unique_ptr<ShardCore>> Create(const v1::ShardAssignment& assignment,
                                                            Clock* clock, ShardMetrics* metrics,

@@ -1,6 +1,6 @@
 #include "libs/shard/shard_metrics.h"
 
-#include "libs/metrics/metrics_server.h"
+#include "libs/metrics/buckets.h"
 
 namespace syncopate::shard {
 namespace {
@@ -93,6 +93,12 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
   for (RejectionReason reason : kAllRejectionReasons) {
     rejections_.Add({{"shard", shard_}, {"reason", std::string(RejectionReasonName(reason))}});
   }
+}
+
+ShardMetrics* ShardMetrics::NoOp() {
+  static auto* const kRegistry = new prometheus::Registry();
+  static auto* const kNoOp = new ShardMetrics(*kRegistry, 0);
+  return kNoOp;
 }
 
 void ShardMetrics::SetVersion(int64_t version) { version_.Set(static_cast<double>(version)); }

@@ -21,6 +21,10 @@ class ShardMetrics {
  public:
   ShardMetrics(prometheus::Registry& registry, int shard_id);
 
+  // The default when nobody exports metrics (tests, tools): counts into a registry no exposer
+  // serves. Never destroyed; thread-safe like any other instance.
+  static ShardMetrics* NoOp();
+
   void SetVersion(int64_t version);
   void SetMode(v1::Mode mode);
   void CountUpdate(double apply_seconds);

@@ -1,6 +1,6 @@
 #include "libs/worker/worker_metrics.h"
 
-#include "libs/metrics/metrics_server.h"
+#include "libs/metrics/buckets.h"
 
 namespace syncopate::worker {
 namespace {

@@ -10,13 +10,14 @@
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
 #include "services/cli/commands.h"
+#include "services/common/security_flags.h"
 
 namespace syncopate::cli {
 
 // A container HEALTHCHECK needs a client for grpc.health.v1 and Debian has no grpc_health_probe.
 // Exit codes follow the HEALTHCHECK contract: 0 healthy, 1 unhealthy (unreachable or not SERVING).
 int RunHealth() {
-  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
   rpc::InstallTransportSecurity(security->transport);
   const std::string address = absl::GetFlag(FLAGS_address);

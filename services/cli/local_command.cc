@@ -24,6 +24,7 @@
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
 #include "services/cli/commands.h"
+#include "services/common/security_flags.h"
 
 namespace syncopate::cli {
 namespace {
@@ -107,7 +108,7 @@ int RunLocal() {
                               " not found; install it with: apt-get install prometheus"));
   }
 
-  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
 
   const absl::Time start = absl::Now();

@@ -10,12 +10,13 @@
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
 #include "services/cli/commands.h"
+#include "services/common/security_flags.h"
 #include "syncopate/v1/coordinator.grpc.pb.h"
 
 namespace syncopate::cli {
 
 int RunStatus() {
-  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
   rpc::InstallTransportSecurity(security->transport);
   auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(absl::GetFlag(FLAGS_coordinator)));

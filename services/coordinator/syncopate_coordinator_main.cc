@@ -7,7 +7,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "libs/coordinator/coordinator_core.h"
+#include "libs/coordinator/coordinator_server.h"
 #include "libs/coordinator/job_summary.h"
 #include "libs/coordinator/progress_journal.h"
 #include "libs/job/job_spec.h"
@@ -16,7 +16,7 @@
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/workload/workload.h"
-#include "services/coordinator/coordinator_service.h"
+#include "services/common/security_flags.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (protobuf text format); empty = the built-in default");
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "gRPC listen address; port 0 picks a free port");
@@ -38,9 +38,8 @@ namespace syncopate::coordinator {
 namespace {
 
 int Main() {
-  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
-  rpc::InstallTransportSecurity(security->transport);
   const std::string job_path = absl::GetFlag(FLAGS_job);
   absl::StatusOr<v1::JobSpec> job =
       job_path.empty() ? job::ParseJobSpec(job::DefaultJobText()) : job::LoadJobSpecFile(job_path);
@@ -53,33 +52,37 @@ int Main() {
   if (!metrics_server.ok()) runtime::Die(std::string(metrics_server.status().message()), 1);
   CoordinatorMetrics metrics((*metrics_server)->registry());
 
-  CoordinatorOptions options;
-  options.job = *job;
-  options.train_examples = *train_examples;
-  options.metrics = &metrics;
-  options.startup_grace = absl::Seconds(absl::GetFlag(FLAGS_startup_grace_seconds));
+  CoordinatorServerOptions options;
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.core.job = *job;
+  options.core.train_examples = *train_examples;
+  options.core.metrics = &metrics;
+  options.core.startup_grace = absl::Seconds(absl::GetFlag(FLAGS_startup_grace_seconds));
   if (!absl::GetFlag(FLAGS_state_dir).empty()) {
-    options.journal = std::make_shared<FileProgressJournal>(absl::GetFlag(FLAGS_state_dir));
+    options.core.journal = std::make_shared<FileProgressJournal>(absl::GetFlag(FLAGS_state_dir));
   }
-  absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
-  if (!core.ok()) runtime::Die(std::string(core.status().message()));
-
-  CoordinatorService service(core->get(), security->join_token, &metrics);
-  absl::StatusOr<rpc::StartedServer> server =
-      rpc::StartServer(absl::GetFlag(FLAGS_listen), {&service});
-  if (!server.ok()) runtime::Die(std::string(server.status().message()), 1);
-  LOG(INFO) << "coordinator for job " << job->job_id() << " serving on port " << server->port
+  options.join_token = security->join_token;
+  options.security = security->transport;
+  absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
+      CoordinatorServer::Start(std::move(options));
+  if (!server.ok()) {
+    runtime::Die(std::string(server.status().message()),
+                 absl::IsUnavailable(server.status()) ? 1 : 2);
+  }
+  CoordinatorCore& core = (*server)->core();
+  const int port = (*server)->port();
+  LOG(INFO) << "coordinator for job " << job->job_id() << " serving on port " << port
             << ", metrics on " << (*metrics_server)->port() << "; " << *train_examples
             << " training examples; " << (security->transport.tls() ? "mTLS" : "plaintext")
             << (security->join_token.empty() ? "" : ", join token required");
   if (security->join_token.empty()) {
-    LOG(WARNING) << "no join token (--join_token_file): anyone who can reach port " << server->port
+    LOG(WARNING) << "no join token (--join_token_file): anyone who can reach port " << port
                  << " can join this job as a worker or shard";
   }
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     absl::Status written =
         runtime::WriteKeyValueFile(absl::GetFlag(FLAGS_ready_file),
-                                   {{"grpc_port", std::to_string(server->port)},
+                                   {{"grpc_port", std::to_string(port)},
                                     {"metrics_port", std::to_string((*metrics_server)->port())}});
     if (!written.ok()) runtime::Die(std::string(written.message()), 1);
   }
@@ -90,18 +93,18 @@ int Main() {
   absl::Time exit_at = absl::InfiniteFuture();
   bool done = false;
   while (!runtime::WaitForShutdown(absl::Milliseconds(200))) {
-    (*core)->Tick();
-    if (!done && (*core)->state() == v1::JOB_DONE) {
+    core.Tick();
+    if (!done && core.state() == v1::JOB_DONE) {
       done = true;
       if (linger >= 0) exit_at = absl::Now() + absl::Seconds(linger);
-      LOG(INFO) << JobSummary((*core)->Status());
+      LOG(INFO) << JobSummary(core.Status());
     }
     if (absl::Now() >= exit_at) break;
   }
-  server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  (*server)->Shutdown();
   if (done && !absl::GetFlag(FLAGS_final_status_file).empty()) {
     std::ofstream out(absl::GetFlag(FLAGS_final_status_file));
-    out << JobSummary((*core)->Status()) << "\n";
+    out << JobSummary(core.Status()) << "\n";
   }
   LOG(INFO) << "coordinator stopped";
   return 0;

@@ -6,16 +6,13 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
-#include "libs/common/clock.h"
 #include "libs/metrics/metrics_server.h"
-#include "libs/rpc/client_stream.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/shard/shard_core.h"
-#include "services/shard/shard_node.h"
-#include "services/shard/train_service.h"
-#include "syncopate/v1/coordinator.grpc.pb.h"
+#include "libs/shard/shard_server.h"
+#include "services/common/security_flags.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "Coordinator address (host:port)");
 ABSL_FLAG(int, shard_id, -1, "This shard's id in [0, num_shards) (required)");
@@ -49,50 +46,47 @@ int Main() {
   if (max_push_bytes <= 0 || max_push_bytes > kMaxPushBytesCeiling) {
     runtime::Die(absl::StrCat("--max_push_bytes must be in [1, ", kMaxPushBytesCeiling, "]"));
   }
-  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
-  rpc::InstallTransportSecurity(security->transport);
   absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
       metrics::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen));
   if (!metrics_server.ok()) runtime::Die(std::string(metrics_server.status().message()), 1);
   ShardMetrics metrics((*metrics_server)->registry(), shard_id);
-  TrainService train(&metrics, security->join_token);
-  absl::StatusOr<rpc::StartedServer> server =
-      rpc::StartServer(absl::GetFlag(FLAGS_listen), {&train});
+  ShardServerOptions options;
+  options.shard_id = shard_id;
+  options.coordinator = absl::GetFlag(FLAGS_coordinator);
+  options.listen = absl::GetFlag(FLAGS_listen);
+  options.advertise_host = absl::GetFlag(FLAGS_advertise_host);
+  options.checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir);
+  options.restore_dir = absl::GetFlag(FLAGS_restore_dir);
+  options.max_push_bytes = max_push_bytes;
+  options.join_token = security->join_token;
+  options.security = security->transport;
+  options.metrics = &metrics;
+  absl::StatusOr<std::unique_ptr<ShardServer>> server = ShardServer::Start(std::move(options));
   if (!server.ok()) runtime::Die(std::string(server.status().message()), 1);
-  const std::string address = absl::StrCat(absl::GetFlag(FLAGS_advertise_host), ":", server->port);
-  LOG(INFO) << "shard " << shard_id << " serving on port " << server->port << ", metrics on "
+  LOG(INFO) << "shard " << shard_id << " serving on port " << (*server)->port() << ", metrics on "
             << (*metrics_server)->port() << (security->transport.tls() ? ", mTLS" : ", plaintext")
             << (security->join_token.empty() ? "" : ", join token required");
   if (security->join_token.empty()) {
-    LOG(WARNING) << "no join token (--join_token_file): anyone who can reach port " << server->port
-                 << " can pull and push this shard's parameters";
+    LOG(WARNING) << "no join token (--join_token_file): anyone who can reach port "
+                 << (*server)->port() << " can pull and push this shard's parameters";
   }
   if (!absl::GetFlag(FLAGS_ready_file).empty()) {
     absl::Status written =
         runtime::WriteKeyValueFile(absl::GetFlag(FLAGS_ready_file),
-                                   {{"grpc_port", std::to_string(server->port)},
+                                   {{"grpc_port", std::to_string((*server)->port())},
                                     {"metrics_port", std::to_string((*metrics_server)->port())}});
     if (!written.ok()) runtime::Die(std::string(written.message()), 1);
   }
 
-  ShardNode node({.shard_id = shard_id,
-                  .address = address,
-                  .checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir),
-                  .restore_dir = absl::GetFlag(FLAGS_restore_dir),
-                  .max_push_bytes = max_push_bytes},
-                 train, metrics);
-  auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(absl::GetFlag(FLAGS_coordinator)));
-  rpc::Backoff backoff;
-  while (!runtime::ShutdownRequested()) {
-    bool reached = false;
-    const ShardNode::SessionEnd end = node.RunSession(*stub, reached);
-    if (end == ShardNode::SessionEnd::kJobDone) break;
-    if (end == ShardNode::SessionEnd::kFatal) runtime::Die(node.fatal_error(), 1);
-    if (reached) backoff.Reset();
-    runtime::WaitForShutdown(backoff.Next());
+  // Serve until the job is done, a refusal that retrying cannot fix, or SIGTERM.
+  ShardServer::State state = ShardServer::State::kRunning;
+  while (state == ShardServer::State::kRunning && !runtime::WaitForShutdown(absl::ZeroDuration())) {
+    state = (*server)->Wait(absl::Milliseconds(200));
   }
-  server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(2)));
+  if (state == ShardServer::State::kRefused) runtime::Die((*server)->refusal(), 1);
+  (*server)->Shutdown();
   LOG(INFO) << "shard " << shard_id << " stopped";
   return 0;
 }

@@ -21,6 +21,7 @@
 #include "libs/worker/trainer.h"
 #include "libs/worker/worker_metrics.h"
 #include "libs/workload/workload.h"
+#include "services/common/security_flags.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "Coordinator address (host:port)");
 ABSL_FLAG(std::string, name, "", "Stable worker name (default: the host name)");
@@ -98,7 +99,7 @@ int Main() {
     runtime::Die("--role must be worker or evaluator, got '" + role + "'");
   }
   if (!(absl::GetFlag(FLAGS_slowdown) >= 1.0)) runtime::Die("--slowdown must be >= 1");
-  absl::StatusOr<rpc::SecurityConfig> security = rpc::SecurityFromFlags();
+  absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
   rpc::InstallTransportSecurity(security->transport);
   SlowdownSchedule slowdown(absl::GetFlag(FLAGS_slowdown));

@@ -125,7 +125,7 @@ class CoordinatorCoreTest : public ::testing::Test {
     options.job = std::move(job);
     options.train_examples = kTrainExamples;
     options.clock = &clock_;
-    options.metrics = metrics_;
+    if (metrics_ != nullptr) options.metrics = metrics_;
     options.journal = journal_;
     absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
     ASSERT_TRUE(core.ok()) << core.status();

@@ -1,7 +1,7 @@
 // The ParameterShard gRPC service: one Train stream per worker, wired to a ShardCore.
 // Thread-safety: thread-safe.
-#ifndef SYNCOPATE_SERVICES_SHARD_TRAIN_SERVICE_H_
-#define SYNCOPATE_SERVICES_SHARD_TRAIN_SERVICE_H_
+#ifndef SYNCOPATE_LIBS_SHARD_TRAIN_SERVICE_H_
+#define SYNCOPATE_LIBS_SHARD_TRAIN_SERVICE_H_
 
 #include <memory>
 #include <string>
@@ -18,7 +18,8 @@ class TrainService final : public v1::ParameterShard::CallbackService {
  public:
   // `join_token`: every TrainHello must carry it (empty = no check).
   TrainService(ShardMetrics* metrics, std::string join_token)
-      : metrics_(metrics), join_token_(std::move(join_token)) {}
+      : metrics_(metrics != nullptr ? metrics : ShardMetrics::NoOp()),
+        join_token_(std::move(join_token)) {}
 
   // The core exists once the coordinator has assigned a partition; until then streams are
   // refused with UNAVAILABLE (workers retry).
@@ -39,4 +40,4 @@ class TrainService final : public v1::ParameterShard::CallbackService {
 
 }  // namespace syncopate::shard
 
-#endif  // SYNCOPATE_SERVICES_SHARD_TRAIN_SERVICE_H_
+#endif  // SYNCOPATE_LIBS_SHARD_TRAIN_SERVICE_H_

@@ -1,7 +1,7 @@
 // Coordinator.WorkerSession: hello -> welcome, then step reports up and commands down.
+#include "libs/coordinator/coordinator_service.h"
 #include "libs/rpc/bidi_stream.h"
 #include "libs/rpc/grpc_util.h"
-#include "services/coordinator/coordinator_service.h"
 
 namespace syncopate::coordinator {
 namespace {

@@ -1,16 +1,15 @@
-#include "services/shard/shard_node.h"
+#include "libs/shard/shard_node.h"
 
 #include "glog/logging.h"
 #include "libs/common/clock.h"
 #include "libs/rpc/client_stream.h"
 #include "libs/rpc/grpc_util.h"
-#include "libs/runtime/process_runtime.h"
 
 namespace syncopate::shard {
 
 absl::Status ShardNode::Adopt(const v1::ShardAssignment& assignment) {
   absl::StatusOr<std::unique_ptr<ShardCore>> core =
-      ShardCore::Create(assignment, Clock::Real(), &metrics_, options_.max_push_bytes);
+      ShardCore::Create(assignment, options_.clock, &metrics_, options_.max_push_bytes);
   if (!core.ok()) return core.status();
   const int num_shards = assignment.job().num_shards();
   // After a crash, our own latest checkpoint; for a new run resuming an old one, the old run's
@@ -126,7 +125,7 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
   bool final = false;
   std::string error;
   while (!final && !session.done()) {
-    const bool shutdown = runtime::WaitForShutdown(absl::Milliseconds(500));
+    const bool shutdown = stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
     {
       absl::MutexLock lock(&mu_);
       error = error_;

@@ -1,9 +1,10 @@
 // The shard process's side of the coordinator session: builds the ShardCore from the
 // assignment (restoring a checkpoint when there is one), follows membership / mode / checkpoint
 // / stop commands, and reports twice a second.
-// Thread-safety: RunSession runs on one thread; commands arrive on the session's reader thread.
-#ifndef SYNCOPATE_SERVICES_SHARD_SHARD_NODE_H_
-#define SYNCOPATE_SERVICES_SHARD_SHARD_NODE_H_
+// Thread-safety: RunSession runs on one thread; commands arrive on the session's reader thread;
+// RequestStop may be called from any thread.
+#ifndef SYNCOPATE_LIBS_SHARD_SHARD_NODE_H_
+#define SYNCOPATE_LIBS_SHARD_SHARD_NODE_H_
 
 #include <memory>
 #include <optional>
@@ -11,8 +12,10 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "libs/checkpoint/checkpoint_store.h"
-#include "services/shard/train_service.h"
+#include "libs/common/clock.h"
+#include "libs/shard/train_service.h"
 #include "syncopate/v1/coordinator.grpc.pb.h"
 
 namespace syncopate::shard {
@@ -23,6 +26,7 @@ struct ShardNodeOptions {
   std::string checkpoint_dir;  // write here; restore from here after a crash ("" = off)
   std::string restore_dir;     // else restore from here (another run's checkpoints; "" = none)
   int64_t max_push_bytes = kMaxPushBytes;  // pushes above this are rejected as "oversize"
+  Clock* clock = Clock::Real();            // the ShardCore's
 };
 
 class ShardNode {
@@ -31,10 +35,12 @@ class ShardNode {
       : options_(std::move(options)), train_(train), metrics_(metrics) {}
 
   enum class SessionEnd { kJobDone, kLost, kFatal };
-  // One coordinator session, until it ends, the job is done, or shutdown is requested.
+  // One coordinator session, until it ends, the job is done, or RequestStop.
   // `reached` says whether the coordinator answered at all (for the caller's backoff).
   SessionEnd RunSession(v1::Coordinator::Stub& stub, bool& reached);
   const std::string& fatal_error() const { return fatal_error_; }
+  // Ends the current session within half a second, and makes later ones end at once.
+  void RequestStop() { stop_.Notify(); }
 
  private:
   void OnCommand(v1::CoordinatorToShard& message);
@@ -45,6 +51,7 @@ class ShardNode {
   TrainService& train_;
   ShardMetrics& metrics_;
   std::string fatal_error_;
+  absl::Notification stop_;
 
   absl::Mutex mu_;
   bool stopped_ ABSL_GUARDED_BY(mu_) = false;
@@ -54,4 +61,4 @@ class ShardNode {
 
 }  // namespace syncopate::shard
 
-#endif  // SYNCOPATE_SERVICES_SHARD_SHARD_NODE_H_
+#endif  // SYNCOPATE_LIBS_SHARD_SHARD_NODE_H_

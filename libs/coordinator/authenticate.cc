@@ -1,7 +1,7 @@
 // The join-token check shared by the worker and shard sessions.
 #include "glog/logging.h"
+#include "libs/coordinator/coordinator_service.h"
 #include "libs/rpc/security.h"
-#include "services/coordinator/coordinator_service.h"
 
 namespace syncopate::coordinator {
 
@@ -10,7 +10,7 @@ absl::Status CoordinatorService::Authenticate(const std::string& session, const 
   absl::Status status = rpc::CheckJoinToken(join_token_, presented_token);
   if (status.ok()) return status;
   LOG(WARNING) << "refused " << session << " session from " << peer << ": " << status.message();
-  if (metrics_ != nullptr) metrics_->CountRejection(session, "unauthenticated");
+  metrics_->CountRejection(session, "unauthenticated");
   return status;
 }
 

@@ -1,4 +1,4 @@
-#include "services/shard/train_service.h"
+#include "libs/shard/train_service.h"
 
 #include "glog/logging.h"
 #include "libs/rpc/bidi_stream.h"
@@ -102,7 +102,7 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
   }
 
   void Refuse(grpc::StatusCode code, RejectionReason reason, const std::string& message) {
-    if (service_->metrics() != nullptr) service_->metrics()->CountRejection(reason);
+    service_->metrics()->CountRejection(reason);
     Close(grpc::Status(code, message));
   }
 

@@ -1,8 +1,8 @@
 // The Coordinator gRPC service: worker and shard sessions and GetStatus, wired to a
 // CoordinatorCore. One .cc per RPC.
 // Thread-safety: thread-safe.
-#ifndef SYNCOPATE_SERVICES_COORDINATOR_COORDINATOR_SERVICE_H_
-#define SYNCOPATE_SERVICES_COORDINATOR_COORDINATOR_SERVICE_H_
+#ifndef SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_SERVICE_H_
+#define SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_SERVICE_H_
 
 #include <string>
 
@@ -15,9 +15,11 @@ namespace syncopate::coordinator {
 class CoordinatorService final : public v1::Coordinator::CallbackService {
  public:
   // `join_token`: every worker and shard hello must carry it (empty = no check). Refusals are
-  // logged and counted in `metrics` (may be null).
+  // logged and counted in `metrics` (not owned; null means CoordinatorMetrics::NoOp()).
   CoordinatorService(CoordinatorCore* core, std::string join_token, CoordinatorMetrics* metrics)
-      : core_(core), join_token_(std::move(join_token)), metrics_(metrics) {}
+      : core_(core),
+        join_token_(std::move(join_token)),
+        metrics_(metrics != nullptr ? metrics : CoordinatorMetrics::NoOp()) {}
 
   // OK, or UNAUTHENTICATED after logging and counting the refusal of a `session` hello.
   absl::Status Authenticate(const std::string& session, const std::string& peer,
@@ -39,4 +41,4 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
 
 }  // namespace syncopate::coordinator
 
-#endif  // SYNCOPATE_SERVICES_COORDINATOR_COORDINATOR_SERVICE_H_
+#endif  // SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_SERVICE_H_

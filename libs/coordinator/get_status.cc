@@ -1,5 +1,5 @@
 // Coordinator.GetStatus: the cluster view for `syncopate status`, the launcher and tests.
-#include "services/coordinator/coordinator_service.h"
+#include "libs/coordinator/coordinator_service.h"
 
 namespace syncopate::coordinator {
 

@@ -1,0 +1,215 @@
+// The middle layer in-process: the coordinator and a shard started with their server handles on
+// localhost:0 (CoordinatorServer, ShardServer), a worker's CoordinatorSession and ParameterClient
+// talking to them over the real gRPC streams (BidiStream on the servers, ClientStream on the
+// clients). No child processes: each scenario takes well under a second.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/time/clock.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "libs/coordinator/coordinator_server.h"
+#include "libs/job/job_spec.h"
+#include "libs/rpc/grpc_util.h"
+#include "libs/shard/shard_server.h"
+#include "libs/tensor/packed.h"
+#include "libs/worker/coordinator_session.h"
+#include "libs/worker/parameter_client.h"
+#include "syncopate/v1/coordinator.grpc.pb.h"
+
+namespace syncopate {
+namespace {
+
+using ::testing::HasSubstr;
+
+constexpr char kToken[] = "in-process-token";
+
+// One worker, one shard, sync, G = 8, a narrow MLP; the coordinator believes in 100 examples.
+v1::JobSpec Job() {
+  v1::JobSpec job = *job::ParseJobSpec(job::DefaultJobText());
+  job.set_job_id("inprocess");
+  job.mutable_model()->clear_hidden();
+  job.mutable_model()->add_hidden(8);
+  job.set_num_workers(1);
+  job.set_num_shards(1);
+  job.set_global_batch(8);
+  job.set_block_size(10);
+  job.set_mode(v1::MODE_SYNC);
+  EXPECT_TRUE(job::ValidateJobSpec(job).ok());
+  return job;
+}
+
+template <typename Predicate>
+bool Eventually(Predicate done, absl::Duration timeout = absl::Seconds(10)) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return done();
+}
+
+class InProcess : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    coordinator::CoordinatorServerOptions options;
+    options.core.job = Job();
+    options.core.train_examples = 100;
+    options.join_token = kToken;
+    absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> coordinator =
+        coordinator::CoordinatorServer::Start(std::move(options));
+    ASSERT_TRUE(coordinator.ok()) << coordinator.status();
+    coordinator_ = *std::move(coordinator);
+    shard_ = StartShard(0);
+    ASSERT_NE(shard_, nullptr);
+    ASSERT_TRUE(Eventually([&] { return coordinator_->core().Status().shards(0).connected(); }))
+        << "the shard never registered";
+  }
+
+  std::unique_ptr<shard::ShardServer> StartShard(int id) {
+    shard::ShardServerOptions options;
+    options.shard_id = id;
+    options.coordinator = coordinator_->local_address();
+    options.join_token = kToken;
+    absl::StatusOr<std::unique_ptr<shard::ShardServer>> started =
+        shard::ShardServer::Start(std::move(options));
+    EXPECT_TRUE(started.ok()) << started.status();
+    return started.ok() ? *std::move(started) : nullptr;
+  }
+
+  v1::WorkerHello Hello(const std::string& token = kToken, const std::string& job_id = "") {
+    v1::WorkerHello hello;
+    hello.set_name("worker-0");
+    hello.set_role(v1::ROLE_WORKER);
+    hello.set_join_token(token);
+    hello.set_job_id(job_id);
+    return hello;
+  }
+
+  std::unique_ptr<worker::CoordinatorSession> Join() {
+    absl::StatusOr<std::unique_ptr<worker::CoordinatorSession>> session =
+        worker::CoordinatorSession::Open(coordinator_->local_address(), Hello(), absl::Seconds(10));
+    EXPECT_TRUE(session.ok()) << session.status();
+    return session.ok() ? *std::move(session) : nullptr;
+  }
+
+  std::unique_ptr<coordinator::CoordinatorServer> coordinator_;
+  std::unique_ptr<shard::ShardServer> shard_;
+};
+
+// The welcome carries the shard map with the shard's real address; a pull returns the shard's
+// parameters; a push of a gradient moves them by exactly one SGD-with-momentum step's first
+// update (version 0 -> 1); the next pull waits for that version and sees it.
+TEST_F(InProcess, AWorkerIsWelcomedAndParametersFlowOverTheStreams) {
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  const v1::Welcome& welcome = session->welcome();
+  ASSERT_EQ(welcome.shard_map().shards_size(), 1);
+  EXPECT_EQ(welcome.shard_map().shards(0).address(), shard_->address());
+  EXPECT_EQ(welcome.local_batch(), 8);
+
+  worker::ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER, nullptr,
+                                 kToken, welcome.job().job_id());
+  ASSERT_TRUE(client.Connect(absl::Seconds(10)).ok());
+  const int64_t size = welcome.shard_map().shards(0).flat_end();
+  std::vector<float> params(static_cast<size_t>(size));
+  absl::StatusOr<worker::PullStats> pulled = client.PullAll(params, absl::Seconds(10));
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  ASSERT_NE(shard_->core(), nullptr);
+  EXPECT_EQ(params, shard_->core()->Parameters());
+  EXPECT_EQ(pulled->versions, std::vector<int64_t>{0});
+
+  const std::vector<float> gradient(static_cast<size_t>(size), 1.0f);
+  absl::StatusOr<worker::PushStats> pushed = client.PushAll(gradient, 8, absl::Seconds(10));
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->applied, 1);
+  std::vector<float> after(params.size());
+  pulled = client.PullAll(after, absl::Seconds(10));
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->versions, std::vector<int64_t>{1});
+  const float lr = welcome.job().optimizer().learning_rate();
+  for (size_t i = 0; i < params.size(); i += 997) EXPECT_FLOAT_EQ(after[i], params[i] - lr) << i;
+
+  // A step report reaches the coordinator's count.
+  v1::WorkerMessage step;
+  step.mutable_step()->set_examples(8);
+  step.mutable_step()->set_compute_seconds(0.01);
+  ASSERT_TRUE(session->Send(step));
+  EXPECT_TRUE(Eventually([&] { return coordinator_->core().Status().examples() == 8; }));
+}
+
+// Refused hellos end the session with a code retrying cannot fix, and say why.
+TEST_F(InProcess, RefusedHellosArePermanentErrorsThatSayWhy) {
+  absl::StatusOr<std::unique_ptr<worker::CoordinatorSession>> wrong_token =
+      worker::CoordinatorSession::Open(coordinator_->local_address(), Hello("guess"),
+                                       absl::Seconds(10));
+  EXPECT_EQ(wrong_token.status().code(), absl::StatusCode::kUnauthenticated);
+  EXPECT_TRUE(rpc::IsPermanentError(wrong_token.status()));
+  absl::StatusOr<std::unique_ptr<worker::CoordinatorSession>> other_job =
+      worker::CoordinatorSession::Open(coordinator_->local_address(), Hello(kToken, "another"),
+                                       absl::Seconds(10));
+  EXPECT_EQ(other_job.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(other_job.status().message(), HasSubstr("wrong job id"));
+
+  // The shard refuses a Train stream with the wrong token the same way.
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  worker::ParameterClient stranger(session->welcome().shard_map(), 99, v1::ROLE_WORKER, nullptr,
+                                   "guess");
+  absl::Status connected = stranger.Connect(absl::Seconds(10));
+  EXPECT_EQ(connected.code(), absl::StatusCode::kUnauthenticated) << connected;
+}
+
+// A shard with an id outside the job is refused once and stops, with the reason.
+TEST_F(InProcess, AShardOutsideTheJobIsRefusedNotRetried) {
+  std::unique_ptr<shard::ShardServer> stray = StartShard(5);
+  ASSERT_NE(stray, nullptr);
+  EXPECT_EQ(stray->Wait(absl::Seconds(10)), shard::ShardServer::State::kRefused);
+  EXPECT_THAT(stray->refusal(), HasSubstr("shard id 5 is outside [0, 1)"));
+}
+
+// GetStatus, the unary RPC, over a real stub.
+TEST_F(InProcess, GetStatusServesTheCoresView) {
+  auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(coordinator_->local_address()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  v1::ClusterStatus status;
+  ASSERT_TRUE(stub->GetStatus(&context, v1::GetStatusRequest(), &status).ok());
+  EXPECT_EQ(status.job_id(), "inprocess");
+  EXPECT_EQ(status.state(), v1::JOB_WAITING);
+  EXPECT_TRUE(status.shards(0).connected());
+}
+
+// Broken streams: a coordinator that goes away ends the worker's session with UNAVAILABLE (the
+// worker rejoins); a shard that goes away makes the next pull a retryable error (the worker
+// reconnects), never a hang.
+TEST_F(InProcess, BrokenStreamsSurfaceAsRetryableErrors) {
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  worker::ParameterClient client(session->welcome().shard_map(), session->welcome().worker_id(),
+                                 v1::ROLE_WORKER, nullptr, kToken);
+  ASSERT_TRUE(client.Connect(absl::Seconds(10)).ok());
+
+  shard_->Shutdown(absl::Milliseconds(100));
+  std::vector<float> params(
+      static_cast<size_t>(session->welcome().shard_map().shards(0).flat_end()));
+  absl::StatusOr<worker::PullStats> pulled = client.PullAll(params, absl::Seconds(10));
+  ASSERT_FALSE(pulled.ok());
+  EXPECT_TRUE(rpc::IsRetryable(pulled.status())) << pulled.status();
+
+  coordinator_->Shutdown(absl::Milliseconds(100));
+  absl::Status ended;
+  ASSERT_TRUE(Eventually([&] {
+    absl::StatusOr<std::optional<v1::CoordinatorToWorker>> next =
+        session->NextCommand(absl::Milliseconds(100));
+    ended = next.status();
+    return !next.ok();
+  }));
+  EXPECT_EQ(ended.code(), absl::StatusCode::kUnavailable) << ended;
+  EXPECT_TRUE(session->stop_requested());
+}
+
+}  // namespace
+}  // namespace syncopate
