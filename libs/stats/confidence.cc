@@ -20,7 +20,7 @@ constexpr double kInfinity = std::numeric_limits<double>::infinity();
 double BetaContinuedFraction(double a, double b, double x) {
   constexpr double kTiny = 1e-300;  // stands in for a zero denominator (Lentz's rule)
   constexpr double kEpsilon = 1e-15;
-  constexpr int kMaxTerms = 1000;   // t quantiles for df ≥ 0.5 converge in well under 100
+  constexpr int kMaxTerms = 1000;  // t quantiles for df ≥ 0.5 converge in well under 100
   double c = 1;
   double d = 1 - (a + b) * x / (a + 1);
   if (std::abs(d) < kTiny) d = kTiny;
@@ -76,6 +76,14 @@ absl::Status CheckSampleSize(size_t n, const char* name) {
   return absl::OkStatus();
 }
 
+// The preconditions of a two-sample interval.
+absl::Status CheckTwoSamples(const std::vector<double>& a, const std::vector<double>& b,
+                             double confidence) {
+  SYNCOPATE_RETURN_IF_ERROR(CheckConfidence(confidence));
+  SYNCOPATE_RETURN_IF_ERROR(CheckSampleSize(a.size(), "the first sample"));
+  return CheckSampleSize(b.size(), "the second sample");
+}
+
 // Mean and squared standard error (s²/n) of a sample.
 std::pair<double, double> MeanAndSquaredError(const std::vector<double>& x) {
   const SampleSummary s = Summarize(x);
@@ -120,8 +128,8 @@ double StudentTQuantile(double p, double df) {
 }
 
 double WelchDegreesOfFreedom(double u, size_t n_a, double v, size_t n_b) {
-  const double denominator = u * u / static_cast<double>(n_a - 1) +
-                             v * v / static_cast<double>(n_b - 1);
+  const double denominator =
+      u * u / static_cast<double>(n_a - 1) + v * v / static_cast<double>(n_b - 1);
   if (denominator <= 0) return 0;
   return (u + v) * (u + v) / denominator;
 }
@@ -138,9 +146,7 @@ absl::StatusOr<Interval> MeanInterval(const std::vector<double>& x, double confi
 
 absl::StatusOr<Interval> WelchDifferenceInterval(const std::vector<double>& a,
                                                  const std::vector<double>& b, double confidence) {
-  SYNCOPATE_RETURN_IF_ERROR(CheckConfidence(confidence));
-  SYNCOPATE_RETURN_IF_ERROR(CheckSampleSize(a.size(), "the first sample"));
-  SYNCOPATE_RETURN_IF_ERROR(CheckSampleSize(b.size(), "the second sample"));
+  SYNCOPATE_RETURN_IF_ERROR(CheckTwoSamples(a, b, confidence));
   const auto [mean_a, u] = MeanAndSquaredError(a);
   const auto [mean_b, v] = MeanAndSquaredError(b);
   const double difference = mean_a - mean_b;
@@ -152,12 +158,11 @@ absl::StatusOr<Interval> WelchDifferenceInterval(const std::vector<double>& a,
 
 absl::StatusOr<Interval> FiellerRatioInterval(const std::vector<double>& a,
                                               const std::vector<double>& b, double confidence) {
-  SYNCOPATE_RETURN_IF_ERROR(CheckConfidence(confidence));
-  SYNCOPATE_RETURN_IF_ERROR(CheckSampleSize(a.size(), "the numerator"));
-  SYNCOPATE_RETURN_IF_ERROR(CheckSampleSize(b.size(), "the denominator"));
+  SYNCOPATE_RETURN_IF_ERROR(CheckTwoSamples(a, b, confidence));
   const auto [mean_a, u] = MeanAndSquaredError(a);
   const auto [mean_b, v] = MeanAndSquaredError(b);
-  if (mean_b == 0) return absl::FailedPreconditionError("a ratio needs a non-zero denominator mean");
+  if (mean_b == 0)
+    return absl::FailedPreconditionError("a ratio needs a non-zero denominator mean");
   const double ratio = mean_a / mean_b;
   // ā − R·b̄ has variance u + R²v; its degrees of freedom at the point estimate R = ā/b̄.
   const double df = WelchDegreesOfFreedom(u, a.size(), ratio * ratio * v, b.size());
@@ -168,8 +173,8 @@ absl::StatusOr<Interval> FiellerRatioInterval(const std::vector<double>& a,
   if (quadratic <= 0) return Interval{ratio, -kInfinity, kInfinity, df};
   // The discriminant over 4t²: u·A + ā²·v > 0 whenever A > 0, so the set is a bounded interval.
   const double root = t * std::sqrt(u * quadratic + mean_a * mean_a * v);
-  return Interval{ratio, (mean_a * mean_b - root) / quadratic,
-                  (mean_a * mean_b + root) / quadratic, df};
+  return Interval{ratio, (mean_a * mean_b - root) / quadratic, (mean_a * mean_b + root) / quadratic,
+                  df};
 }
 
 Verdict ReadVerdict(const Interval& interval, Direction direction, double bound) {
