@@ -363,7 +363,7 @@ std::string ResultsMarkdown(const Selection& selection, const std::vector<CellSu
       &md,
       "Every scenario x policy ran with %d job seed%s (1..%d: parameter initialisation and data "
       "order differ; everything else is the same job). Default MLP job: G=256, 4 workers, 2 "
-      "shards, %d epochs = %d samples per run, same hyperparameters in every mode and scenario. "
+      "shards, %d epoch(s) = %d samples per run, same hyperparameters in every mode and scenario. "
       "Every worker's compute is padded %.0fx with sleep, so the workers need about one of the "
       "machine's two cores: the figures measure coordination, not CPU contention.\n\n",
       k, k == 1 ? "" : "s", k, options.epochs, samples, options.base_slowdown);
@@ -444,7 +444,9 @@ std::string ResultsJson(const Selection& selection, const std::vector<RunResult>
       "  \"runs\": [\n",
       absl::StrJoin(scenario_ids, ", "), absl::StrJoin(policies, ", "), selection.seeds.size(),
       options.epochs, Number(options.base_slowdown), Number(options.target_accuracy),
-      Number(options.target_auc), Number(options.bayes_auc), Number(kConfidence));
+      // No ctr scenario ran: no AUC target or Bayes AUC (null rather than a misleading 0).
+      options.bayes_auc > 0 ? Number(options.target_auc) : "null",
+      options.bayes_auc > 0 ? Number(options.bayes_auc) : "null", Number(kConfidence));
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunResult& r = runs[i];
     const std::optional<double> t = TimeToTarget(r.curve, TargetOf(r.scenario, options));
