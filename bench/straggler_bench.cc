@@ -220,7 +220,7 @@ int Main() {
   const std::vector<GoalVerdict> verdicts = Verdicts(cells, report);
   std::ofstream(out + "/results.md") << ResultsMarkdown(*selection, cells, verdicts, report);
   std::ofstream(out + "/results.json") << ResultsJson(*selection, runs, cells, verdicts, report);
-  std::ofstream(out + "/accuracy_vs_time.svg") << AccuracySvg(*selection, runs);
+  std::ofstream(out + "/accuracy_vs_time.svg") << AccuracySvg(*selection, runs, report);
   for (const GoalVerdict& g : verdicts) {
     printf("goal (%s) %s: %s; %s\n", g.scenario.c_str(), g.goal.c_str(),
            stats::VerdictName(g.verdict).c_str(), g.evidence.c_str());

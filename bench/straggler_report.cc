@@ -13,6 +13,7 @@
 #include "absl/strings/str_split.h"
 #include "libs/common/status_macros.h"
 #include "libs/job/job_spec.h"
+#include "libs/plot/svg_chart.h"
 
 namespace syncopate::bench {
 namespace {
@@ -533,46 +534,32 @@ std::vector<BandPoint> QualityBand(const std::vector<const RunResult*>& runs,
   return band;
 }
 
-// TODO(issue 11): draw with libs/plot once it lands (one plotting place for the bench and the
-// run report); until then a hand-written SVG with the same content.
-std::string AccuracySvg(const Selection& selection, const std::vector<RunResult>& runs) {
-  const int panel_w = 420, panel_h = 300, margin = 50;
-  const std::vector<std::string> colors = {"#1f77b4", "#d62728", "#2ca02c", "#9467bd"};
-  const int panels = static_cast<int>(selection.scenarios.size());
-  std::string svg = absl::StrFormat(
-      "<svg xmlns='http://www.w3.org/2000/svg' width='%d' height='%d' font-family='sans-serif' "
-      "font-size='11'>\n<rect width='100%%' height='100%%' fill='white'/>\n",
-      panels * (panel_w + margin) + margin, panel_h + 2 * margin + 30);
-  for (int p = 0; p < panels; ++p) {
-    const Scenario& scenario = selection.scenarios[p];
+std::string AccuracySvg(const Selection& selection, const std::vector<RunResult>& runs,
+                        const ReportOptions& options) {
+  // One chart per scenario, side by side in one image; a policy keeps its colour in every panel.
+  constexpr int kWidth = 480, kHeight = 340;
+  std::string panels;
+  int x = 0;
+  for (const Scenario& scenario : selection.scenarios) {
     double max_t = 1;
     for (const RunResult& r : runs) {
       if (r.scenario == scenario.id && r.finished) max_t = std::max(max_t, r.wall_seconds);
     }
     std::vector<double> grid;
     for (int i = 0; i <= 100; ++i) grid.push_back(max_t * i / 100);
-    // Accuracy 50..95%; AUC 0.5..0.85 (the generated data's Bayes AUC is ~0.80).
-    const double y_low = 0.5, y_high = scenario.ctr ? 0.85 : 0.95;
-    const int x0 = margin + p * (panel_w + margin), y0 = margin;
-    auto X = [&](double t) { return x0 + t / max_t * panel_w; };
-    auto Y = [&](double q) {
-      return y0 + panel_h - (std::clamp(q, y_low, y_high) - y_low) / (y_high - y_low) * panel_h;
-    };
-    absl::StrAppendFormat(&svg,
-                          "<rect x='%d' y='%d' width='%d' height='%d' fill='none' stroke='#888'/>\n"
-                          "<text x='%d' y='%d' font-weight='bold'>(%s) %s</text>\n",
-                          x0, y0, panel_w, panel_h, x0, y0 - 8, scenario.id, scenario.title);
-    for (double q = y_low + 0.05; q < y_high + 1e-9; q += 0.05) {
-      absl::StrAppendFormat(
-          &svg,
-          "<line x1='%d' x2='%d' y1='%.1f' y2='%.1f' stroke='#ddd'/>"
-          "<text x='%d' y='%.1f' text-anchor='end'>%s</text>\n",
-          x0, x0 + panel_w, Y(q), Y(q), x0 - 4, Y(q) + 4,
-          scenario.ctr ? absl::StrFormat("%.2f", q) : absl::StrFormat("%.0f%%", 100 * q));
-    }
-    absl::StrAppendFormat(
-        &svg, "<text x='%d' y='%d' text-anchor='middle'>wall time (s), 0..%.0f; %s</text>\n",
-        x0 + panel_w / 2, y0 + panel_h + 16, max_t, scenario.ctr ? "test AUC" : "test accuracy");
+    plot::LineChart chart;
+    chart.title = absl::StrCat("(", scenario.id, ") ", scenario.title);
+    chart.x.label = "wall time (s)";
+    chart.y.label =
+        absl::StrCat(scenario.ctr ? "test AUC" : "test accuracy", ": mean over seeds, 95% band");
+    chart.x.min = 0;
+    chart.x.max = max_t;
+    // Fixed ranges so panels compare at a glance and a wide band (few seeds) cannot squash the
+    // curves: accuracy 50..95%, AUC 0.5..0.85 (the generated data's Bayes AUC is ~0.80).
+    chart.y.min = 0.5;
+    chart.y.max = scenario.ctr ? 0.85 : 0.95;
+    chart.width = kWidth;
+    chart.height = kHeight;
     for (size_t k = 0; k < selection.policies.size(); ++k) {
       std::vector<const RunResult*> group;
       for (const RunResult& r : runs) {
@@ -582,33 +569,29 @@ std::string AccuracySvg(const Selection& selection, const std::vector<RunResult>
       }
       const std::vector<BandPoint> band = QualityBand(group, grid);
       if (band.empty()) continue;
-      std::vector<std::string> line, outline;
+      std::vector<plot::Point> mean;
+      std::vector<plot::BandPoint> interval;
       for (const BandPoint& b : band) {
-        line.push_back(absl::StrFormat("%.1f,%.1f", X(b.seconds), Y(b.mean)));
-        outline.push_back(absl::StrFormat("%.1f,%.1f", X(b.seconds), Y(b.high)));
+        mean.push_back({b.seconds, b.mean});
+        interval.push_back({b.seconds, b.low, b.high});
       }
-      for (auto it = band.rbegin(); it != band.rend(); ++it) {
-        outline.push_back(absl::StrFormat("%.1f,%.1f", X(it->seconds), Y(it->low)));
-      }
-      const std::string& color = colors[k % colors.size()];
-      absl::StrAppendFormat(&svg,
-                            "<polygon fill='%s' fill-opacity='0.18' stroke='none' points='%s'/>\n"
-                            "<polyline fill='none' stroke='%s' stroke-width='1.6' points='%s'/>\n",
-                            color, absl::StrJoin(outline, " "), color, absl::StrJoin(line, " "));
+      plot::Series& series = chart.AddSeries(selection.policies[k], std::move(mean));
+      series.color = plot::PaletteColor(k);
+      series.band = std::move(interval);
     }
+    const double target = TargetOf(scenario.id, options);
+    plot::Series& line = chart.AddSeries(absl::StrCat("target ", Quality(scenario.id, target)),
+                                         {{0, target}, {max_t, target}});
+    line.color = "#777777";
+    line.dashed = true;
+    absl::StrAppendFormat(&panels, "<g transform=\"translate(%d,0)\">\n%s</g>\n", x,
+                          plot::RenderLineChart(chart));
+    x += kWidth;
   }
-  for (size_t k = 0; k < selection.policies.size(); ++k) {
-    absl::StrAppendFormat(&svg,
-                          "<rect x='%d' y='%d' width='14' height='4' fill='%s'/><text x='%d' "
-                          "y='%d'>%s</text>\n",
-                          margin + static_cast<int>(k) * 90, panel_h + 2 * margin + 10,
-                          colors[k % colors.size()], margin + static_cast<int>(k) * 90 + 18,
-                          panel_h + 2 * margin + 15, selection.policies[k]);
-  }
-  absl::StrAppendFormat(
-      &svg, "<text x='%d' y='%d'>line: mean over seeds; band: 95%% interval</text>\n",
-      margin + static_cast<int>(selection.policies.size()) * 90 + 20, panel_h + 2 * margin + 15);
-  return svg + "</svg>\n";
+  return absl::StrFormat(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\">\n"
+      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n%s</svg>\n",
+      x, kHeight, panels);
 }
 
 }  // namespace syncopate::bench

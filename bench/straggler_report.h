@@ -137,7 +137,10 @@ struct BandPoint {
 };
 std::vector<BandPoint> QualityBand(const std::vector<const RunResult*>& runs,
                                    const std::vector<double>& grid);
-std::string AccuracySvg(const Selection& selection, const std::vector<RunResult>& runs);
+// One panel per scenario (libs/plot): each policy's QualityBand on 101 points from 0 to the
+// scenario's longest run, and the target as a dashed line.
+std::string AccuracySvg(const Selection& selection, const std::vector<RunResult>& runs,
+                        const ReportOptions& options);
 
 }  // namespace syncopate::bench
 

@@ -245,7 +245,9 @@ TEST(Reports, MarkdownJsonAndSvgCarryTheVerdictsAndParse) {
   EXPECT_THAT(json, Not(HasSubstr("nan")));
   EXPECT_THAT(json, Not(HasSubstr("inf")));
 
-  const std::string svg = AccuracySvg(*selection, runs);
+  const std::string svg = AccuracySvg(*selection, runs, options);
+  EXPECT_THAT(svg, HasSubstr("(b) one worker 4x slower"));
+  EXPECT_THAT(svg, HasSubstr("target 85.00%"));
   EXPECT_THAT(svg, HasSubstr("<polygon"));  // the bands
   EXPECT_THAT(svg, HasSubstr("</svg>"));
 }
