@@ -78,8 +78,8 @@ class ModeController {
   ModeController(const v1::JobSpec& job, Clock* clock, ModeControlMetrics* metrics = nullptr);
 
   // A member's step report: its compute-only time feeds the straggler detector (waits would even
-  // out under sync and hide the culprit; DESIGN §6), pull + push its communication estimate.
-  // Reports without a positive compute time are ignored.
+  // out under sync and hide the culprit; docs/design.md §6), pull + push its communication
+  // estimate. Reports without a positive compute time are ignored.
   void AddStep(int32_t worker, const v1::StepReport& step);
   // The worker left (or is no longer a member): its samples are forgotten.
   void RemoveWorker(int32_t worker);

@@ -1,7 +1,7 @@
-// The coordinator's data lease table (DESIGN.md §7): each epoch is split into blocks, the block
-// order is shuffled per epoch, and blocks are leased to workers one at a time, so a fast worker
-// simply asks more often and ingests more. A departed worker's leases are re-issued, so every
-// example is seen once per epoch, save what a death replays.
+// The coordinator's data lease table (docs/design.md §7): each epoch is split into blocks, the
+// block order is shuffled per epoch, and blocks are leased to workers one at a time, so a fast
+// worker simply asks more often and ingests more. A departed worker's leases are re-issued, so
+// every example is seen once per epoch, save what a death replays.
 //
 // Reproducibility: every random choice derives from the job seed through SplitMix64 (Steele et al.,
 // "Fast splittable pseudorandom number generators", OOPSLA 2014) feeding std::mt19937_64, whose

@@ -1,4 +1,4 @@
-// How the model's dense parameters are split across shards (DESIGN §4): the flat parameter
+// How the model's dense parameters are split across shards (docs/design.md §4): the flat parameter
 // vector (all dense tensors concatenated in declaration order) is cut into S contiguous ranges
 // of equal size +-1 element, which balances bytes exactly; a tensor may span two shards. Each
 // range lists the tensor slices it holds, so checkpoints can store global coordinates.

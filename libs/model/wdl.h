@@ -1,5 +1,5 @@
 // Wide & deep (Cheng et al., 2016) for click-through rate on Criteo's 13 numeric and 26
-// categorical columns, with logistic loss: the recommendation workload of DESIGN §7.
+// categorical columns, with logistic loss: the recommendation workload of docs/design.md §7.
 //
 //   deep:  [emb(f_1) .. emb(f_26) | x] -> ReLU hidden layers -> 1 logit
 //   wide:  sum_f w(f_i) + sum_(a,b) w(f_a x f_b) + v . x

@@ -1,5 +1,5 @@
 // Transport security and the join token: what a Syncopate process proves about itself and what
-// it demands of its peers (DESIGN §8 "Security").
+// it demands of its peers (docs/design.md §8 "Security").
 //
 // mTLS is optional and all-or-nothing per process: with --tls_cert, --tls_key and --tls_ca every
 // server requires a client certificate signed by the CA, and every channel presents the process's

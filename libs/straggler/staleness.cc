@@ -6,7 +6,7 @@
 
 namespace syncopate {
 
-// Why ι = ⌈N·B/G⌉ + 1 (DESIGN §5). GBA (Su et al., "GBA: A Tuning-free Approach to Switch
+// Why ι = ⌈N·B/G⌉ + 1 (docs/design.md §5). GBA (Su et al., "GBA: A Tuning-free Approach to Switch
 // between Synchronous and Asynchronous Training for Recommendation Models", NeurIPS 2022,
 // arXiv:2205.11048) keeps the global batch and decays gradients "with severe staleness"; this is
 // our derivation of where severe begins, from the cluster's own shape rather than a knob:

@@ -1,6 +1,7 @@
-// The GBA staleness rules (DESIGN §5), in exactly one place: the shard's GBA aggregator decays
-// pushed gradients with these, and the coordinator's ModePolicy predicts that decay with the same
-// functions, so the prediction can never drift from what the shard does.
+// The GBA staleness rules (docs/design.md §5), in exactly one place: the shard's GBA aggregator
+// decays pushed gradients with these, and the coordinator's ModePolicy predicts that decay with
+// the same functions, so the prediction can never drift from what the shard does.
+//
 // Thread-safety: pure functions of their arguments; safe to call from any thread.
 #ifndef SYNCOPATE_LIBS_STRAGGLER_STALENESS_H_
 #define SYNCOPATE_LIBS_STRAGGLER_STALENESS_H_

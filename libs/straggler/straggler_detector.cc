@@ -27,7 +27,7 @@ std::vector<int32_t> Assessment::Stragglers() const {
 
 StragglerDetector::StragglerDetector(Clock* clock) : clock_(clock) {}
 
-// W = max(8, 2N) (DESIGN §6), fixed by the code, never by the job:
+// W = max(8, 2N) (docs/design.md §6), fixed by the code, never by the job:
 // - 8 is the statistical floor. The median of 8 steps ignores up to 3 outlying ones, and its
 //   standard error is √(π/2)·σ/√8 ≈ 0.44σ, so a worker's median moves by well under one noise σ
 //   between windows while a 2× straggler moves it by 100%.
@@ -89,7 +89,7 @@ std::vector<double> LastValues(const SampleDeque& samples, size_t w, absl::Time*
 
 }  // namespace
 
-// The verdict, per DESIGN §6:
+// The verdict, per docs/design.md §6:
 //   m_i = median of worker i's window, r = median_i m_i, s_i = m_i / r,
 //   z_i = (log m_i − median_j log m_j) / σ,  σ = max(σ_between, σ_noise),
 //   straggler ⇔ z_i > kStragglerZ and s_i > 1.

@@ -1,6 +1,6 @@
 // StragglerDetector: finds workers whose compute-only step time is significantly slower than the
-// rest of the cluster, judged against the measurements' own dispersion (DESIGN §6), never against
-// a hand-set per-job constant.
+// rest of the cluster, judged against the measurements' own dispersion (docs/design.md §6), never
+// against a hand-set per-job constant.
 //
 // Fed by the coordinator with each worker's compute-only step time (forward + backward, never
 // barrier or network waits: under sync those even out across workers and hide the culprit) and,
