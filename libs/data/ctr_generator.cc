@@ -20,6 +20,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "libs/common/splitmix64.h"
 #include "libs/common/status_macros.h"
 #include "libs/data/criteo_reader.h"
 #include "libs/data/gzip_file.h"
@@ -30,15 +31,6 @@ namespace {
 
 // --- Deterministic randomness ---------------------------------------------------------------
 
-// splitmix64's finalizer (Steele, Lea & Flood 2014): a bijective 64-bit mixer whose outputs pass
-// BigCrush; chained over the inputs it is the hash every weight comes from.
-uint64_t Mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // Distinct tags keep the hash streams of different kinds of weights apart.
 enum HashTag : uint64_t {
   kValueTag = 1,
@@ -48,10 +40,11 @@ enum HashTag : uint64_t {
   kCalibrationTag = 5,
 };
 
+// The hash every weight comes from: SplitMix64 chained over the seed, the tag and the values.
 template <typename... Ints>
 uint64_t Hash(uint64_t seed, HashTag tag, Ints... values) {
-  uint64_t h = Mix(seed ^ Mix(tag));
-  ((h = Mix(h ^ static_cast<uint64_t>(values))), ...);
+  uint64_t h = SplitMix64(seed ^ SplitMix64(tag));
+  ((h = SplitMix64(h ^ static_cast<uint64_t>(values))), ...);
   return h;
 }
 
@@ -69,7 +62,7 @@ double Normal(std::mt19937_64& rng) {
   return BoxMuller(a, rng());
 }
 // A standard normal that is a pure function of `h`: the weight of whatever `h` hashed.
-double HashedNormal(uint64_t h) { return BoxMuller(h, Mix(h)); }
+double HashedNormal(uint64_t h) { return BoxMuller(h, SplitMix64(h)); }
 
 // --- The hex encoding of values ----------------------------------------------------------------
 
@@ -313,7 +306,7 @@ CtrTeacher::CtrTeacher(const CtrTeacherConfig& config) : config_(config) {
     }
     // beta_j: a random sign and a magnitude in [0.5, 1.5), in units of the column's spread.
     const uint64_t h = Hash(seed, kNumericTag, j);
-    const double magnitude = 0.5 + OpenUnit(Mix(h));
+    const double magnitude = 0.5 + OpenUnit(SplitMix64(h));
     numeric_offset_[j] = moments.mean();
     beta_[j] = (h & 1 ? 1.0 : -1.0) * magnitude * config.signal_scale * config.numeric_scale /
                moments.stddev();

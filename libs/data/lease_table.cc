@@ -10,21 +10,15 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "libs/common/splitmix64.h"
 
 namespace syncopate::data {
 namespace {
 
-// SplitMix64's finalizer (Steele, Lea & Flood 2014): a bijective mix that spreads every input bit
-// over the output, so nearby inputs (epoch 0, 1, 2...) give unrelated seeds.
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-// Derives a child seed from a parent seed and a value. Distinct domain tags keep the epoch-order
-// seeds and the per-block shuffle seeds from ever coinciding for the same (seed, epoch).
+// Derives a child seed from a parent seed and a value. SplitMix64 spreads every input bit over the
+// output, so nearby values (epoch 0, 1, 2...) give unrelated seeds. Distinct domain tags keep the
+// epoch-order seeds and the per-block shuffle seeds from ever coinciding for the same (seed,
+// epoch).
 uint64_t DeriveSeed(uint64_t parent, uint64_t value) {
   return SplitMix64(parent ^ SplitMix64(value));
 }

@@ -7,6 +7,7 @@
 #include "Eigen/Core"
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "libs/common/splitmix64.h"
 #include "libs/common/status_macros.h"
 
 namespace syncopate::model {
@@ -17,14 +18,6 @@ using MatrixMap = Eigen::Map<Eigen::MatrixXf>;
 using ConstMatrixMap = Eigen::Map<const Eigen::MatrixXf>;
 using VectorMap = Eigen::Map<Eigen::VectorXf>;
 using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
-
-// splitmix64's finaliser: a bijective 64-bit mixer.
-uint64_t Mix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 // Counts span orders of magnitude (Criteo's integer columns are mostly counts); log1p keeps
 // their scale comparable to the embeddings'. Missing (NaN) contributes nothing.
@@ -38,12 +31,12 @@ constexpr double kDeepInitScale = 0.05;
 
 uint64_t CategoricalKey(int field, uint64_t value) {
   // Mixing the field first keeps (field, value) pairs whose raw XOR would collide apart.
-  return Mix64(value ^ Mix64(static_cast<uint64_t>(field) + 1));
+  return SplitMix64(value ^ SplitMix64(static_cast<uint64_t>(field) + 1));
 }
 
 uint64_t CrossKey(int cross, uint64_t a, uint64_t b) {
   // Outside the fields' key space (field ids >= 26), and order-sensitive in (a, b).
-  return CategoricalKey(kWdlCategorical + cross, Mix64(a) ^ b);
+  return CategoricalKey(kWdlCategorical + cross, SplitMix64(a) ^ b);
 }
 
 void BatchKeys::Collect(const CtrBatchView& batch, std::span<const FieldPair> crosses) {

@@ -96,6 +96,15 @@ TEST_F(WdlTest, CollectsDistinctKeysPerFieldAndValue) {
   EXPECT_EQ(CategoricalKey(4, 99), CategoricalKey(4, 99));
 }
 
+// Keys are persisted (embedding rows in checkpoints, by key) and decide row ownership, so they
+// are pinned: CategoricalKey(f, v) = SplitMix64(v ^ SplitMix64(f + 1)) and CrossKey(c, a, b) =
+// CategoricalKey(26 + c, SplitMix64(a) ^ b), computed independently (Python, 64-bit wrap).
+TEST(WdlKeys, AreFixedByDefinition) {
+  EXPECT_EQ(CategoricalKey(0, 0), 0x5e41ab087439611eull);
+  EXPECT_EQ(CategoricalKey(4, 99), 0xe4dc3516701a269bull);
+  EXPECT_EQ(CrossKey(0, 1, 2), 0x0384cf4093b4548full);
+}
+
 TEST_F(WdlTest, GradientsMatchFiniteDifferences) {
   std::vector<float> g(params_.size()), gd(deep_.size()), gw(wide_.size());
   const absl::StatusOr<float> loss =
