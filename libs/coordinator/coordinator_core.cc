@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
@@ -9,6 +11,7 @@
 #include "libs/coordinator/status_builder.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/partitioner.h"
+#include "libs/straggler/robust_statistics.h"
 
 namespace syncopate::coordinator {
 namespace {
@@ -16,11 +19,10 @@ namespace {
 // Recent steps kept per worker: enough for a stable median, short enough to follow a change.
 constexpr size_t kStepWindow = 16;
 
-double Median(std::deque<double> values) {
-  if (values.empty()) return 0;
-  const size_t mid = values.size() / 2;
-  std::nth_element(values.begin(), values.begin() + mid, values.end());
-  return values[mid];
+// The median of a worker's recent compute times, as the straggler detector computes medians (one
+// definition: the status shows it beside the detector's slowdown).
+double MedianComputeSeconds(const std::deque<double>& recent) {
+  return Median(std::vector<double>(recent.begin(), recent.end()));
 }
 
 }  // namespace
@@ -527,8 +529,9 @@ void CoordinatorCore::Tick() {
     MaybeStart(out);
     for (auto& [id, worker] : workers_) {
       if (worker.link == nullptr) continue;
-      const absl::Duration timeout = std::max(options_.min_silence_timeout,
-                                              absl::Seconds(10 * Median(worker.compute_seconds)));
+      const absl::Duration timeout =
+          std::max(options_.min_silence_timeout,
+                   absl::Seconds(10 * MedianComputeSeconds(worker.compute_seconds)));
       if (now - worker.last_heard > timeout) {
         out.closes.emplace_back(
             worker.link,
@@ -669,7 +672,7 @@ v1::ClusterStatus CoordinatorCore::Status() const {
     w->set_alive(worker.link != nullptr);
     w->set_examples(worker.examples);
     w->set_steps(worker.steps);
-    w->set_median_compute_seconds(Median(worker.compute_seconds));
+    w->set_median_compute_seconds(MedianComputeSeconds(worker.compute_seconds));
     w->set_last_loss(worker.last_loss);
     w->set_local_batch(worker.local_batch);
     w->set_departed_reason(worker.departed_reason);

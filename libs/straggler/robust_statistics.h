@@ -1,5 +1,6 @@
 // Robust summary statistics shared by StragglerDetector and ModePolicy, so both read dispersion
-// the same way.
+// the same way, and the one Median (CoordinatorCore's per-worker median compute time uses it too,
+// so `syncopate status` shows a median and a slowdown computed alike).
 // Thread-safety: pure functions of their arguments; safe to call from any thread.
 #ifndef SYNCOPATE_LIBS_STRAGGLER_ROBUST_STATISTICS_H_
 #define SYNCOPATE_LIBS_STRAGGLER_ROBUST_STATISTICS_H_

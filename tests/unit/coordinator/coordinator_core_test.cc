@@ -801,7 +801,8 @@ TEST_F(CoordinatorCoreTest, StatusReportsProgressWorkersAndShards) {
   EXPECT_EQ(w1.steps(), 2);
   EXPECT_EQ(w1.last_loss(), 1.0f);
   EXPECT_EQ(w1.local_batch(), 4);
-  EXPECT_EQ(w1.median_compute_seconds(), 0.5);  // upper median of {0.5, 0.25}
+  // The median of {0.5, 0.25}: the mean of the two middle values (straggler::Median's definition).
+  EXPECT_EQ(w1.median_compute_seconds(), 0.375);
   EXPECT_EQ(status.workers(1).examples(), 6);
 
   ASSERT_EQ(status.shards_size(), 2);
