@@ -121,7 +121,7 @@ std::string SvgOpen(int width, int height, const std::string& title) {
   return svg;
 }
 
-// Grid lines, the frame, tick labels and axis labels.
+// Grid lines, tick labels and axis labels (the frame comes last: AppendFrame).
 void AppendAxes(const Frame& f, const Scale& sx, const Scale& sy,
                 const std::vector<std::pair<double, std::string>>& xticks,
                 const std::vector<std::pair<double, std::string>>& yticks,
@@ -131,7 +131,8 @@ void AppendAxes(const Frame& f, const Scale& sx, const Scale& sy,
     const double y = sy(v);
     if (y < f.top - 0.5 || y > f.bottom + 0.5) continue;
     absl::StrAppendFormat(&svg,
-                          "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\"/>\n"
+                          "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" "
+                          "shape-rendering=\"crispEdges\"/>\n"
                           "<text x=\"%s\" y=\"%s\" text-anchor=\"end\" fill=\"%s\">%s</text>\n",
                           Num(f.left), Num(y), Num(f.right), Num(y), kGridColor, Num(f.left - 6),
                           Num(y + 4), kTextColor, XmlEscape(text));
@@ -140,14 +141,12 @@ void AppendAxes(const Frame& f, const Scale& sx, const Scale& sy,
     const double x = sx(v);
     if (x < f.left - 0.5 || x > f.right + 0.5) continue;
     absl::StrAppendFormat(&svg,
-                          "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\"/>\n"
+                          "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" "
+                          "shape-rendering=\"crispEdges\"/>\n"
                           "<text x=\"%s\" y=\"%s\" text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
                           Num(x), Num(f.top), Num(x), Num(f.bottom), kGridColor, Num(x),
                           Num(f.bottom + 16), kTextColor, XmlEscape(text));
   }
-  absl::StrAppendFormat(
-      &svg, "<rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" fill=\"none\" stroke=\"%s\"/>\n",
-      Num(f.left), Num(f.top), Num(f.width()), Num(f.height()), kAxisColor);
   if (!x_label.empty()) {
     absl::StrAppendFormat(&svg,
                           "<text x=\"%s\" y=\"%d\" text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
@@ -159,6 +158,15 @@ void AppendAxes(const Frame& f, const Scale& sx, const Scale& sy,
                           "text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
                           Num((f.top + f.bottom) / 2), kTextColor, XmlEscape(y_label));
   }
+}
+
+// The plot's frame, drawn over everything so no curve or bar hides it, with crisp 1 px edges
+// (a rectangle on whole pixels would otherwise be antialiased across two).
+void AppendFrame(const Frame& f, std::string& svg) {
+  absl::StrAppendFormat(&svg,
+                        "<rect x=\"%s\" y=\"%s\" width=\"%s\" height=\"%s\" fill=\"none\" "
+                        "stroke=\"%s\" shape-rendering=\"crispEdges\"/>\n",
+                        Num(f.left), Num(f.top), Num(f.width()), Num(f.height()), kAxisColor);
 }
 
 void AppendNoData(const Frame& f, std::string& svg) {
@@ -402,6 +410,7 @@ std::string RenderLineChart(const LineChart& chart) {
              chart.x.label, chart.y.label, chart.height, svg);
   if (!any) {
     AppendNoData(f, svg);
+    AppendFrame(f, svg);
     return svg + "</svg>\n";
   }
 
@@ -461,6 +470,7 @@ std::string RenderLineChart(const LineChart& chart) {
         Num(f.top + 11 + 12 * static_cast<double>(i % 3)), right_side ? "start" : "end", color,
         XmlEscape(m.label));
   }
+  AppendFrame(f, svg);
   return svg + "</svg>\n";
 }
 
@@ -488,6 +498,7 @@ std::string RenderBarChart(const BarChart& chart) {
              chart.x_label, chart.y_label, chart.height, svg);
   if (chart.bars.empty()) {
     AppendNoData(f, svg);
+    AppendFrame(f, svg);
     return svg + "</svg>\n";
   }
   const double n = static_cast<double>(chart.bars.size());
@@ -517,6 +528,7 @@ std::string RenderBarChart(const BarChart& chart) {
           Num(center), Num(f.bottom + 16), kTextColor, XmlEscape(b.label));
     }
   }
+  AppendFrame(f, svg);
   return svg + "</svg>\n";
 }
 
