@@ -132,6 +132,8 @@ bool ModeController::DecideShard(int32_t id, Shard& shard, const Assessment& ass
   shard.policy->NotifySwitched(shard.mode);
   ++shard.switches;
   shard.last_switch = d;
+  shard.switch_history.push_back(d);
+  if (shard.switch_history.size() > kSwitchHistory) shard.switch_history.pop_front();
   metrics_->CountSwitch(id, decision->reason);
   return true;
 }
@@ -148,6 +150,9 @@ void ModeController::FillShardStatus(int32_t id, v1::ShardStatus& status) const 
   *status.mutable_last_decision() = it->second.last_decision;
   *status.mutable_last_switch() = it->second.last_switch;
   status.set_switches(it->second.switches);
+  for (const v1::ModeDecisionStatus& d : it->second.switch_history) {
+    *status.add_switch_history() = d;
+  }
 }
 
 }  // namespace syncopate::coordinator

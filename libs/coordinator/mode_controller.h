@@ -18,7 +18,9 @@
 #ifndef SYNCOPATE_LIBS_COORDINATOR_MODE_CONTROLLER_H_
 #define SYNCOPATE_LIBS_COORDINATOR_MODE_CONTROLLER_H_
 
+#include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -72,6 +74,10 @@ class ModeController {
   // Decide at most twice a second: a decision needs a fresh window of steps anyway (a window is
   // W ≥ 8 steps per worker, StragglerDetector::WindowForWorkers).
   static constexpr absl::Duration kDecisionInterval = absl::Milliseconds(500);
+  // Switches kept per shard for the status and the run report. The policy's hysteresis and
+  // confirmation make switches rare (a handful per run); the bound only keeps a flapping policy
+  // from growing the status without limit.
+  static constexpr size_t kSwitchHistory = 64;
 
   // `job` gives the mode (AUTO runs the policy, any other mode is passed through), G and the
   // pinned shards. `clock` is not owned. `metrics` may be null (counts nothing).
@@ -104,7 +110,8 @@ class ModeController {
 
   // The mode each known shard was last told, by shard id (for the progress file).
   std::map<int32_t, v1::Mode> Modes() const;
-  // The shard's last verdict, last switch and switch count (zeros for an unknown shard).
+  // The shard's last verdict, last switch, switch count and switch history (zeros for an
+  // unknown shard).
   void FillShardStatus(int32_t shard, v1::ShardStatus& status) const;
 
  private:
@@ -116,6 +123,7 @@ class ModeController {
     v1::ModeDecisionStatus last_decision;
     v1::ModeDecisionStatus last_switch;
     int32_t switches = 0;
+    std::deque<v1::ModeDecisionStatus> switch_history;  // the last kSwitchHistory switches
   };
 
   // Runs the shard's policy and confirmation for one round; true when it switches.

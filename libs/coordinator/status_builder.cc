@@ -34,6 +34,7 @@ v1::ShardStatus ShardRow(const v1::ShardPartition& partition, const std::string&
   s.set_gradients_decayed(report->gradients_decayed());
   s.set_gradients_dropped(report->gradients_dropped());
   s.set_gradients_rejected(report->gradients_rejected());
+  *s.mutable_staleness() = report->staleness();
   return s;
 }
 

@@ -1,5 +1,7 @@
 #include "libs/shard/shard_metrics.h"
 
+#include <cmath>
+
 #include "libs/metrics/buckets.h"
 
 namespace syncopate::shard {
@@ -137,6 +139,24 @@ void ShardMetrics::SetEmbeddingRows(int64_t rows) {
 
 void ShardMetrics::SetBarrierWaitingWorkers(int64_t workers) {
   barrier_waiting_workers_.Set(static_cast<double>(workers));
+}
+
+std::vector<v1::StalenessBucket> ShardMetrics::StalenessHistogram() const {
+  std::vector<v1::StalenessBucket> buckets;
+  const prometheus::ClientMetric metric = staleness_.Collect();
+  // Staleness is a whole number of versions, so bucket (a, b] holds a+1..b.
+  int64_t min_staleness = 0;
+  uint64_t below = 0;
+  for (const prometheus::ClientMetric::Bucket& b : metric.histogram.bucket) {
+    v1::StalenessBucket& out = buckets.emplace_back();
+    out.set_min_staleness(min_staleness);
+    const bool bounded = std::isfinite(b.upper_bound);
+    out.set_max_staleness(bounded ? static_cast<int64_t>(b.upper_bound) : -1);
+    out.set_count(static_cast<int64_t>(b.cumulative_count - below));
+    below = b.cumulative_count;
+    if (bounded) min_staleness = static_cast<int64_t>(b.upper_bound) + 1;
+  }
+  return buckets;
 }
 
 }  // namespace syncopate::shard

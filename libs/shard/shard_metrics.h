@@ -4,6 +4,7 @@
 #define SYNCOPATE_LIBS_SHARD_SHARD_METRICS_H_
 
 #include <string>
+#include <vector>
 
 #include "libs/common/mode_name.h"
 #include "libs/shard/rejection_reason.h"
@@ -36,6 +37,10 @@ class ShardMetrics {
   void SetEmbeddingRows(int64_t rows);
   // Members the current sync barrier still waits for (0 outside sync).
   void SetBarrierWaitingWorkers(int64_t workers);
+
+  // The staleness histogram so far, one entry per bucket of syncopate_shard_staleness (counts
+  // per bucket, not cumulative): what the shard reports to the coordinator for the run report.
+  std::vector<v1::StalenessBucket> StalenessHistogram() const;
 
  private:
   const std::string shard_;

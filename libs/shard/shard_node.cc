@@ -148,6 +148,9 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     r->set_gradients_decayed(stats.decayed);
     r->set_gradients_dropped(stats.dropped);
     r->set_gradients_rejected(stats.rejected);
+    for (v1::StalenessBucket& b : metrics_.StalenessHistogram()) {
+      *r->add_staleness() = std::move(b);
+    }
     session.Write(report);
   }
   if (!error.empty()) {

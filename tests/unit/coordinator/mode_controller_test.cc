@@ -147,6 +147,11 @@ TEST_F(ModeControllerTest, AStragglerSwitchesToGbaAfterConfirmationAndRecoveryRe
   status.Clear();
   controller_->FillShardStatus(0, status);
   EXPECT_EQ(status.switches(), 2);
+  // Both switches are in the history, oldest first, with their time and reason.
+  ASSERT_EQ(status.switch_history_size(), 2);
+  EXPECT_EQ(status.switch_history(0).seconds(), 16);
+  EXPECT_EQ(status.switch_history(0).recommended(), v1::MODE_GBA);
+  EXPECT_EQ(status.switch_history(1).reason(), kReasonStragglersRecovered);
 }
 
 // The controller gives exactly the verdicts of ModePolicy + SwitchConfirmation wired by hand

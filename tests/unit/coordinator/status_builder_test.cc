@@ -58,6 +58,7 @@ TEST(StatusBuilder, ShardRowCopiesTheReportOnlyOnceRegistered) {
   report.set_gradients_decayed(2);
   report.set_gradients_dropped(3);
   report.set_gradients_rejected(4);
+  report.add_staleness()->set_count(9);
   v1::ShardStatus row = ShardRow(partition, "h:1", true, &report);
   EXPECT_EQ(row.address(), "h:1");
   EXPECT_TRUE(row.connected());
@@ -69,6 +70,8 @@ TEST(StatusBuilder, ShardRowCopiesTheReportOnlyOnceRegistered) {
   EXPECT_EQ(row.gradients_decayed(), 2);
   EXPECT_EQ(row.gradients_dropped(), 3);
   EXPECT_EQ(row.gradients_rejected(), 4);
+  ASSERT_EQ(row.staleness_size(), 1);
+  EXPECT_EQ(row.staleness(0).count(), 9);
 }
 
 TEST(StatusBuilder, PeriodicEvaluationsAreStampedOnArrivalTheFinalOneWhenAsked) {
