@@ -10,7 +10,8 @@
 namespace syncopate::report {
 
 v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_seconds,
-                             const std::vector<double>& slowdowns) {
+                             const std::vector<double>& slowdowns,
+                             const std::vector<v1::RunReport::Sample>& timeline) {
   v1::RunReport report;
   report.set_job_id(status.job_id());
   report.set_mode(ModeName(status.job_mode()));
@@ -49,9 +50,16 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
     shard->set_decayed(s.gradients_decayed());
     shard->set_dropped(s.gradients_dropped());
     shard->set_rejected(s.gradients_rejected());
+    *shard->mutable_staleness() = s.staleness();
+    *shard->mutable_switches() = s.switch_history();
   }
   *report.mutable_eval_history() = status.eval_history();
+  for (const v1::RunReport::Sample& sample : timeline) *report.add_timeline() = sample;
   return report;
+}
+
+std::string QualityMetric(const v1::JobSpec& job) {
+  return job.model().kind() == v1::ModelSpec::WDL ? "auc" : "accuracy";
 }
 
 absl::StatusOr<std::string> RunReportJson(const v1::RunReport& report) {
@@ -101,7 +109,8 @@ absl::Status WriteRunReport(const std::string& run_dir, const v1::RunReport& rep
   absl::StatusOr<std::string> json = RunReportJson(report);
   if (!json.ok()) return json.status();
   for (const auto& [name, text] : {std::pair<std::string, std::string>{"report.json", *json},
-                                   {"report.md", RunReportMarkdown(report)}}) {
+                                   {"report.md", RunReportMarkdown(report)},
+                                   {"report.html", RunReportHtml(report)}}) {
     const std::string path = run_dir + "/" + name;
     std::ofstream out(path);
     out << text;

@@ -1,6 +1,7 @@
-// The run report of `syncopate local`: built from the coordinator's last ClusterStatus, written
-// as <run_dir>/report.json (protobuf's JSON printer: escaping and number formatting are the
-// library's, not ours) and <run_dir>/report.md (the same as tables).
+// The run report of `syncopate local`: built from the coordinator's last ClusterStatus and the
+// run's timeline (run_timeline.h), written as <run_dir>/report.json (protobuf's JSON printer:
+// escaping and number formatting are the library's, not ours), <run_dir>/report.md (tables)
+// and <run_dir>/report.html (the same with charts: self-contained, inline SVG, no scripts).
 // Thread-safety: pure functions; thread-safe (files: one writer per run directory).
 #ifndef SYNCOPATE_LIBS_REPORT_RUN_REPORT_H_
 #define SYNCOPATE_LIBS_REPORT_RUN_REPORT_H_
@@ -11,21 +12,31 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "syncopate/v1/cluster.pb.h"
+#include "syncopate/v1/job.pb.h"
 #include "syncopate/v1/report.pb.h"
 
 namespace syncopate::report {
 
 // `slowdowns` are the per-worker factors the run was started with (missing entries mean 1),
-// matched to the training workers in id order.
+// matched to the training workers in id order. `timeline`: RunTimeline::samples() of the run.
 v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_seconds,
-                             const std::vector<double>& slowdowns);
+                             const std::vector<double>& slowdowns,
+                             const std::vector<v1::RunReport::Sample>& timeline = {});
+
+// RunReport.quality_metric for a job: "auc" for click-through-rate models, else "accuracy".
+std::string QualityMetric(const v1::JobSpec& job);
 
 // report.json's text: the JSON mapping with the proto's field names and every field printed.
 absl::StatusOr<std::string> RunReportJson(const v1::RunReport& report);
 // report.md's text.
 std::string RunReportMarkdown(const v1::RunReport& report);
+// report.html's text: one page with no external references and no scripts, showing test
+// accuracy (AUC for CTR jobs) and loss against wall time and against samples, each shard's mode
+// over time with the switches and their reasons, the staleness histogram and per-worker
+// throughput, then the tables of report.md. Charts are inline SVG (libs/plot).
+std::string RunReportHtml(const v1::RunReport& report);
 
-// Writes <run_dir>/report.json and <run_dir>/report.md.
+// Writes <run_dir>/report.json, <run_dir>/report.md and <run_dir>/report.html.
 absl::Status WriteRunReport(const std::string& run_dir, const v1::RunReport& report);
 
 }  // namespace syncopate::report

@@ -1,6 +1,7 @@
 // `syncopate local`: a whole cluster as child processes on loopback (libs/launch), supervised
 // (libs/launch/supervisor.h), with a progress line every 2 s and the run report at the end
-// (libs/report).
+// (libs/report: report.json, report.md and report.html, whose curves come from the status
+// sampled along the way).
 #include <unistd.h>
 
 #include <cstdio>
@@ -20,6 +21,7 @@
 #include "libs/launch/prometheus_config.h"
 #include "libs/launch/supervisor.h"
 #include "libs/report/run_report.h"
+#include "libs/report/run_timeline.h"
 #include "libs/report/status_view.h"
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
@@ -170,6 +172,7 @@ int RunLocal() {
   launch::Supervisor supervisor(**cluster, run_dir);
   absl::Time next_print = absl::Now();
   v1::ClusterStatus last;
+  report::RunTimeline timeline;  // the status about once a second, for report.html's curves
   int exit_code = 0;
   while (true) {
     if (runtime::WaitForShutdown(absl::Milliseconds(250))) {
@@ -189,7 +192,10 @@ int RunLocal() {
               exit.Describe().c_str(), run_dir.c_str());
     }
     absl::StatusOr<v1::ClusterStatus> status = (*cluster)->Status();
-    if (status.ok()) last = *status;
+    if (status.ok()) {
+      last = *status;
+      timeline.Observe(last);
+    }
     if (absl::Now() >= next_print && status.ok()) {
       printf("%s\n", report::ProgressLine(last).c_str());
       fflush(stdout);
@@ -206,15 +212,16 @@ int RunLocal() {
   (*cluster)->Stop();
   prometheus.TerminateAll(absl::Seconds(5));
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
-  absl::Status written =
-      report::WriteRunReport(run_dir, report::BuildRunReport(last, wall, *slowdowns));
+  v1::RunReport run_report = report::BuildRunReport(last, wall, *slowdowns, timeline.samples());
+  run_report.set_quality_metric(report::QualityMetric(*job));
+  absl::Status written = report::WriteRunReport(run_dir, run_report);
   if (!written.ok())
     fprintf(stderr, "syncopate local: %s\n", std::string(written.message()).c_str());
   printf("%s\n", report::ProgressLine(last).c_str());
   if (last.has_last_eval()) {
     printf(
         "done: final test accuracy %.2f%%, AUC %.4f, loss %.4f, %ld examples in %.1f s wall "
-        "(%.0f examples/s training); report: %s/report.json\n",
+        "(%.0f examples/s training); report: %s/report.html\n",
         100 * last.last_eval().accuracy(), last.last_eval().auc(), last.last_eval().loss(),
         static_cast<long>(last.examples()), wall,
         last.elapsed_seconds() > 0 ? last.examples() / last.elapsed_seconds() : 0.0,

@@ -45,6 +45,10 @@ gzip -dc "$tmp/ctr.gz" | awk -F'\t' 'NF != 40 || ($1 != 0 && $1 != 1) { bad = 1 
   { cat "$tmp/local.out"; fail "syncopate local exited non-zero"; }
 grep -q "final test accuracy" "$tmp/local.out" || fail "no final accuracy line"
 [[ -f "$tmp/run/report.md" ]] || fail "no report.md"
+# report.html: every chart, the curves drawn (report_html_render_test checks the pixels).
+[[ -f "$tmp/run/report.html" ]] || fail "no report.html"
+[[ $(grep -c '<figure id=' "$tmp/run/report.html") -eq 8 ]] || fail "report.html lacks charts"
+grep -q '<polyline' "$tmp/run/report.html" || fail "report.html has no curves"
 python3 - "$tmp/run/report.json" <<'PY' || fail "report.json check failed"
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -55,6 +59,10 @@ assert int(r["examples"]) >= 4000, r["examples"]
 assert len(r["workers"]) == 2 and all(int(w["examples"]) > 0 for w in r["workers"]), r["workers"]
 for key in ("wall_seconds", "examples_per_second"):
     assert r[key] > 0, key
+# What report.html plots: the sampled timeline and the shards' staleness histograms.
+assert len(r["timeline"]) >= 2, r["timeline"]
+assert sum(int(b["count"]) for s in r["shards"] for b in s["staleness"]) > 0, r["shards"]
+assert r["quality_metric"] == "accuracy", r["quality_metric"]
 PY
 # Secure by default: `syncopate local` generates a join token per run and hands it to its children
 # in a file. No process's argv or environment holds it; strangers without it are refused with

@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "google/protobuf/util/json_util.h"
@@ -118,6 +119,79 @@ TEST(RunReport, WritesJsonAndMarkdown) {
   EXPECT_EQ(json.str(), *RunReportJson(report));
   EXPECT_FALSE(WriteRunReport(dir + "/missing/dir", report).ok());
   std::filesystem::remove_all(dir);
+}
+
+v1::ClusterStatus WithSwitchesAndStaleness() {
+  v1::ClusterStatus status = FinishedRun();
+  v1::ShardStatus* shard = status.mutable_shards(0);
+  v1::StalenessBucket* b = shard->add_staleness();
+  b->set_min_staleness(0);
+  b->set_max_staleness(0);
+  b->set_count(370);
+  b = shard->add_staleness();
+  b->set_min_staleness(1);
+  b->set_max_staleness(-1);
+  b->set_count(20);
+  v1::ModeDecisionStatus* d = shard->add_switch_history();
+  d->set_seconds(4.5);
+  d->set_current(v1::MODE_SYNC);
+  d->set_recommended(v1::MODE_GBA);
+  d->set_reason("straggler_detected");
+  d->set_explanation("worker-1 is 4.0x slower <than> the median & more");
+  return status;
+}
+
+TEST(RunReport, CarriesStalenessSwitchesAndTheTimeline) {
+  std::vector<v1::RunReport::Sample> timeline(3);
+  for (int i = 0; i < 3; ++i) timeline[i].set_seconds(i);
+  const v1::RunReport report = BuildRunReport(WithSwitchesAndStaleness(), 12.5, {}, timeline);
+  ASSERT_EQ(report.shards(0).staleness_size(), 2);
+  EXPECT_EQ(report.shards(0).staleness(0).count(), 370);
+  ASSERT_EQ(report.shards(0).switches_size(), 1);
+  EXPECT_EQ(report.shards(0).switches(0).reason(), "straggler_detected");
+  ASSERT_EQ(report.timeline_size(), 3);
+  EXPECT_DOUBLE_EQ(report.timeline(2).seconds(), 2);
+}
+
+TEST(RunReport, QualityIsAucForClickThroughJobs) {
+  v1::JobSpec job;
+  job.mutable_model()->set_kind(v1::ModelSpec::MLP);
+  EXPECT_EQ(QualityMetric(job), "accuracy");
+  job.mutable_model()->set_kind(v1::ModelSpec::WDL);
+  EXPECT_EQ(QualityMetric(job), "auc");
+}
+
+// report.html stands alone: no scripts, nothing fetched (no src, no link, no url() but the
+// charts' own clip paths), every text escaped; and it has every chart and the switch's reason.
+TEST(RunReportHtml, IsSelfContainedAndShowsEveryChart) {
+  v1::RunReport report = BuildRunReport(WithSwitchesAndStaleness(), 12.5, {1.0, 4.0});
+  const std::string html = RunReportHtml(report);
+  EXPECT_TRUE(absl::StartsWith(html, "<!DOCTYPE html>"));
+  for (const char* banned : {"<script", "src=", "<link", "@import", "http://", "https://"}) {
+    std::string rest = html;
+    // The SVG namespace is a name, not a fetch.
+    for (size_t at;
+         (at = rest.find("xmlns=\"http://www.w3.org/2000/svg\"")) != std::string::npos;) {
+      rest.erase(at, 34);
+    }
+    EXPECT_THAT(rest, Not(HasSubstr(banned))) << banned;
+  }
+  for (size_t at = html.find("url("); at != std::string::npos; at = html.find("url(", at + 1)) {
+    EXPECT_EQ(html.compare(at, 5, "url(#"), 0) << "only in-page references";
+  }
+  for (const char* id : {"quality-vs-time", "quality-vs-samples", "loss-vs-time", "loss-vs-samples",
+                         "modes", "staleness", "throughput-vs-time", "throughput-per-worker"}) {
+    EXPECT_THAT(html, HasSubstr(absl::StrCat("<figure id=\"", id, "\">"))) << id;
+  }
+  EXPECT_THAT(html, HasSubstr("Test accuracy vs wall time"));
+  EXPECT_THAT(html, HasSubstr("a &quot;quoted&quot;")) << "the job id is escaped";
+  EXPECT_THAT(html, HasSubstr("4.0x slower &lt;than&gt; the median &amp; more"));
+  EXPECT_THAT(html, HasSubstr(">s0 gba</text>")) << "the switch marker";
+  EXPECT_THAT(html, HasSubstr("<title>0: 370</title>")) << "staleness bar";
+  EXPECT_THAT(html, HasSubstr("<title>1+: 20</title>"));
+
+  report.set_quality_metric("auc");
+  EXPECT_THAT(RunReportHtml(report), HasSubstr("Test AUC vs samples"));
 }
 
 }  // namespace
