@@ -41,6 +41,7 @@ plot::LineChart Chart(std::string title, std::string x_label, std::string y_labe
   chart.y.label = std::move(y_label);
   chart.width = kChartWidth;
   chart.height = kChartHeight;
+  chart.x.min = 0;  // time and samples both start at 0: where a curve starts is information
   return chart;
 }
 
@@ -110,7 +111,6 @@ std::string QualityFigures(const v1::RunReport& report) {
 std::string ModeFigure(const v1::RunReport& report) {
   plot::LineChart chart = Chart("Aggregation mode per shard", "wall time (s)", "mode");
   chart.y.categories = {{0, "sync"}, {1, "gba"}, {2, "async"}};
-  chart.x.min = 0;
   const double end = std::max(report.training_seconds(), 1e-9);
   const int shards = report.shards_size();
   for (int i = 0; i < shards; ++i) {
