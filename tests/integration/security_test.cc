@@ -94,7 +94,8 @@ TEST(Security, MutualTlsAndJoinTokenAdmitMembersAndRefuseStrangers) {
   auto cluster = launch::LocalCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
-      **cluster, [](const v1::ClusterStatus& s) { return s.shards(0).version() > 0; },
+      **cluster,
+      [](const v1::ClusterStatus& s) { return s.shards_size() > 0 && s.shards(0).version() > 0; },
       absl::Seconds(60));
   ASSERT_TRUE(running.ok()) << running.status();
   const std::string coordinator = (*cluster)->coordinator_address();
