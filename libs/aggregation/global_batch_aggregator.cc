@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "libs/straggler/staleness.h"
+#include "libs/straggler/straggler_detector.h"
 
 namespace syncopate::aggregation {
 
@@ -68,6 +69,7 @@ PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {
     case v1::MODE_GBA: {
       const double weight = StalenessWeight(verdict.staleness, staleness_threshold());
       Accumulate(push, weight);
+      RecordStaleness(push.worker, verdict.staleness);
       verdict.outcome = weight < 1.0 ? v1::PUSH_DECAYED : v1::PUSH_APPLIED;
       verdict.weight = weight;
       return verdict;
@@ -80,6 +82,23 @@ PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {
     default:
       return reject(absl::InternalError(absl::StrCat("shard has no aggregation mode ", mode_)));
   }
+}
+
+void GlobalBatchAggregator::RecordStaleness(int32_t worker, int64_t staleness) {
+  std::deque<int64_t>& recent = recent_staleness_[worker];
+  recent.push_back(staleness);
+  const size_t window =
+      static_cast<size_t>(StragglerDetector::WindowForWorkers(static_cast<int>(members_.size())));
+  while (recent.size() > window) recent.pop_front();
+}
+
+double GlobalBatchAggregator::PredictedStaleness(int32_t worker) const {
+  if (mode_ == v1::MODE_SYNC) return 0;
+  const auto it = recent_staleness_.find(worker);
+  if (it == recent_staleness_.end() || it->second.empty()) return 0;
+  double sum = 0;
+  for (const int64_t staleness : it->second) sum += static_cast<double>(staleness);
+  return sum / static_cast<double>(it->second.size());
 }
 
 void GlobalBatchAggregator::Accumulate(const GradientPush& push, double weight) {
@@ -171,10 +190,12 @@ void GlobalBatchAggregator::SetMode(v1::Mode mode) {
   const bool keeps_buffer = mode_ == v1::MODE_SYNC && mode == v1::MODE_GBA;
   if (!keeps_buffer && buffered_samples_ > 0) flush_pending_ = true;
   mode_ = mode;
+  recent_staleness_.clear();  // another mode, another staleness
 }
 
 void GlobalBatchAggregator::RestoreVersion(int64_t version) {
   ClearBuffer();
+  recent_staleness_.clear();
   version_ = version;
 }
 

@@ -20,6 +20,7 @@
 #define SYNCOPATE_LIBS_AGGREGATION_GLOBAL_BATCH_AGGREGATOR_H_
 
 #include <cstdint>
+#include <deque>
 #include <span>
 #include <vector>
 
@@ -111,6 +112,14 @@ class GlobalBatchAggregator {
   // Sync only: current members whose gradient for the current version has not arrived.
   std::vector<int32_t> BarrierWaitingFor() const;
 
+  // The staleness a gradient `worker` computes on the parameters it pulls now will most likely
+  // carry when it arrives: the mean staleness of its last W admitted pushes in the current mode,
+  // W = StragglerDetector::WindowForWorkers(members) (the detector's window, for the same reason:
+  // enough steps for a stable mean, few enough to follow a change). 0 in sync, where a barrier
+  // admits no staleness, and before the worker's first push since the last mode switch.
+  // The shard extrapolates gba pulls by it (UpdateRule::LookAhead).
+  double PredictedStaleness(int32_t worker) const;
+
  private:
   // The rows of one table buffered since the last update: row i of `sums` (dim floats) belongs
   // to the key whose index entry is i.
@@ -122,6 +131,7 @@ class GlobalBatchAggregator {
   };
 
   void Accumulate(const GradientPush& push, double weight);
+  void RecordStaleness(int32_t worker, int64_t staleness);
   void ClearBuffer();
 
   const int64_t dim_;
@@ -138,6 +148,8 @@ class GlobalBatchAggregator {
   absl::flat_hash_set<int32_t> pushed_this_version_;
   // Set by a switch that must apply the old buffer before the new mode starts.
   bool flush_pending_ = false;
+  // Per worker, the staleness of its last pushes admitted in the current mode (newest last).
+  absl::flat_hash_map<int32_t, std::deque<int64_t>> recent_staleness_;
 };
 
 }  // namespace syncopate::aggregation

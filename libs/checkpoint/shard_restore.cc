@@ -148,6 +148,7 @@ absl::StatusOr<RestoredShard> RestoreShard(const RestoreTarget& target,
     }
     out.version = std::max(out.version, source.version());
     out.optimizer_steps = std::max(out.optimizer_steps, source.optimizer_steps());
+    out.schedule_progress = std::max(out.schedule_progress, source.schedule_progress());
     SYNCOPATE_RETURN_IF_ERROR(CheckSlices(source));
     SYNCOPATE_RETURN_IF_ERROR(RestoreDense(source, partition, out, covered));
   }

@@ -41,6 +41,7 @@ struct RestoredShard {
   std::vector<std::unique_ptr<embedding::EmbeddingTable>> tables;  // in partition order
   int64_t version = 0;                                             // the newest source's
   int64_t optimizer_steps = 0;                                     // the largest among the sources
+  double schedule_progress = 0;  // the learning-rate schedule's position: the largest too
 };
 
 // FAILED_PRECONDITION when a source belongs to another job or optimizer, has optimizer state of

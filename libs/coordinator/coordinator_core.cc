@@ -40,6 +40,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
   if (options.train_examples <= 0) {
     return absl::InvalidArgumentError("the training set is empty");
   }
+  job::ResolveSchedule(options.job, options.train_examples);
   SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(options.job));
   SYNCOPATE_ASSIGN_OR_RETURN(std::vector<v1::ShardPartition> partitions,
                              job::PartitionModel(layout, options.job.num_shards()));

@@ -142,7 +142,8 @@ void EmbeddingTable::Peek(uint64_t key, std::span<float> out) const {
   std::copy(it->second, it->second + dim_, out.begin());
 }
 
-void EmbeddingTable::ApplyToRow(float* row, std::span<const float> grad, int64_t step) const {
+void EmbeddingTable::ApplyToRow(float* row, std::span<const float> grad,
+                                const optim::Step& step) const {
   const size_t dim = static_cast<size_t>(dim_);
   std::array<std::span<float>, kMaxSlots> slots;
   for (int slot = 0; slot < num_slots_; ++slot) {
@@ -153,7 +154,7 @@ void EmbeddingTable::ApplyToRow(float* row, std::span<const float> grad, int64_t
                step);
 }
 
-void EmbeddingTable::Apply(uint64_t key, std::span<const float> grad, int64_t step) {
+void EmbeddingTable::Apply(uint64_t key, std::span<const float> grad, const optim::Step& step) {
   ApplyToRow(FindOrCreate(key), grad, step);
 }
 
@@ -183,7 +184,7 @@ void EmbeddingTable::PullBatch(std::span<const uint64_t> keys, std::span<float> 
 }
 
 void EmbeddingTable::ApplyBatch(std::span<const uint64_t> keys, std::span<const float> grads,
-                                int64_t step) {
+                                const optim::Step& step) {
   const size_t dim = static_cast<size_t>(dim_);
   std::array<float*, kBlock> rows;
   for (size_t begin = 0; begin < keys.size(); begin += kBlock) {

@@ -51,16 +51,24 @@ class EmbeddingTable {
   // Like Pull but never creates: an absent row reads as its initializer value (the evaluator's
   // reads).
   void Peek(uint64_t key, std::span<float> out) const;
-  // Applies the rule to the row (created first if absent) with `grad` (dim floats) at global
-  // `step`. Lazy: untouched rows and their slots never change.
-  void Apply(uint64_t key, std::span<const float> grad, int64_t step);
+  // Applies the rule to the row (created first if absent) with `grad` (dim floats) at the
+  // shard's global `step` (index and scheduled rate). Lazy: untouched rows and their slots never
+  // change. The int64 overloads use the spec's constant learning rate.
+  void Apply(uint64_t key, std::span<const float> grad, const optim::Step& step);
+  void Apply(uint64_t key, std::span<const float> grad, int64_t step) {
+    Apply(key, grad, optim::Step{step, rule_->learning_rate()});
+  }
   // Batched Pull and Apply: the same as calling Pull / Apply for each key in order (keys may
   // repeat), with `out` / `grads` holding keys.size() * dim floats, row i at [i*dim, (i+1)*dim).
   // Faster on large tables: they prefetch the index entries and rows of a block of keys before
   // touching any, so the cache and TLB misses of different rows overlap instead of queueing
   // behind one another (measured in bench/embedding_bench.cc).
   void PullBatch(std::span<const uint64_t> keys, std::span<float> out);
-  void ApplyBatch(std::span<const uint64_t> keys, std::span<const float> grads, int64_t step);
+  void ApplyBatch(std::span<const uint64_t> keys, std::span<const float> grads,
+                  const optim::Step& step);
+  void ApplyBatch(std::span<const uint64_t> keys, std::span<const float> grads, int64_t step) {
+    ApplyBatch(keys, grads, optim::Step{step, rule_->learning_rate()});
+  }
 
   // Checkpoints: visits every row (order unspecified): key, value span (dim floats), and the
   // slots as one span of num_slots*dim floats (slot 0's dim floats, then slot 1's, ...).
@@ -85,7 +93,7 @@ class EmbeddingTable {
   // index entries first and the rows after.
   void ResolveBlock(std::span<const uint64_t> keys, float** rows);
   // Applies the rule to one row.
-  void ApplyToRow(float* row, std::span<const float> grad, int64_t step) const;
+  void ApplyToRow(float* row, std::span<const float> grad, const optim::Step& step) const;
   // Writes row `key`'s initial value and slots into `row`.
   void InitializeRow(uint64_t key, float* row) const;
   // Uninitialised storage for one more row, from the last chunk or a new one.

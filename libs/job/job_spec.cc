@@ -1,5 +1,7 @@
 #include "libs/job/job_spec.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <fstream>
 #include <sstream>
 
@@ -154,6 +156,18 @@ int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples) {
   if (spec.stop().epochs() > 0) target = spec.stop().epochs() * train_examples;
   if (spec.stop().max_examples() > 0) target = std::min(target, spec.stop().max_examples());
   return target;
+}
+
+void ResolveSchedule(v1::JobSpec& spec, int64_t train_examples) {
+  v1::LearningRateSchedule* schedule = spec.mutable_optimizer()->mutable_schedule();
+  const bool decays = schedule->decay() == v1::LearningRateSchedule::COSINE ||
+                      schedule->decay() == v1::LearningRateSchedule::LINEAR;
+  if (!decays || schedule->total_updates() != 0 || spec.global_batch() <= 0) return;
+  const int64_t examples = TargetExamples(spec, train_examples);
+  if (examples == INT64_MAX) return;  // no stop condition: nothing to decay over
+  const int64_t total = (examples + spec.global_batch() - 1) / spec.global_batch();
+  // A run shorter than its warmup keeps the warmup and decays over one more update.
+  schedule->set_total_updates(std::max(total, schedule->warmup_updates() + 1));
 }
 
 }  // namespace syncopate::job

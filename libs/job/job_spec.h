@@ -35,6 +35,11 @@ absl::StatusOr<v1::Mode> ParseMode(absl::string_view name);
 // Examples the job trains on before it stops, given the training set size.
 int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples);
 
+// Fills in a COSINE or LINEAR schedule's total_updates left 0 with the run's length in global
+// batches, ceil(TargetExamples / G), so the rate reaches its final value as the job ends. The
+// coordinator does it once, before shards get the spec; other specs are left as they are.
+void ResolveSchedule(v1::JobSpec& spec, int64_t train_examples);
+
 }  // namespace syncopate::job
 
 #endif  // SYNCOPATE_LIBS_JOB_JOB_SPEC_H_

@@ -6,7 +6,8 @@
 
 namespace syncopate::optim {
 
-Optimizer::Optimizer(std::unique_ptr<UpdateRule> rule, int64_t size) : rule_(std::move(rule)) {
+Optimizer::Optimizer(std::unique_ptr<UpdateRule> rule, LearningRateSchedule schedule, int64_t size)
+    : rule_(std::move(rule)), schedule_(std::move(schedule)) {
   for (int slot = 0; slot < rule_->num_slots(); ++slot) {
     slots_.emplace_back(static_cast<size_t>(size), rule_->slot_initial_value(slot));
   }
@@ -14,9 +15,18 @@ Optimizer::Optimizer(std::unique_ptr<UpdateRule> rule, int64_t size) : rule_(std
   for (std::vector<float>& slot : slots_) slot_spans_.emplace_back(slot);
 }
 
-void Optimizer::Apply(std::span<float> params, std::span<const float> grad) {
-  ++steps_;
-  rule_->Apply(params, grad, slot_spans_, steps_);
+Step Optimizer::Apply(std::span<float> params, std::span<const float> grad, double global_batches) {
+  const Step step = NextStep();
+  rule_->Apply(params, grad, slot_spans_, step);
+  steps_ = step.index;
+  progress_ += global_batches;
+  return step;
+}
+
+Step Optimizer::NextStep() const { return Step{steps_ + 1, schedule_.At(progress_)}; }
+
+void Optimizer::LookAhead(std::span<const float> params, double delay, std::span<float> out) const {
+  rule_->LookAhead(params, slot_spans_, NextStep(), delay, out);
 }
 
 int64_t Optimizer::state_bytes() const {
@@ -31,7 +41,9 @@ absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSp
                                                            int64_t size) {
   if (size < 0) return absl::InvalidArgumentError("optimizer: negative parameter count");
   SYNCOPATE_ASSIGN_OR_RETURN(std::unique_ptr<UpdateRule> rule, CreateUpdateRule(spec));
-  return std::make_unique<Optimizer>(std::move(rule), size);
+  SYNCOPATE_ASSIGN_OR_RETURN(LearningRateSchedule schedule,
+                             LearningRateSchedule::Create(spec.schedule(), spec.learning_rate()));
+  return std::make_unique<Optimizer>(std::move(rule), std::move(schedule), size);
 }
 
 }  // namespace syncopate::optim

@@ -1,8 +1,8 @@
 // The optimizer of a dense parameter slice on a parameter shard: an UpdateRule (the math, shared
-// with embedding rows) plus the slice's slot vectors and update count. It updates the slice with
-// one aggregated (mean) gradient per update. Its state belongs to the shard: a change of
-// aggregation mode never touches it (DESIGN §4).
-// Thread-safety: thread-compatible; the shard serialises updates under its own lock.
+// with embedding rows) plus the slice's slot vectors, update count, learning-rate schedule and
+// training progress. It updates the slice with one aggregated (mean) gradient per update. Its state
+// belongs to the shard: a change of aggregation mode never touches it (DESIGN §4). Thread-safety:
+// thread-compatible; the shard serialises updates under its own lock.
 #ifndef SYNCOPATE_LIBS_OPTIM_OPTIMIZER_H_
 #define SYNCOPATE_LIBS_OPTIM_OPTIMIZER_H_
 
@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "libs/optim/learning_rate_schedule.h"
 #include "libs/optim/update_rule.h"
 #include "syncopate/v1/job.pb.h"
 
@@ -20,14 +21,23 @@ namespace syncopate::optim {
 
 class Optimizer {
  public:
-  // A slice of `size` parameters updated by `rule`; every slot starts at the rule's initial value.
-  Optimizer(std::unique_ptr<UpdateRule> rule, int64_t size);
+  // A slice of `size` parameters updated by `rule` at the rates of `schedule`; every slot starts
+  // at the rule's initial value.
+  Optimizer(std::unique_ptr<UpdateRule> rule, LearningRateSchedule schedule, int64_t size);
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  // params -= step(grad), as update number steps() + 1. Both spans have the size the optimizer
-  // was created for.
-  void Apply(std::span<float> params, std::span<const float> grad);
+  // params -= step(grad), as update number steps() + 1 at the schedule's rate for the current
+  // progress; then progress advances by `global_batches` (the update's samples / G: 1 in sync
+  // and gba, less for an async push or a flush on a mode switch). Both spans have the size the
+  // optimizer was created for. Returns the step it applied, for the slice's embedding rows.
+  Step Apply(std::span<float> params, std::span<const float> grad, double global_batches = 1.0);
+  // The step the next Apply will take.
+  Step NextStep() const;
+  // The parameters after `delay` more updates without a new gradient (UpdateRule::LookAhead at
+  // the next step's rate), written into `out` (params.size() elements).
+  void LookAhead(std::span<const float> params, double delay, std::span<float> out) const;
+  bool looks_ahead() const { return rule_->looks_ahead(); }
   std::string_view name() const { return rule_->name(); }
   const UpdateRule& rule() const { return *rule_; }
   // Bytes of optimizer state (the slot vectors), for metrics and memory budgets.
@@ -40,16 +50,21 @@ class Optimizer {
   int64_t steps() const { return steps_; }
   // Restores the count from a checkpoint (ShardCheckpoint.optimizer_steps).
   void set_steps(int64_t steps) { steps_ = steps; }
+  // Global batches applied so far: the schedule's position (ShardCheckpoint.schedule_progress).
+  double progress() const { return progress_; }
+  void set_progress(double progress) { progress_ = progress; }
 
  private:
   const std::unique_ptr<UpdateRule> rule_;
+  const LearningRateSchedule schedule_;
   std::vector<std::vector<float>> slots_;
   std::vector<std::span<float>> slot_spans_;  // views of slots_, built once
   int64_t steps_ = 0;
+  double progress_ = 0;
 };
 
-// Validates the spec (CreateUpdateRule) and builds the optimizer for a parameter slice of `size`
-// elements. INVALID_ARGUMENT names the offending field.
+// Validates the spec (CreateUpdateRule, LearningRateSchedule::Create) and builds the optimizer for
+// a parameter slice of `size` elements. INVALID_ARGUMENT names the offending field.
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSpec& spec,
                                                            int64_t size);
 

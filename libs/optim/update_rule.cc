@@ -22,19 +22,19 @@ constexpr float kDefaultInitialAccumulator = 0.1f;
 // Plain SGD: p -= lr * g.
 class SgdRule final : public UpdateRule {
  public:
-  explicit SgdRule(float learning_rate) : learning_rate_(learning_rate) {}
+  explicit SgdRule(float learning_rate) : UpdateRule(learning_rate) {}
   std::string_view name() const override { return "sgd"; }
   int num_slots() const override { return 0; }
-  void Apply(std::span<float> params, std::span<const float> grad,
-             std::span<const std::span<float>> slots, int64_t step) const override {
+
+ protected:
+  void ApplyStep(std::span<float> params, std::span<const float> grad,
+                 std::span<const std::span<float>> slots, const Step& step) const override {
     const size_t n = params.size();
+    const float lr = step.learning_rate;
     float* p = params.data();
     const float* g = grad.data();
-    for (size_t i = 0; i < n; ++i) p[i] -= learning_rate_ * g[i];
+    for (size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
   }
-
- private:
-  const float learning_rate_;
 };
 
 // Heavy-ball momentum (PyTorch convention, v = mu*v + g; p -= lr*v) or Nesterov
@@ -42,30 +42,43 @@ class SgdRule final : public UpdateRule {
 class MomentumRule final : public UpdateRule {
  public:
   MomentumRule(float learning_rate, float momentum, bool nesterov)
-      : learning_rate_(learning_rate), momentum_(momentum), nesterov_(nesterov) {}
+      : UpdateRule(learning_rate), momentum_(momentum), nesterov_(nesterov) {}
   std::string_view name() const override { return nesterov_ ? "nesterov" : "momentum"; }
   int num_slots() const override { return 1; }
-  void Apply(std::span<float> params, std::span<const float> grad,
-             std::span<const std::span<float>> slots, int64_t step) const override {
+  bool looks_ahead() const override { return momentum_ > 0 && !nesterov_; }
+
+  // With no new gradient the velocity decays as mu^k v, so heavy ball moves
+  // lr * sum_{k=1..d} mu^k * v in d updates.
+  void LookAhead(std::span<const float> params, std::span<const std::span<float>> slots,
+                 const Step& step, double delay, std::span<float> out) const override {
+    if (!looks_ahead()) return UpdateRule::LookAhead(params, slots, step, delay, out);
+    const float scale = static_cast<float>(step.learning_rate * GeometricReach(momentum_, delay));
+    const float* v = slots[0].data();
+    for (size_t i = 0; i < params.size(); ++i) out[i] = params[i] - scale * v[i];
+  }
+
+ protected:
+  void ApplyStep(std::span<float> params, std::span<const float> grad,
+                 std::span<const std::span<float>> slots, const Step& step) const override {
     const size_t n = params.size();
+    const float lr = step.learning_rate;
     float* p = params.data();
     float* v = slots[0].data();
     const float* g = grad.data();
     if (nesterov_) {
       for (size_t i = 0; i < n; ++i) {
         v[i] = momentum_ * v[i] + g[i];
-        p[i] -= learning_rate_ * (g[i] + momentum_ * v[i]);
+        p[i] -= lr * (g[i] + momentum_ * v[i]);
       }
     } else {
       for (size_t i = 0; i < n; ++i) {
         v[i] = momentum_ * v[i] + g[i];
-        p[i] -= learning_rate_ * v[i];
+        p[i] -= lr * v[i];
       }
     }
   }
 
  private:
-  const float learning_rate_;
   const float momentum_;
   const bool nesterov_;
 };
@@ -76,26 +89,26 @@ class MomentumRule final : public UpdateRule {
 class AdagradRule final : public UpdateRule {
  public:
   AdagradRule(float learning_rate, float epsilon, float initial_accumulator)
-      : learning_rate_(learning_rate),
-        epsilon_(epsilon),
-        initial_accumulator_(initial_accumulator) {}
+      : UpdateRule(learning_rate), epsilon_(epsilon), initial_accumulator_(initial_accumulator) {}
   std::string_view name() const override { return "adagrad"; }
   int num_slots() const override { return 1; }
   float slot_initial_value(int slot) const override { return initial_accumulator_; }
-  void Apply(std::span<float> params, std::span<const float> grad,
-             std::span<const std::span<float>> slots, int64_t step) const override {
+
+ protected:
+  void ApplyStep(std::span<float> params, std::span<const float> grad,
+                 std::span<const std::span<float>> slots, const Step& step) const override {
     const size_t n = params.size();
+    const float lr = step.learning_rate;
     float* p = params.data();
     float* acc = slots[0].data();
     const float* g = grad.data();
     for (size_t i = 0; i < n; ++i) {
       acc[i] += g[i] * g[i];
-      p[i] -= learning_rate_ * g[i] / (std::sqrt(acc[i]) + epsilon_);
+      p[i] -= lr * g[i] / (std::sqrt(acc[i]) + epsilon_);
     }
   }
 
  private:
-  const float learning_rate_;
   const float epsilon_;
   const float initial_accumulator_;
 };
@@ -106,16 +119,27 @@ class AdagradRule final : public UpdateRule {
 class AdamRule final : public UpdateRule {
  public:
   AdamRule(float learning_rate, float beta1, float beta2, float epsilon)
-      : learning_rate_(learning_rate), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+      : UpdateRule(learning_rate), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
   std::string_view name() const override { return "adam"; }
   int num_slots() const override { return 2; }
-  void Apply(std::span<float> params, std::span<const float> grad,
-             std::span<const std::span<float>> slots, int64_t step) const override {
-    // Powers in double: b2^t for b2 = 0.999 loses most of its digits in float after a few
-    // thousand steps, and 1 - b1^t must not round to 0 at t = 1.
-    const double t = static_cast<double>(std::max<int64_t>(step, 1));
-    const float lr_t = static_cast<float>(learning_rate_ * std::sqrt(1.0 - std::pow(beta2_, t)) /
-                                          (1.0 - std::pow(beta1_, t)));
+  bool looks_ahead() const override { return beta1_ > 0; }
+
+  // With no new gradient m decays as b1^k m while v barely moves (b2 is close to 1), so d
+  // updates move lr_t * sum_{k=1..d} b1^k * m / (sqrt(v) + eps).
+  void LookAhead(std::span<const float> params, std::span<const std::span<float>> slots,
+                 const Step& step, double delay, std::span<float> out) const override {
+    const float scale = static_cast<float>(BiasCorrectedRate(step) * GeometricReach(beta1_, delay));
+    const float* m = slots[0].data();
+    const float* v = slots[1].data();
+    for (size_t i = 0; i < params.size(); ++i) {
+      out[i] = params[i] - scale * m[i] / (std::sqrt(v[i]) + epsilon_);
+    }
+  }
+
+ protected:
+  void ApplyStep(std::span<float> params, std::span<const float> grad,
+                 std::span<const std::span<float>> slots, const Step& step) const override {
+    const float lr_t = static_cast<float>(BiasCorrectedRate(step));
     const size_t n = params.size();
     float* p = params.data();
     float* m = slots[0].data();
@@ -129,7 +153,13 @@ class AdamRule final : public UpdateRule {
   }
 
  private:
-  const float learning_rate_;
+  // Powers in double: b2^t for b2 = 0.999 loses most of its digits in float after a few
+  // thousand steps, and 1 - b1^t must not round to 0 at t = 1.
+  double BiasCorrectedRate(const Step& step) const {
+    const double t = static_cast<double>(std::max<int64_t>(step.index, 1));
+    return step.learning_rate * std::sqrt(1.0 - std::pow(beta2_, t)) / (1.0 - std::pow(beta1_, t));
+  }
+
   const float beta1_;
   const float beta2_;
   const float epsilon_;
@@ -159,6 +189,17 @@ absl::StatusOr<float> BetaOrDefault(absl::string_view field, float value, float 
 }  // namespace
 
 float UpdateRule::slot_initial_value(int slot) const { return 0.0f; }
+
+void UpdateRule::LookAhead(std::span<const float> params, std::span<const std::span<float>> slots,
+                           const Step& step, double delay, std::span<float> out) const {
+  std::copy(params.begin(), params.end(), out.begin());
+}
+
+double GeometricReach(double r, double d) {
+  if (!(d > 0) || r <= 0) return 0;
+  if (r >= 1) return d;
+  return r * (1 - std::pow(r, d)) / (1 - r);
+}
 
 absl::StatusOr<std::unique_ptr<UpdateRule>> CreateUpdateRule(const OptimizerSpec& spec) {
   const float lr = spec.learning_rate();

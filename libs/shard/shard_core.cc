@@ -301,17 +301,20 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
   bool applied = false;
   while (aggregator_.UpdateReady()) {
     const absl::Time start = clock_->Now();
-    aggregator_.TakeUpdate(mean_gradient_, &sparse_update_);
-    optimizer_->Apply(params_, mean_gradient_);
+    const int64_t samples = aggregator_.TakeUpdate(mean_gradient_, &sparse_update_);
+    // The schedule advances by the global batches the update consumed: one in sync and gba.
+    const optim::Step step = optimizer_->Apply(
+        params_, mean_gradient_,
+        static_cast<double>(samples) / static_cast<double>(aggregator_.global_batch()));
     // Lazy: only the rows this update touched move; Adam's bias correction uses the shard's
     // update count (TensorFlow's LazyAdam does the same with the global step).
-    const int64_t step = optimizer_->steps();
     for (size_t t = 0; t < sparse_update_.tables.size(); ++t) {
       const aggregation::SparseUpdate::Table& rows = sparse_update_.tables[t];
       tables_[t]->ApplyBatch(rows.keys, rows.rows, step);
     }
     ++counts_.updates;
     applied = true;
+    metrics_->SetLearningRate(step.learning_rate);
     metrics_->CountUpdate(absl::ToDoubleSeconds(clock_->Now() - start));
   }
   if (!applied) return;
@@ -322,18 +325,35 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
                                    [&](const PendingPull& p) { return p.min_version > version; });
   for (auto it = due; it != pending_pulls_.end(); ++it) {
     ready->push_back(
-        {std::move(it->done), MakeResponse(it->request_id, it->rows, it->create_rows, it->since)});
+        {std::move(it->done), MakeResponse(it->request_id, it->rows, it->puller, it->since)});
   }
   pending_pulls_.erase(due, pending_pulls_.end());
 }
 
 v1::PullResponse ShardCore::MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
-                                         bool create_rows, absl::Time since) {
+                                         const Puller& puller, absl::Time since) {
   v1::PullResponse response;
   response.set_request_id(request_id);
   response.set_version(aggregator_.version());
   response.set_mode(aggregator_.mode());
-  response.set_values(tensor::PackFloats(params_));
+  // Look-ahead (ADR 0007): in gba a worker's gradient lands d updates after the version it was
+  // computed on, and with momentum those d updates carry the parameters along the velocity
+  // whatever the gradient says. Computing it where the parameters will be removes the implicit
+  // extra momentum staleness adds; d = 0 (sync, a first push, the evaluator) changes nothing.
+  const double delay =
+      puller.trains && aggregator_.mode() == v1::MODE_GBA && optimizer_->looks_ahead()
+          ? aggregator_.PredictedStaleness(puller.worker)
+          : 0.0;
+  if (delay > 0) {
+    look_ahead_.resize(params_.size());
+    optimizer_->LookAhead(params_, delay, look_ahead_);
+    response.set_values(tensor::PackFloats(look_ahead_));
+    response.set_look_ahead_updates(delay);
+    metrics_->ObserveLookAhead(delay);
+  } else {
+    response.set_values(tensor::PackFloats(params_));
+  }
+  const bool create_rows = puller.trains;
   bool created = false;
   for (const RowRequest& request : rows) {
     embedding::EmbeddingTable& table = *tables_[request.table];
@@ -364,7 +384,7 @@ void ShardCore::Deliver(std::vector<ReadyPull>& ready) {
   for (ReadyPull& pull : ready) pull.done(std::move(pull.response));
 }
 
-absl::Status ShardCore::Pull(const void* owner, const v1::PullRequest& request, bool create_rows,
+absl::Status ShardCore::Pull(const Puller& puller, const v1::PullRequest& request,
                              PullCallback done) {
   std::vector<RowRequest> rows;
   for (const v1::SparseRows& wanted : request.sparse()) {
@@ -389,11 +409,11 @@ absl::Status ShardCore::Pull(const void* owner, const v1::PullRequest& request, 
     const absl::Time now = clock_->Now();
     // Only a sync barrier holds pulls; gba and async always serve the newest parameters.
     if (aggregator_.mode() == v1::MODE_SYNC && aggregator_.version() < request.min_version()) {
-      pending_pulls_.push_back({owner, request.request_id(), request.min_version(), std::move(rows),
-                                create_rows, now, std::move(done)});
+      pending_pulls_.push_back({puller, request.request_id(), request.min_version(),
+                                std::move(rows), now, std::move(done)});
       return absl::OkStatus();
     }
-    response = MakeResponse(request.request_id(), rows, create_rows, now);
+    response = MakeResponse(request.request_id(), rows, puller, now);
   }
   done(std::move(response));
   return absl::OkStatus();
@@ -401,7 +421,7 @@ absl::Status ShardCore::Pull(const void* owner, const v1::PullRequest& request, 
 
 void ShardCore::CancelPulls(const void* owner) {
   absl::MutexLock lock(&mu_);
-  std::erase_if(pending_pulls_, [owner](const PendingPull& p) { return p.owner == owner; });
+  std::erase_if(pending_pulls_, [owner](const PendingPull& p) { return p.puller.owner == owner; });
 }
 
 void ShardCore::SetMembership(const v1::Membership& membership) {
@@ -426,8 +446,7 @@ void ShardCore::SetMode(v1::Mode mode) {
     // keeps the version) are answered with the newest parameters: gba pulls never wait.
     if (mode != v1::MODE_SYNC) {
       for (PendingPull& p : pending_pulls_) {
-        ready.push_back(
-            {std::move(p.done), MakeResponse(p.request_id, p.rows, p.create_rows, p.since)});
+        ready.push_back({std::move(p.done), MakeResponse(p.request_id, p.rows, p.puller, p.since)});
       }
       pending_pulls_.clear();
     }
@@ -482,6 +501,7 @@ v1::ShardCheckpoint ShardCore::Snapshot() const {
     }
   }
   checkpoint.set_optimizer_steps(optimizer_->steps());
+  checkpoint.set_schedule_progress(optimizer_->progress());
   const int slots = row_rule_->num_slots();
   for (const auto& table : tables_) {
     const size_t dim = static_cast<size_t>(table->dim());
@@ -525,6 +545,7 @@ absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources)
   absl::MutexLock lock(&mu_);
   tables_ = std::move(restored.tables);
   optimizer_->set_steps(restored.optimizer_steps);
+  optimizer_->set_progress(restored.schedule_progress);
   params_ = std::move(restored.parameters);
   std::vector<std::span<float>> state = optimizer_->state_vectors();
   for (size_t k = 0; k < state.size(); ++k) {

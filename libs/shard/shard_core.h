@@ -52,6 +52,16 @@ struct ShardStats {
   int64_t embedding_rows = 0;
 };
 
+// Who pulls: the stream that asked (CancelPulls drops its pending pulls), the worker id, and
+// whether it trains. A training worker's pull creates the rows it asks for and, in gba, gets the
+// look-ahead parameters; the evaluator's reads absent rows as their initial value without storing
+// them and always sees the parameters as they are.
+struct Puller {
+  const void* owner = nullptr;
+  int32_t worker = -1;
+  bool trains = true;
+};
+
 class ShardCore {
  public:
   using PullCallback = std::function<void(v1::PullResponse)>;
@@ -70,12 +80,12 @@ class ShardCore {
   // Answers with the parameters (and the requested embedding rows) once the version is >=
   // request.min_version(); `done` runs immediately or when the version arrives (sync: when the
   // barrier releases). A pending pull is dropped (never called) by CancelPulls with the same
-  // owner. Rows a worker pulls are created on first touch; `create_rows` false (the evaluator)
-  // reads absent rows as their initial value without storing them. A malformed row request
-  // (unknown table, partial key, a key another shard owns) is refused with INVALID_ARGUMENT and
-  // counted; `done` is then never called.
-  absl::Status Pull(const void* owner, const v1::PullRequest& request, bool create_rows,
-                    PullCallback done);
+  // owner. Rows a training worker pulls are created on first touch. In gba, a training worker
+  // whose optimizer has a velocity gets the parameters extrapolated by the staleness its
+  // gradient will likely carry (look-ahead, ADR 0007; PullResponse.look_ahead_updates says by
+  // how many updates). A malformed row request (unknown table, partial key, a key another shard
+  // owns) is refused with INVALID_ARGUMENT and counted; `done` is then never called.
+  absl::Status Pull(const Puller& puller, const v1::PullRequest& request, PullCallback done);
   void CancelPulls(const void* owner);
 
   void SetMembership(const v1::Membership& membership);
@@ -109,11 +119,10 @@ class ShardCore {
     std::vector<uint64_t> keys;
   };
   struct PendingPull {
-    const void* owner;
+    Puller puller;
     int64_t request_id;
     int64_t min_version;
     std::vector<RowRequest> rows;
-    bool create_rows;
     absl::Time since;
     PullCallback done;
   };
@@ -129,7 +138,7 @@ class ShardCore {
   // Applies every ready update and collects the pulls that became answerable.
   void ApplyReadyUpdates(std::vector<ReadyPull>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::PullResponse MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
-                                bool create_rows, absl::Time since)
+                                const Puller& puller, absl::Time since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::PushAck Reject(v1::PushAck ack, const absl::Status& status, RejectionReason reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -168,6 +177,7 @@ class ShardCore {
   aggregation::GlobalBatchAggregator aggregator_ ABSL_GUARDED_BY(mu_);
   std::vector<PendingPull> pending_pulls_ ABSL_GUARDED_BY(mu_);
   std::vector<float> scratch_gradient_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> look_ahead_ ABSL_GUARDED_BY(mu_);  // scratch for one look-ahead pull
   ShardStats counts_ ABSL_GUARDED_BY(mu_);
 };
 

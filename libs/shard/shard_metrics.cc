@@ -86,7 +86,18 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
                                    .Name("syncopate_shard_barrier_waiting_workers")
                                    .Help("Members the current sync barrier still waits for")
                                    .Register(registry)
-                                   .Add({{"shard", shard_}})) {
+                                   .Add({{"shard", shard_}})),
+      learning_rate_(prometheus::BuildGauge()
+                         .Name("syncopate_shard_learning_rate")
+                         .Help("Learning rate the schedule gave the latest update")
+                         .Register(registry)
+                         .Add({{"shard", shard_}})),
+      look_ahead_updates_(prometheus::BuildHistogram()
+                              .Name("syncopate_shard_look_ahead_updates")
+                              .Help("Updates gba pulls were extrapolated by along the optimizer's "
+                                    "velocity (look-ahead; 0-delay pulls are not observed)")
+                              .Register(registry)
+                              .Add({{"shard", shard_}}, StalenessBuckets())) {
   for (const char* outcome : {"applied", "decayed", "dropped", "rejected"}) {
     gradients_.Add({{"shard", shard_}, {"outcome", outcome}});
   }
@@ -127,6 +138,10 @@ void ShardMetrics::CountRejection(RejectionReason reason) {
 }
 
 void ShardMetrics::ObservePullHeld(double seconds) { pull_held_seconds_.Observe(seconds); }
+
+void ShardMetrics::SetLearningRate(double learning_rate) { learning_rate_.Set(learning_rate); }
+
+void ShardMetrics::ObserveLookAhead(double updates) { look_ahead_updates_.Observe(updates); }
 
 void ShardMetrics::SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes) {
   parameter_bytes_.Set(static_cast<double>(parameter_bytes));

@@ -37,6 +37,10 @@ class ShardMetrics {
   void SetEmbeddingRows(int64_t rows);
   // Members the current sync barrier still waits for (0 outside sync).
   void SetBarrierWaitingWorkers(int64_t workers);
+  // The rate the schedule gave the latest update.
+  void SetLearningRate(double learning_rate);
+  // Updates a gba pull's parameters were extrapolated by (PullResponse.look_ahead_updates).
+  void ObserveLookAhead(double updates);
 
   // The staleness histogram so far, one entry per bucket of syncopate_shard_staleness (counts
   // per bucket, not cumulative): what the shard reports to the coordinator for the run report.
@@ -56,6 +60,8 @@ class ShardMetrics {
   prometheus::Gauge& optimizer_bytes_;
   prometheus::Gauge& embedding_rows_;
   prometheus::Gauge& barrier_waiting_workers_;
+  prometheus::Gauge& learning_rate_;
+  prometheus::Histogram& look_ahead_updates_;
 };
 
 // The `mode` label values: syncopate::ModeName.

@@ -86,7 +86,7 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
   void OnPull(const v1::PullRequest& pull) {
     std::weak_ptr<TrainStream> weak = weak_self_;
     // The evaluator reads rows without creating them: evaluation must not grow the tables.
-    absl::Status accepted = core_->Pull(this, pull, /*create_rows=*/role_ != v1::ROLE_EVALUATOR,
+    absl::Status accepted = core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull,
                                         [weak](v1::PullResponse response) {
                                           if (auto self = weak.lock()) {
                                             v1::ShardToWorker reply;

@@ -231,5 +231,30 @@ TEST(SparseAggregation, SyncToGbaKeepsBufferedRowsAndRestoreClearsThem) {
   EXPECT_EQ(agg.buffered_samples(), 0);
 }
 
+// The look-ahead's d: the mean staleness of a worker's last W admitted gba pushes (W = the
+// straggler detector's window, 8 for two workers), forgotten on a mode switch; 0 in sync.
+TEST(GbaAggregation, PredictsEachWorkersStalenessFromItsRecentPushes) {
+  GlobalBatchAggregator agg(1, 4, v1::MODE_GBA);
+  agg.SetMembership(Members({1, 2}, 1));
+  EXPECT_EQ(agg.PredictedStaleness(1), 0);  // nothing pushed yet
+  const std::vector<float> g(1, 1.0f);
+  float mean[1];
+  // Four pushes of one sample each make an update; every round is one version staler.
+  for (int round = 0; round < 3; ++round) {
+    for (int k = 0; k < 4; ++k) agg.Push(PushOf(1, 0, 1, g));
+    ASSERT_TRUE(agg.UpdateReady());
+    agg.TakeUpdate(mean);
+    if (round == 1) {
+      EXPECT_DOUBLE_EQ(agg.PredictedStaleness(1), 0.5);  // 0,0,0,0,1,1,1,1
+    }
+  }
+  EXPECT_DOUBLE_EQ(agg.PredictedStaleness(1), 1.5);  // the window forgot the zeros
+  EXPECT_EQ(agg.PredictedStaleness(2), 0);           // per worker
+  agg.SetMode(v1::MODE_SYNC);
+  EXPECT_EQ(agg.PredictedStaleness(1), 0);
+  agg.SetMode(v1::MODE_GBA);
+  EXPECT_EQ(agg.PredictedStaleness(1), 0);  // the old mode's staleness is forgotten
+}
+
 }  // namespace
 }  // namespace syncopate::aggregation

@@ -68,8 +68,7 @@ TEST(ShardCoreConcurrency, PushesPullsAndModeSwitchesFromManyThreads) {
         ++acks;
         v1::PullRequest pull;
         pull.set_request_id(i);
-        EXPECT_TRUE(
-            shard.Pull(&threads, pull, true, [&](v1::PullResponse) { ++pulls_answered; }).ok());
+        EXPECT_TRUE(shard.Pull({&threads}, pull, [&](v1::PullResponse) { ++pulls_answered; }).ok());
       }
     });
   }

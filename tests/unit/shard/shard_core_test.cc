@@ -109,9 +109,8 @@ class ShardCoreTest : public ::testing::Test {
     v1::PullRequest request;
     request.set_request_id(request_id);
     request.set_min_version(min_version);
-    ASSERT_TRUE(core.Pull(owner, request, /*create_rows=*/true,
-                          [&out](v1::PullResponse r) { out = std::move(r); })
-                    .ok());
+    ASSERT_TRUE(
+        core.Pull({owner}, request, [&out](v1::PullResponse r) { out = std::move(r); }).ok());
   }
 
   FakeClock clock_;

@@ -119,8 +119,8 @@ class ShardEmbeddingTest : public ::testing::Test {
     request.set_request_id(9);
     *request.add_sparse() = Rows(0, keys);
     std::optional<v1::PullResponse> response;
-    absl::Status status =
-        core.Pull(this, request, create, [&](v1::PullResponse r) { response = std::move(r); });
+    absl::Status status = core.Pull({this, -1, create}, request,
+                                    [&](v1::PullResponse r) { response = std::move(r); });
     if (!status.ok()) return std::nullopt;
     EXPECT_TRUE(response.has_value());
     EXPECT_EQ(response->sparse_size(), 1);
