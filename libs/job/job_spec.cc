@@ -1,6 +1,7 @@
 #include "libs/job/job_spec.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <fstream>
 #include <sstream>
@@ -160,14 +161,19 @@ int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples) {
 
 void ResolveSchedule(v1::JobSpec& spec, int64_t train_examples) {
   v1::LearningRateSchedule* schedule = spec.mutable_optimizer()->mutable_schedule();
+  const int64_t examples = TargetExamples(spec, train_examples);
+  if (examples == INT64_MAX || spec.global_batch() <= 0) return;  // no length to resolve against
+  const int64_t run = (examples + spec.global_batch() - 1) / spec.global_batch();
+  if (schedule->warmup_fraction() > 0) {
+    schedule->set_warmup_updates(
+        std::llround(static_cast<double>(schedule->warmup_fraction()) * static_cast<double>(run)));
+    schedule->clear_warmup_fraction();
+  }
   const bool decays = schedule->decay() == v1::LearningRateSchedule::COSINE ||
                       schedule->decay() == v1::LearningRateSchedule::LINEAR;
-  if (!decays || schedule->total_updates() != 0 || spec.global_batch() <= 0) return;
-  const int64_t examples = TargetExamples(spec, train_examples);
-  if (examples == INT64_MAX) return;  // no stop condition: nothing to decay over
-  const int64_t total = (examples + spec.global_batch() - 1) / spec.global_batch();
+  if (!decays || schedule->total_updates() != 0) return;
   // A run shorter than its warmup keeps the warmup and decays over one more update.
-  schedule->set_total_updates(std::max(total, schedule->warmup_updates() + 1));
+  schedule->set_total_updates(std::max(run, schedule->warmup_updates() + 1));
 }
 
 }  // namespace syncopate::job

@@ -35,9 +35,10 @@ absl::StatusOr<v1::Mode> ParseMode(absl::string_view name);
 // Examples the job trains on before it stops, given the training set size.
 int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples);
 
-// Fills in a COSINE or LINEAR schedule's total_updates left 0 with the run's length in global
-// batches, ceil(TargetExamples / G), so the rate reaches its final value as the job ends. The
-// coordinator does it once, before shards get the spec; other specs are left as they are.
+// Resolves the parts of the schedule that depend on the run's length in global batches,
+// ceil(TargetExamples / G): a COSINE or LINEAR total_updates left 0 becomes that length (the rate
+// reaches its final value as the job ends), and a warmup_fraction becomes warmup_updates. The
+// coordinator does it once, before shards get the spec; without a stop condition nothing changes.
 void ResolveSchedule(v1::JobSpec& spec, int64_t train_examples);
 
 }  // namespace syncopate::job

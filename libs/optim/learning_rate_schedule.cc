@@ -27,6 +27,13 @@ absl::StatusOr<LearningRateSchedule> LearningRateSchedule::Create(const Spec& sp
   if (spec.total_updates() < 0) {
     return Invalid("total_updates", absl::StrCat("must be >= 0, got ", spec.total_updates()));
   }
+  const float w = spec.warmup_fraction();
+  if (!(w >= 0 && w < 1)) {
+    return Invalid("warmup_fraction", absl::StrCat("must be in [0, 1), got ", w));
+  }
+  if (w > 0 && spec.warmup_updates() > 0) {
+    return Invalid("warmup_fraction", "and warmup_updates exclude each other: set one");
+  }
   const float f = spec.final_fraction();
   if (!(f >= 0 && f <= 1)) {
     return Invalid("final_fraction", absl::StrCat("must be in [0, 1], got ", f));

@@ -17,7 +17,8 @@ namespace syncopate::optim {
 class LearningRateSchedule {
  public:
   // Validates `spec` against `peak` (the optimizer's learning_rate). INVALID_ARGUMENT names the
-  // field ("optimizer.schedule.<field>") in one line: a negative warmup or total, COSINE/LINEAR
+  // field ("optimizer.schedule.<field>") in one line: a negative warmup or total, a
+  // warmup_fraction outside [0, 1) or together with warmup_updates, COSINE/LINEAR
   // with total_updates <= warmup_updates (when set), final_fraction outside [0, 1], STEP without
   // step_updates > 0 or with step_gamma outside [0, 1], an unknown decay.
   static absl::StatusOr<LearningRateSchedule> Create(const v1::LearningRateSchedule& spec,

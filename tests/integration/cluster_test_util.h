@@ -35,8 +35,6 @@ inline v1::JobSpec SmallJob(v1::Mode mode, int workers, int shards, int epochs) 
   job.set_mode(mode);
   job.mutable_stop()->set_epochs(epochs);
   job.mutable_eval()->set_interval_seconds(1);
-  // The default job warms its learning rate up over 100 updates; these runs are about that long.
-  job.mutable_optimizer()->mutable_schedule()->set_warmup_updates(10);
   return job;
 }
 

@@ -237,5 +237,27 @@ TEST(TargetExamples, FirstStopConditionReachedWins) {
   EXPECT_EQ(TargetExamples(spec, 100), 600);
 }
 
+// The default job's schedule holds no number tied to the dataset: the coordinator derives the
+// warmup and the decay's length from the stop condition, for runs of any length.
+TEST(ResolveSchedule, DerivesWarmupAndLengthFromTheRun) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(DefaultJobText());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  v1::JobSpec eight_epochs = *spec;
+  ResolveSchedule(eight_epochs, 60000);  // 8 epochs x 60000 / 256 = 1875 updates
+  EXPECT_EQ(eight_epochs.optimizer().schedule().total_updates(), 1875);
+  EXPECT_EQ(eight_epochs.optimizer().schedule().warmup_updates(), 94);  // 5%
+  EXPECT_EQ(eight_epochs.optimizer().schedule().warmup_fraction(), 0);
+  v1::JobSpec short_run = *spec;
+  short_run.mutable_stop()->set_epochs(1);
+  ResolveSchedule(short_run, 4000);  // 16 updates
+  EXPECT_EQ(short_run.optimizer().schedule().total_updates(), 16);
+  EXPECT_EQ(short_run.optimizer().schedule().warmup_updates(), 1);
+  // An explicit length is kept; a constant schedule gets no length.
+  v1::JobSpec constant = *spec;
+  constant.mutable_optimizer()->mutable_schedule()->set_decay(v1::LearningRateSchedule::CONSTANT);
+  ResolveSchedule(constant, 60000);
+  EXPECT_EQ(constant.optimizer().schedule().total_updates(), 0);
+}
+
 }  // namespace
 }  // namespace syncopate::job

@@ -98,6 +98,12 @@ TEST(LearningRateSchedule, BadSpecsGetOneLineNamingTheField) {
   s.set_step_gamma(2);
   cases.push_back({s, "optimizer.schedule.step_gamma"});
   s = Spec();
+  s.set_warmup_fraction(1.0f);
+  cases.push_back({s, "optimizer.schedule.warmup_fraction"});
+  s.set_warmup_fraction(0.1f);
+  s.set_warmup_updates(10);
+  cases.push_back({s, "optimizer.schedule.warmup_fraction"});
+  s = Spec();
   s.set_decay(static_cast<Spec::Decay>(42));
   cases.push_back({s, "optimizer.schedule.decay"});
   for (const Case& c : cases) {
