@@ -53,7 +53,7 @@ PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {
   switch (mode_) {
     case v1::MODE_SYNC:
       if (push.token < version_) {
-        // The barrier for that version has been released: stale by definition (DESIGN §5).
+        // The barrier for that version has been released: stale by definition (docs/design.md §5).
         verdict.outcome = v1::PUSH_DROPPED;
         return verdict;
       }

@@ -1,4 +1,4 @@
-// The shard's gradient aggregation: one invariant, three policies (DESIGN §5).
+// The shard's gradient aggregation: one invariant, three policies (docs/design.md §5).
 //
 // Invariant (GBA, NeurIPS'22): every update consumes one global batch of G samples whatever the
 // mode, so learning rate, schedule and optimizer need no retuning when the mode changes.

@@ -1,8 +1,8 @@
 // The optimizer of a dense parameter slice on a parameter shard: an UpdateRule (the math, shared
 // with embedding rows) plus the slice's slot vectors, update count, learning-rate schedule and
 // training progress. It updates the slice with one aggregated (mean) gradient per update. Its state
-// belongs to the shard: a change of aggregation mode never touches it (DESIGN §4). Thread-safety:
-// thread-compatible; the shard serialises updates under its own lock.
+// belongs to the shard: a change of aggregation mode never touches it (docs/design.md §4).
+// Thread-safety: thread-compatible; the shard serialises updates under its own lock.
 #ifndef SYNCOPATE_LIBS_OPTIM_OPTIMIZER_H_
 #define SYNCOPATE_LIBS_OPTIM_OPTIMIZER_H_
 

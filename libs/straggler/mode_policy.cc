@@ -33,8 +33,8 @@ struct Prediction {
   int64_t threshold = 0;
 };
 
-// The cost model (DESIGN §6). For worker i: m_i median compute time at its local batch b_i, c_i
-// median communication time, σ's their robust spreads over n samples.
+// The cost model (docs/design.md §6). For worker i: m_i median compute time at its local batch b_i,
+// c_i median communication time, σ's their robust spreads over n samples.
 //
 // Sync: every worker computes the share G/N at its own measured per-sample speed m_i/b_i, then
 // communicates; the barrier releases when the slowest is done:

@@ -1,6 +1,6 @@
 // ModePolicy: decides, per parameter shard, between MODE_SYNC and MODE_GBA from a cost model
-// over the workers that push to that shard (DESIGN §6). No per-job settings: every constant is
-// statistical and justified where it is defined; only a job-spec pin overrides the model.
+// over the workers that push to that shard (docs/design.md §6). No per-job settings: every constant
+// is statistical and justified where it is defined; only a job-spec pin overrides the model.
 //
 // Typical use (coordinator, under its own lock, once per shard per assessment):
 //   ModePolicy policy(clock, job.global_batch());
