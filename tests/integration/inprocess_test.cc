@@ -12,6 +12,7 @@
 #include "gtest/gtest.h"
 #include "libs/coordinator/coordinator_server.h"
 #include "libs/job/job_spec.h"
+#include "libs/optim/optimizer.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/shard/shard_server.h"
 #include "libs/tensor/packed.h"
@@ -100,8 +101,9 @@ class InProcess : public ::testing::Test {
 };
 
 // The welcome carries the shard map with the shard's real address; a pull returns the shard's
-// parameters; a push of a gradient moves them by exactly one SGD-with-momentum step's first
-// update (version 0 -> 1); the next pull waits for that version and sees it.
+// parameters; a push of a gradient moves them by exactly one step of the job's optimizer
+// at the schedule's first rate (version 0 -> 1); the next pull waits for that version
+// and sees it.
 TEST_F(InProcess, AWorkerIsWelcomedAndParametersFlowOverTheStreams) {
   std::unique_ptr<worker::CoordinatorSession> session = Join();
   ASSERT_NE(session, nullptr);
@@ -129,8 +131,17 @@ TEST_F(InProcess, AWorkerIsWelcomedAndParametersFlowOverTheStreams) {
   pulled = client.PullAll(after, absl::Seconds(10));
   ASSERT_TRUE(pulled.ok()) << pulled.status();
   EXPECT_EQ(pulled->versions, std::vector<int64_t>{1});
-  const float lr = welcome.job().optimizer().learning_rate();
-  for (size_t i = 0; i < params.size(); i += 997) EXPECT_FLOAT_EQ(after[i], params[i] - lr) << i;
+  // One step of the job's own optimizer (its rule and its schedule's first rate) on a gradient
+  // of 1: what the shard must have applied to every element.
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> reference =
+      optim::CreateOptimizer(welcome.job().optimizer(), 1);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  std::vector<float> moved = {0.0f};
+  (*reference)->Apply(moved, std::vector<float>{1.0f});
+  ASSERT_LT(moved[0], 0.0f);
+  for (size_t i = 0; i < params.size(); i += 997) {
+    EXPECT_FLOAT_EQ(after[i], params[i] + moved[0]) << i;
+  }
 
   // A step report reaches the coordinator's count.
   v1::WorkerMessage step;

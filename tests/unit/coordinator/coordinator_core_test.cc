@@ -90,6 +90,12 @@ v1::JobSpec SmallJob(v1::Mode mode = v1::MODE_SYNC) {
   return *spec;
 }
 
+// The job as shards and workers get it: the schedule's run-dependent fields resolved.
+v1::JobSpec Resolved(v1::JobSpec job) {
+  job::ResolveSchedule(job, kTrainExamples);
+  return job;
+}
+
 v1::WorkerHello Hello(const std::string& name, v1::Role role = v1::ROLE_WORKER) {
   v1::WorkerHello hello;
   hello.set_name(name);
@@ -194,7 +200,8 @@ TEST_F(CoordinatorCoreTest, ShardsGetTheirPartitionAndTheJobMode) {
     EXPECT_TRUE(MessageDifferencer::Equals(a.partition(), (*parts)[id])) << id;
     EXPECT_EQ(a.partition().shard_id(), id);
     EXPECT_EQ(a.mode(), v1::MODE_SYNC);
-    EXPECT_TRUE(MessageDifferencer::Equals(a.job(), SmallJob()));
+    EXPECT_TRUE(MessageDifferencer::Equals(a.job(), Resolved(SmallJob())));
+    EXPECT_EQ(a.job().optimizer().schedule().total_updates(), 5);  // 40 examples / G = 8
     EXPECT_THAT(a.membership().worker_ids(), IsEmpty()) << "no workers yet";
   }
   EXPECT_EQ(core_->state(), v1::JOB_WAITING);
@@ -253,7 +260,7 @@ TEST_F(CoordinatorCoreTest, WelcomeCarriesTheShardMapAndLocalBatchesSumToG) {
   for (const auto& w : workers) {
     ASSERT_EQ(w->sent.size(), 1u);
     const v1::Welcome& welcome = w->sent[0].welcome();
-    EXPECT_TRUE(MessageDifferencer::Equals(welcome.job(), job));
+    EXPECT_TRUE(MessageDifferencer::Equals(welcome.job(), Resolved(job)));
     const v1::ShardMap& map = welcome.shard_map();
     ASSERT_EQ(map.shards_size(), 2);
     EXPECT_EQ(map.shards(0).shard_id(), 0);
