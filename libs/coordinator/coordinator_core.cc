@@ -275,11 +275,10 @@ void CoordinatorCore::ReshapeMembership(Outbox& out) {
   membership_.clear_worker_ids();
   const int n = static_cast<int>(members.size());
   const int g = options_.job.global_batch();
-  // G is split as evenly as integers allow, so the shares always sum to exactly G.
   for (int i = 0; i < n; ++i) {
     Worker& worker = *members[i];
     membership_.add_worker_ids(worker.id);
-    const int32_t share = g / n + (i < g % n ? 1 : 0);
+    const int32_t share = job::LocalBatchShare(g, n, i);
     if (share != worker.local_batch && worker.welcomed && worker.link != nullptr) {
       v1::CoordinatorToWorker message;
       message.mutable_set_local_batch()->set_local_batch(share);

@@ -31,25 +31,36 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
-absl::StatusOr<v1::JobSpec> ParseJobSpec(absl::string_view text) {
-  v1::JobSpec spec;
+absl::Status ParseTextProto(absl::string_view text, absl::string_view what,
+                            google::protobuf::Message& message) {
   google::protobuf::TextFormat::Parser parser;
   FirstErrorCollector errors;
   parser.RecordErrorsTo(&errors);
-  if (!parser.ParseFromString(std::string(text), &spec)) {
-    return absl::InvalidArgumentError(absl::StrCat("job spec: ", errors.error()));
+  if (!parser.ParseFromString(std::string(text), &message)) {
+    return absl::InvalidArgumentError(absl::StrCat(what, ": ", errors.error()));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadSpecFile(const std::string& path, absl::string_view what) {
+  std::ifstream in(path);
+  if (!in) return absl::NotFoundError(absl::StrCat(what, " ", path, ": cannot open file"));
+  std::stringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+absl::StatusOr<v1::JobSpec> ParseJobSpec(absl::string_view text) {
+  v1::JobSpec spec;
+  SYNCOPATE_RETURN_IF_ERROR(ParseTextProto(text, "job spec", spec));
   ApplyJobDefaults(spec);
   SYNCOPATE_RETURN_IF_ERROR(ValidateJobSpec(spec));
   return spec;
 }
 
 absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) return absl::NotFoundError(absl::StrCat("job spec ", path, ": cannot open file"));
-  std::stringstream text;
-  text << in.rdbuf();
-  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(text.str());
+  SYNCOPATE_ASSIGN_OR_RETURN(const std::string text, ReadSpecFile(path, "job spec"));
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(text);
   if (!spec.ok()) {
     return absl::Status(spec.status().code(), absl::StrCat(path, ": ", spec.status().message()));
   }
@@ -157,6 +168,11 @@ int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples) {
   if (spec.stop().epochs() > 0) target = spec.stop().epochs() * train_examples;
   if (spec.stop().max_examples() > 0) target = std::min(target, spec.stop().max_examples());
   return target;
+}
+
+int32_t LocalBatchShare(int32_t global_batch, int members, int index) {
+  if (members <= 0) return 0;
+  return global_batch / members + (index < global_batch % members ? 1 : 0);
 }
 
 void ResolveSchedule(v1::JobSpec& spec, int64_t train_examples) {

@@ -10,12 +10,20 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "google/protobuf/message.h"
 #include "syncopate/v1/job.pb.h"
 
 namespace syncopate::job {
 
 // The default job (examples/fashion_mnist_mlp.textproto, compiled in).
 absl::string_view DefaultJobText();
+
+// Parses protobuf text format into `message`: INVALID_ARGUMENT "<what>: line L:C: <error>" for
+// the first syntax error (every text-proto spec of the project is read through here).
+absl::Status ParseTextProto(absl::string_view text, absl::string_view what,
+                            google::protobuf::Message& message);
+// The whole content of a spec file; NOT_FOUND "<what> <path>: cannot open file".
+absl::StatusOr<std::string> ReadSpecFile(const std::string& path, absl::string_view what);
 
 // Parses text format, applies defaults and validates.
 absl::StatusOr<v1::JobSpec> ParseJobSpec(absl::string_view text);
@@ -34,6 +42,11 @@ absl::StatusOr<v1::Mode> ParseMode(absl::string_view name);
 
 // Examples the job trains on before it stops, given the training set size.
 int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples);
+
+// The local batch of the `index`-th of `members` workers (0-based, in membership order): G split
+// as evenly as integers allow, so the shares always sum to exactly G (the coordinator and the
+// simulator both split it here).
+int32_t LocalBatchShare(int32_t global_batch, int members, int index);
 
 // Resolves the parts of the schedule that depend on the run's length in global batches,
 // ceil(TargetExamples / G): a COSINE or LINEAR total_updates left 0 becomes that length (the rate
