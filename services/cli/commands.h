@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "absl/flags/declare.h"
+#include "absl/status/statusor.h"
+#include "syncopate/v1/job.pb.h"
 
 ABSL_DECLARE_FLAG(std::string, job);
 ABSL_DECLARE_FLAG(int, workers);
@@ -33,6 +35,9 @@ ABSL_DECLARE_FLAG(int64_t, rows);
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(uint64_t, teacher_seed);
+ABSL_DECLARE_FLAG(std::string, sim);
+ABSL_DECLARE_FLAG(std::string, policy);
+ABSL_DECLARE_FLAG(double, target_accuracy);
 
 namespace syncopate::cli {
 
@@ -41,6 +46,11 @@ int RunLocal();                                  // local_command.cc
 int RunStatus();                                 // status_command.cc
 int RunHealth();                                 // health_command.cc
 int RunDatagen(const std::vector<char*>& args);  // datagen_command.cc
+int RunSim();                                    // sim_command.cc
+
+// The --job file (or the built-in default job) with --workers, --shards, --epochs,
+// --global_batch, --train_limit, --test_limit and --mode applied, validated (job_flags.cc).
+absl::StatusOr<v1::JobSpec> JobFromFlags();
 
 }  // namespace syncopate::cli
 

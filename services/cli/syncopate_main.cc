@@ -4,6 +4,7 @@
 //   syncopate status --coordinator=H:P     live view of a running cluster
 //   syncopate health --address=H:P         exit 0 iff the server's gRPC health check says SERVING
 //   syncopate datagen ctr --rows=N --out=F  a synthetic Criteo-format click file
+//   syncopate sim --sim=SPEC [--job=J]      the job simulated in virtual time (libs/sim)
 #include <string>
 #include <vector>
 
@@ -41,9 +42,17 @@ ABSL_FLAG(std::string, address, "127.0.0.1:7070", "health: the server to check (
 ABSL_FLAG(int, health_timeout_seconds, 3, "health: give up (exit 1) after this long");
 ABSL_FLAG(int64_t, rows, 0, "datagen: number of examples to write (>= 1)");
 ABSL_FLAG(std::string, out, "", "datagen: output file (gzip when it ends in .gz)");
-ABSL_FLAG(uint64_t, seed, 1, "datagen: sample seed (the rows and labels drawn)");
+ABSL_FLAG(uint64_t, seed, 1,
+          "datagen: sample seed (the rows and labels drawn); sim: the job's seed (initialisation, "
+          "data order) and the step-time model's");
 ABSL_FLAG(uint64_t, teacher_seed, 1,
           "datagen: teacher seed (the model behind the clicks; train and test files share it)");
+
+ABSL_FLAG(std::string, sim, "",
+          "sim: the simulated cluster's timing, a syncopate.v1.SimSpec text proto (examples/sim/)");
+ABSL_FLAG(std::string, policy, "", "sim: override the job's mode: sync | gba | async | auto");
+ABSL_FLAG(double, target_accuracy, 0.85,
+          "sim: report the virtual time of the first evaluation at or above this accuracy");
 
 int main(int argc, char** argv) {
   std::vector<char*> args = syncopate::runtime::InitProcess(
@@ -54,6 +63,8 @@ int main(int argc, char** argv) {
       "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT\n"
       "  datagen ctr  write a synthetic Criteo-format click file: --rows=N --out=FILE[.gz]\n"
       "               [--seed=S] [--teacher_seed=T]\n"
+      "  sim     simulate the job in virtual time with the real shard, model and mode policy:\n"
+      "          --sim=SPEC [--job=JOB] [--seed=N] [--policy=sync|gba|async|auto]\n"
       "Security (every binary): --tls_cert/--tls_key/--tls_ca turn on mTLS; --join_token_file\n"
       "(or --join_token) sets the shared join token; `local` generates one per run unless\n"
       "--insecure_no_join_token (see docs/operations.md).");
@@ -62,8 +73,9 @@ int main(int argc, char** argv) {
   if (command == "status") return syncopate::cli::RunStatus();
   if (command == "health") return syncopate::cli::RunHealth();
   if (command == "datagen") return syncopate::cli::RunDatagen(args);
-  syncopate::runtime::Die(command.empty()
-                              ? "missing command: local, status, health or datagen (see --help)"
-                              : "unknown command '" + command +
-                                    "' (expected local, status, health or datagen)");
+  if (command == "sim") return syncopate::cli::RunSim();
+  syncopate::runtime::Die(
+      command.empty()
+          ? "missing command: local, status, health, datagen or sim (see --help)"
+          : "unknown command '" + command + "' (expected local, status, health, datagen or sim)");
 }

@@ -1,0 +1,567 @@
+#include "libs/sim/simulation.h"
+
+#include <algorithm>
+#include <memory>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
+#include "libs/coordinator/mode_controller.h"
+#include "libs/data/lease_table.h"
+#include "libs/job/job_spec.h"
+#include "libs/job/partitioner.h"
+#include "libs/shard/shard_core.h"
+#include "libs/sim/event_queue.h"
+#include "libs/sim/step_time_model.h"
+#include "libs/tensor/packed.h"
+#include "libs/worker/lease_buffer.h"
+#include "libs/workload/workload.h"
+
+namespace syncopate::sim {
+namespace {
+
+// The real coordinator ticks every 200 ms (services/coordinator); its mode-control round runs
+// on a tick at most every ModeController::kDecisionInterval.
+constexpr absl::Duration kCoordinatorTick = absl::Milliseconds(200);
+// Without a limit in the spec: far beyond any job this machine could also run for real.
+constexpr double kDefaultMaxVirtualSeconds = 100000;
+
+double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
+
+enum class WorkerState { kIdle, kWaitingLease, kPulling, kComputing, kPushing, kStopped, kDead };
+
+struct SimWorker {
+  int index = 0;
+  int32_t id = 0;
+  WorkerState state = WorkerState::kIdle;
+  bool stop_requested = false;
+  bool member = true;  // the coordinator's view
+  int64_t local_batch = 0;
+  worker::LeaseBuffer leased;
+  std::vector<int64_t> batch;
+  int64_t step = 0;
+  int64_t next_request_id = 1;
+  // Per shard, as the real ParameterClient keeps them.
+  std::vector<int64_t> tokens;
+  std::vector<int64_t> min_versions;
+  std::vector<v1::Mode> modes;
+  std::vector<std::string> pulled;      // packed values of this step's pull, per shard
+  std::vector<v1::PushRequest> pushes;  // this step's gradient, per shard
+  int outstanding = 0;                  // replies still expected in this phase
+  absl::Duration pull_start;
+  absl::Duration push_start;
+  double held_seconds = 0;
+  double pull_seconds = 0;
+  double compute_seconds = 0;
+  float loss = 0;
+  int64_t examples = 0;  // of the current step
+};
+
+enum class Phase { kRunning, kFinishing, kDone };
+
+class Simulation {
+ public:
+  Simulation(const SimOptions& options, StepTimeModel timing)
+      : options_(options), job_(options.job), timing_(std::move(timing)), clock_(&queue_) {}
+
+  absl::Status Setup();
+  absl::StatusOr<SimResult> Run();
+
+ private:
+  // Worker side (libs/worker/trainer.cc).
+  void StartStep(SimWorker& w);
+  void SendLeaseRequest(SimWorker& w);
+  void StartPull(SimWorker& w);
+  void OnPullReply(SimWorker& w, size_t shard, v1::PullResponse& response);
+  void Compute(SimWorker& w);
+  void StartPush(SimWorker& w);
+  void OnPushAck(SimWorker& w, size_t shard);
+  void OnLease(SimWorker& w, const v1::DataLease& lease);
+  void OnStop(SimWorker& w);
+  void Stop(SimWorker& w);
+  void Die(SimWorker& w, const v1::WorkerDeath& death);
+
+  // Coordinator side (libs/coordinator/coordinator_core.cc).
+  void OnLeaseRequest(SimWorker& w, const v1::LeaseRequest& request);
+  void OnStepReport(SimWorker& w, const v1::StepReport& report);
+  void OnWorkerGone(SimWorker& w);
+  void ReshapeMembership();
+  void Tick();
+  void BeginFinishing();
+  void MaybeDone();
+
+  // A shard serves one message at a time: `serve` runs once the shard got to it.
+  void Serve(size_t shard, int64_t bytes, EventQueue::Action serve);
+  // A message of `bytes` arrives after the network's transit time.
+  void Send(int64_t bytes, EventQueue::Action arrive) {
+    queue_.After(absl::Seconds(timing_.MessageSeconds(bytes)), std::move(arrive));
+  }
+  void Fail(absl::Status status) {
+    if (error_.ok()) error_ = std::move(status);
+  }
+  std::vector<float> GatherParameters() const;
+  void Evaluate();
+  void SchedulePeriodicEval();
+  double Now() const { return Seconds(queue_.now()); }
+
+  const SimOptions& options_;
+  v1::JobSpec job_;
+  StepTimeModel timing_;
+  EventQueue queue_;
+  VirtualClock clock_;
+  absl::Status error_;
+
+  std::unique_ptr<workload::Workload> train_;
+  std::unique_ptr<workload::Workload> eval_;
+  std::vector<float> params_;  // scratch: one worker's pulled parameters
+  std::vector<float> grad_;    // scratch: its gradient
+  workload::TableRows no_rows_;
+  workload::TableRows row_grads_;
+
+  std::vector<v1::ShardPartition> partitions_;
+  std::vector<std::unique_ptr<shard::ShardCore>> shards_;
+  std::vector<absl::Duration> shard_busy_until_;
+
+  std::vector<SimWorker> workers_;  // never resized after Setup: pull owners point into it
+  Phase phase_ = Phase::kRunning;
+  std::unique_ptr<data::LeaseTable> leases_;
+  std::unique_ptr<coordinator::ModeController> modes_;
+  v1::Membership membership_;
+  int64_t target_examples_ = 0;
+
+  SimResult result_;
+};
+
+absl::Status Simulation::Setup() {
+  SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(job_));
+  if (!layout.tables.empty()) {
+    return absl::UnimplementedError(
+        "the simulator runs dense models only; this job has embedding tables");
+  }
+  SYNCOPATE_ASSIGN_OR_RETURN(const int64_t train_examples, workload::CountTrainExamples(job_));
+  // What the coordinator does to the job before anyone sees it (CoordinatorCore::Create).
+  job::ResolveSchedule(job_, train_examples);
+  target_examples_ = job::TargetExamples(job_, train_examples);
+  SYNCOPATE_ASSIGN_OR_RETURN(partitions_, job::PartitionModel(layout, job_.num_shards()));
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      auto leases, data::LeaseTable::Create(train_examples, job_.block_size(), job_.seed()));
+  leases_ = std::make_unique<data::LeaseTable>(std::move(leases));
+  modes_ = std::make_unique<coordinator::ModeController>(job_, &clock_);
+  SYNCOPATE_ASSIGN_OR_RETURN(train_, workload::CreateWorkload(job_, workload::Purpose::kTrain));
+  SYNCOPATE_ASSIGN_OR_RETURN(eval_, workload::CreateWorkload(job_, workload::Purpose::kEvaluate));
+  params_.resize(static_cast<size_t>(train_->num_parameters()));
+  grad_.resize(params_.size());
+
+  // Every worker is there from the start (the real job waits for num_workers).
+  const int n = job_.num_workers();
+  workers_.resize(static_cast<size_t>(n));
+  const size_t num_shards = partitions_.size();
+  membership_.set_generation(1);
+  for (int i = 0; i < n; ++i) {
+    SimWorker& w = workers_[i];
+    w.index = i;
+    w.id = i + 1;  // the coordinator numbers workers from 1
+    w.local_batch = job::LocalBatchShare(job_.global_batch(), n, i);
+    w.tokens.assign(num_shards, 0);
+    w.min_versions.assign(num_shards, 0);
+    w.modes.assign(num_shards, v1::MODE_UNSPECIFIED);
+    w.pulled.resize(num_shards);
+    w.pushes.resize(num_shards);
+    membership_.add_worker_ids(w.id);
+  }
+  membership_.set_local_batch(job_.global_batch() / n);
+
+  for (size_t s = 0; s < num_shards; ++s) {
+    v1::ShardAssignment assignment;
+    *assignment.mutable_job() = job_;
+    *assignment.mutable_partition() = partitions_[s];
+    *assignment.mutable_membership() = membership_;
+    assignment.set_mode(modes_->ConnectShard(static_cast<int32_t>(s)));
+    SYNCOPATE_ASSIGN_OR_RETURN(auto core, shard::ShardCore::Create(assignment, &clock_, nullptr));
+    shards_.push_back(std::move(core));
+  }
+  shard_busy_until_.assign(num_shards, absl::ZeroDuration());
+
+  for (SimWorker& w : workers_) {
+    queue_.At(absl::ZeroDuration(), [this, &w] { StartStep(w); });
+    if (std::optional<v1::WorkerDeath> death = timing_.Death(w.index); death.has_value()) {
+      queue_.At(absl::Seconds(death->at_seconds()), [this, &w, d = *death] { Die(w, d); });
+    }
+  }
+  queue_.At(kCoordinatorTick, [this] { Tick(); });
+  if (options_.periodic_eval) SchedulePeriodicEval();
+  return absl::OkStatus();
+}
+
+absl::StatusOr<SimResult> Simulation::Run() {
+  const double limit = timing_.spec().max_virtual_seconds() > 0
+                           ? timing_.spec().max_virtual_seconds()
+                           : kDefaultMaxVirtualSeconds;
+  while (phase_ != Phase::kDone) {
+    if (queue_.empty()) {
+      int live = 0;
+      for (const SimWorker& w : workers_) live += w.state == WorkerState::kDead ? 0 : 1;
+      return absl::InternalError(
+          absl::StrCat("the simulated cluster stalled at ", Now(), " s with ", result_.examples,
+                       " of ", target_examples_, " examples done and ", live, " live workers"));
+    }
+    if (Seconds(queue_.next_time()) > limit) {
+      return absl::DeadlineExceededError(absl::StrCat("the job did not finish within ", limit,
+                                                      " s of virtual time (", result_.examples,
+                                                      " of ", target_examples_, " examples done)"));
+    }
+    queue_.RunNext();
+    if (!error_.ok()) return error_;
+  }
+  result_.events = queue_.executed();
+  for (const auto& shard : shards_) {
+    const shard::ShardStats stats = shard->Stats();
+    result_.shard_versions.push_back(stats.version);
+    result_.applied += stats.applied;
+    result_.decayed += stats.decayed;
+    result_.dropped += stats.dropped;
+    result_.rejected += stats.rejected;
+  }
+  result_.parameters = GatherParameters();
+  return std::move(result_);
+}
+
+// ---- workers ----
+
+void Simulation::StartStep(SimWorker& w) {
+  if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped) return;
+  w.state = WorkerState::kIdle;
+  if (w.stop_requested) return Stop(w);
+  if (w.batch.empty()) {
+    // Trainer::EnsureData: keep two batches on hand, asking for the next lease ahead of time.
+    if (w.leased.size() < 2 * w.local_batch && !w.leased.request_outstanding()) {
+      SendLeaseRequest(w);
+    }
+    if (w.leased.size() < w.local_batch) {
+      w.state = WorkerState::kWaitingLease;  // OnLease resumes the step
+      return;
+    }
+    w.leased.Take(w.local_batch, w.batch);
+  }
+  StartPull(w);
+}
+
+void Simulation::SendLeaseRequest(SimWorker& w) {
+  const v1::WorkerMessage message = w.leased.NextRequest();
+  Send(static_cast<int64_t>(message.ByteSizeLong()),
+       [this, &w, request = message.lease_request()] { OnLeaseRequest(w, request); });
+}
+
+void Simulation::StartPull(SimWorker& w) {
+  w.state = WorkerState::kPulling;
+  w.pull_start = queue_.now();
+  w.held_seconds = 0;
+  w.outstanding = static_cast<int>(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    v1::PullRequest request;
+    request.set_request_id(w.next_request_id++);
+    request.set_min_version(w.min_versions[s]);
+    const int64_t bytes = static_cast<int64_t>(request.ByteSizeLong());
+    Send(bytes, [this, &w, s, bytes, request] {
+      if (w.state != WorkerState::kPulling) return;  // died or stopped on the way
+      Serve(s, bytes, [this, &w, s, request] {
+        if (w.state != WorkerState::kPulling) return;
+        const shard::Puller puller{&w, w.id, /*trains=*/true};
+        // The answer may come now or when a sync barrier releases (inside another worker's push).
+        absl::Status pulled =
+            shards_[s]->Pull(puller, request, [this, &w, s](v1::PullResponse response) {
+              auto shared = std::make_shared<v1::PullResponse>(std::move(response));
+              Send(static_cast<int64_t>(shared->ByteSizeLong()),
+                   [this, &w, s, shared] { OnPullReply(w, s, *shared); });
+            });
+        if (!pulled.ok()) Fail(pulled);
+      });
+    });
+  }
+}
+
+void Simulation::OnPullReply(SimWorker& w, size_t shard, v1::PullResponse& response) {
+  if (w.state != WorkerState::kPulling) return;
+  w.pulled[shard] = std::move(*response.mutable_values());
+  w.tokens[shard] = response.version();
+  w.modes[shard] = response.mode();
+  w.held_seconds = std::max(w.held_seconds, response.held_seconds());
+  if (--w.outstanding == 0) Compute(w);
+}
+
+void Simulation::Compute(SimWorker& w) {
+  w.pull_seconds = Seconds(queue_.now() - w.pull_start) - w.held_seconds;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    const v1::ShardPartition& p = partitions_[s];
+    absl::Status unpacked = tensor::UnpackFloatsInto(
+        w.pulled[s],
+        std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin()));
+    std::string().swap(w.pulled[s]);  // 1,000 workers x the model would not fit twice
+    if (!unpacked.ok()) return Fail(unpacked);
+  }
+  // The real model's real gradient on the real batch; only its duration is modelled.
+  train_->PrepareTrain(w.batch);
+  absl::StatusOr<float> loss = train_->TrainStep(params_, no_rows_, grad_, row_grads_);
+  if (!loss.ok()) return Fail(loss.status());
+  w.loss = *loss;
+  w.examples = static_cast<int64_t>(w.batch.size());
+  w.batch.clear();
+  w.compute_seconds = timing_.ComputeSeconds(w.index, w.examples, Now());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    const v1::ShardPartition& p = partitions_[s];
+    v1::PushRequest& push = w.pushes[s];
+    push.Clear();
+    push.set_request_id(w.next_request_id++);
+    push.set_token(w.tokens[s]);
+    push.set_samples(w.examples);
+    push.set_gradient(tensor::PackFloats(
+        std::span<const float>(grad_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin())));
+  }
+  w.state = WorkerState::kComputing;
+  queue_.After(absl::Seconds(w.compute_seconds), [this, &w] { StartPush(w); });
+}
+
+void Simulation::StartPush(SimWorker& w) {
+  if (w.state != WorkerState::kComputing) return;
+  w.state = WorkerState::kPushing;
+  w.push_start = queue_.now();
+  w.outstanding = static_cast<int>(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    const int64_t bytes = static_cast<int64_t>(w.pushes[s].ByteSizeLong());
+    Send(bytes, [this, &w, s, bytes] {
+      if (w.state != WorkerState::kPushing) return;  // lost with its dead sender
+      Serve(s, bytes, [this, &w, s] {
+        if (w.state != WorkerState::kPushing) return;
+        const v1::PushAck ack = shards_[s]->Push(w.id, w.pushes[s]);
+        w.pushes[s].Clear();
+        Send(static_cast<int64_t>(ack.ByteSizeLong()), [this, &w, s] { OnPushAck(w, s); });
+      });
+    });
+  }
+}
+
+void Simulation::OnPushAck(SimWorker& w, size_t shard) {
+  if (w.state != WorkerState::kPushing) return;
+  // Sync: the next pull waits for the barrier this gradient belongs to (ParameterClient).
+  w.min_versions[shard] = w.modes[shard] == v1::MODE_SYNC ? w.tokens[shard] + 1 : 0;
+  if (--w.outstanding > 0) return;
+  v1::WorkerMessage message;
+  v1::StepReport* report = message.mutable_step();
+  report->set_step(w.step++);
+  report->set_examples(w.examples);
+  report->set_loss(w.loss);
+  report->set_compute_seconds(w.compute_seconds);
+  report->set_pull_seconds(w.pull_seconds);
+  report->set_push_seconds(Seconds(queue_.now() - w.push_start));
+  report->set_wait_seconds(w.held_seconds);
+  report->set_token(w.tokens[0]);
+  Send(static_cast<int64_t>(message.ByteSizeLong()),
+       [this, &w, step = message.step()] { OnStepReport(w, step); });
+  StartStep(w);
+}
+
+void Simulation::OnLease(SimWorker& w, const v1::DataLease& lease) {
+  if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped) return;
+  w.leased.Add(lease);
+  if (w.state == WorkerState::kWaitingLease) StartStep(w);
+}
+
+void Simulation::OnStop(SimWorker& w) {
+  if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped) return;
+  w.stop_requested = true;
+  // A worker waiting (for a lease or a pull) abandons the wait; one computing or pushing
+  // finishes its step and stops at the top of the next (Trainer::Run).
+  if (w.state == WorkerState::kIdle || w.state == WorkerState::kWaitingLease ||
+      w.state == WorkerState::kPulling) {
+    for (auto& shard : shards_) shard->CancelPulls(&w);
+    Stop(w);
+  }
+}
+
+void Simulation::Stop(SimWorker& w) {
+  w.state = WorkerState::kStopped;
+  MaybeDone();
+}
+
+void Simulation::Die(SimWorker& w, const v1::WorkerDeath& death) {
+  if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped) return;
+  w.state = WorkerState::kDead;
+  w.batch.clear();
+  for (std::string& pulled : w.pulled) std::string().swap(pulled);
+  for (v1::PushRequest& push : w.pushes) push.Clear();
+  result_.dead_workers.push_back(w.id);
+  // Its streams close: each shard drops its held pulls once it sees that.
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    queue_.After(absl::Seconds(timing_.MessageSeconds(0)),
+                 [this, &w, s] { shards_[s]->CancelPulls(&w); });
+  }
+  const double detect = death.detected_after_seconds() > 0 ? death.detected_after_seconds()
+                                                           : timing_.MessageSeconds(0);
+  queue_.After(absl::Seconds(detect), [this, &w] { OnWorkerGone(w); });
+  MaybeDone();
+}
+
+// ---- coordinator ----
+
+void Simulation::OnLeaseRequest(SimWorker& w, const v1::LeaseRequest& request) {
+  for (int64_t completed : request.completed_lease_ids()) {
+    // A late report of a re-issued lease is refused, as in the coordinator; nothing to do.
+    leases_->Complete(completed, w.id).IgnoreError();
+  }
+  if (phase_ != Phase::kRunning || !w.member) return;
+  v1::CoordinatorToWorker reply;
+  *reply.mutable_lease() = leases_->Acquire(w.id);
+  Send(static_cast<int64_t>(reply.ByteSizeLong()),
+       [this, &w, lease = reply.lease()] { OnLease(w, lease); });
+}
+
+void Simulation::OnStepReport(SimWorker& w, const v1::StepReport& report) {
+  if (phase_ != Phase::kRunning || report.examples() <= 0) return;
+  result_.examples += report.examples();
+  ++result_.steps;
+  if (w.member) modes_->AddStep(w.id, report);
+  if (result_.examples >= target_examples_) BeginFinishing();
+}
+
+void Simulation::OnWorkerGone(SimWorker& w) {
+  if (!w.member) return;
+  w.member = false;
+  modes_->RemoveWorker(w.id);
+  leases_->ReleaseWorker(w.id);
+  // Also while finishing: a barrier must never wait on a worker that has left.
+  ReshapeMembership();
+}
+
+void Simulation::ReshapeMembership() {
+  std::vector<SimWorker*> members;
+  for (SimWorker& w : workers_) {
+    if (w.member) members.push_back(&w);
+  }
+  const int n = static_cast<int>(members.size());
+  membership_.set_generation(membership_.generation() + 1);
+  membership_.clear_worker_ids();
+  for (int i = 0; i < n; ++i) {
+    SimWorker& w = *members[i];
+    membership_.add_worker_ids(w.id);
+    const int32_t share = job::LocalBatchShare(job_.global_batch(), n, i);
+    if (share != w.local_batch) {
+      queue_.After(absl::Seconds(timing_.MessageSeconds(0)),
+                   [&w, share] { w.local_batch = share; });
+    }
+  }
+  membership_.set_local_batch(n > 0 ? job_.global_batch() / n : 0);
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    queue_.After(absl::Seconds(timing_.MessageSeconds(0)),
+                 [this, s, membership = membership_] { shards_[s]->SetMembership(membership); });
+  }
+}
+
+void Simulation::Tick() {
+  if (phase_ != Phase::kRunning) return;
+  std::vector<WorkerLoad> loads;
+  for (const SimWorker& w : workers_) {
+    if (w.member) loads.push_back({w.id, w.local_batch});
+  }
+  coordinator::ModeRound round = modes_->Decide(loads, Now());
+  for (const coordinator::SetModeCommand& command : round.commands) {
+    result_.switches.push_back({Now(), command.shard, command.mode, command.reason});
+    const size_t s = static_cast<size_t>(command.shard);
+    queue_.After(absl::Seconds(timing_.MessageSeconds(0)),
+                 [this, s, mode = command.mode] { shards_[s]->SetMode(mode); });
+  }
+  queue_.After(kCoordinatorTick, [this] { Tick(); });
+}
+
+void Simulation::BeginFinishing() {
+  if (phase_ != Phase::kRunning) return;
+  phase_ = Phase::kFinishing;
+  for (SimWorker& w : workers_) {
+    queue_.After(absl::Seconds(timing_.MessageSeconds(0)), [this, &w] { OnStop(w); });
+  }
+  MaybeDone();
+}
+
+void Simulation::MaybeDone() {
+  if (phase_ != Phase::kFinishing) return;
+  for (const SimWorker& w : workers_) {
+    if (w.state != WorkerState::kDead && w.state != WorkerState::kStopped) return;
+  }
+  // Every worker has stopped: the final evaluation measures what the shards hold now.
+  phase_ = Phase::kDone;
+  result_.wall_seconds = Now();
+  Evaluate();
+}
+
+void Simulation::Serve(size_t shard, int64_t bytes, EventQueue::Action serve) {
+  const absl::Duration start = std::max(queue_.now(), shard_busy_until_[shard]);
+  shard_busy_until_[shard] = start + absl::Seconds(timing_.ShardServiceSeconds(bytes));
+  queue_.At(shard_busy_until_[shard], std::move(serve));
+}
+
+// ---- evaluation ----
+
+std::vector<float> Simulation::GatherParameters() const {
+  std::vector<float> flat;
+  for (const auto& shard : shards_) {
+    std::vector<float> part = shard->Parameters();
+    flat.insert(flat.end(), part.begin(), part.end());
+  }
+  return flat;
+}
+
+void Simulation::Evaluate() {
+  // The evaluator reads the newest parameters (no look-ahead) and scores the evaluation set;
+  // in virtual time it takes no time.
+  const std::vector<float> params = GatherParameters();
+  for (int64_t begin = 0; begin < eval_->eval_size(); begin += eval_->eval_chunk()) {
+    eval_->PrepareEval(begin, std::min(eval_->eval_size(), begin + eval_->eval_chunk()));
+    if (absl::Status scored = eval_->ScoreEval(params, no_rows_); !scored.ok()) return Fail(scored);
+  }
+  absl::StatusOr<model::Evaluation> evaluation = eval_->FinishEval();
+  if (!evaluation.ok()) return Fail(evaluation.status());
+  result_.evaluations.push_back(
+      {Now(), result_.examples, evaluation->accuracy, evaluation->mean_loss, evaluation->auc});
+  if (options_.target_accuracy > 0 && !result_.seconds_to_target.has_value() &&
+      evaluation->accuracy >= options_.target_accuracy) {
+    result_.seconds_to_target = Now();
+  }
+}
+
+void Simulation::SchedulePeriodicEval() {
+  const double interval = job_.eval().interval_seconds();
+  if (!(interval > 0)) return;
+  queue_.After(absl::Seconds(interval), [this] {
+    if (phase_ == Phase::kDone) return;
+    Evaluate();
+    SchedulePeriodicEval();
+  });
+}
+
+}  // namespace
+
+absl::StatusOr<v1::SimSpec> ParseSimSpec(absl::string_view text) {
+  v1::SimSpec spec;
+  SYNCOPATE_RETURN_IF_ERROR(job::ParseTextProto(text, "sim spec", spec));
+  return spec;
+}
+
+absl::StatusOr<v1::SimSpec> LoadSimSpecFile(const std::string& path) {
+  SYNCOPATE_ASSIGN_OR_RETURN(const std::string text, job::ReadSpecFile(path, "sim spec"));
+  absl::StatusOr<v1::SimSpec> spec = ParseSimSpec(text);
+  if (!spec.ok()) {
+    return absl::Status(spec.status().code(), absl::StrCat(path, ": ", spec.status().message()));
+  }
+  return spec;
+}
+
+absl::StatusOr<SimResult> RunSimulation(const SimOptions& options) {
+  SYNCOPATE_RETURN_IF_ERROR(job::ValidateJobSpec(options.job));
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      StepTimeModel timing,
+      StepTimeModel::Create(options.spec, options.job.num_workers(), options.timing_seed));
+  Simulation simulation(options, std::move(timing));
+  SYNCOPATE_RETURN_IF_ERROR(simulation.Setup());
+  return simulation.Run();
+}
+
+}  // namespace syncopate::sim

@@ -1,0 +1,100 @@
+// A deterministic discrete-event simulation, in virtual time, of one training job with N workers
+// and S shards (docs/simulation.md). What runs is the real code: each shard is a real
+// shard::ShardCore (GlobalBatchAggregator, optimizer, learning-rate schedule, look-ahead pulls,
+// validation), the workers compute real gradients of the job's real model on its real data,
+// data leases come from the real data::LeaseTable and worker::LeaseBuffer, and mode decisions
+// from the coordinator's own coordinator::ModeController (StragglerDetector, ModePolicy,
+// SwitchConfirmation). Only time is simulated: a StepTimeModel says how long each worker
+// computes and how long each message travels, and an EventQueue orders what happens.
+//
+// A worker's step follows libs/worker/trainer.cc: take a batch from its leases (asking for the
+// next lease ahead of time), pull every shard (a sync pull waits at the shard for the barrier),
+// compute, push to every shard, report the step to the coordinator. The coordinator follows
+// libs/coordinator/coordinator_core.cc: leases, membership and G split across the members, a
+// mode-control round every tick, stop once the job's examples are done.
+//
+// Same options, same result, bit for bit: there is no thread, no wall clock and no hash-order
+// dependence, and every random draw derives from the seeds.
+//
+// Limits (docs/simulation.md): dense models only (a job with embedding tables is UNIMPLEMENTED);
+// evaluation is instantaneous in virtual time; no worker joins, no shard or coordinator faults.
+//
+// Thread-safety: RunSimulation is thread-safe (each call owns its state); the workload factory,
+// when given, is called on the calling thread.
+#ifndef SYNCOPATE_LIBS_SIM_SIMULATION_H_
+#define SYNCOPATE_LIBS_SIM_SIMULATION_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "syncopate/v1/job.pb.h"
+#include "syncopate/v1/sim.pb.h"
+
+namespace syncopate::sim {
+
+struct SimOptions {
+  // The job as a coordinator gets it (defaults applied, validated): mode, N, S, G, stop, seed.
+  v1::JobSpec job;
+  v1::SimSpec spec;
+  // Seeds the step-time model (the job's own seed drives initialisation and data order).
+  uint64_t timing_seed = 1;
+  // Evaluate every job.eval().interval_seconds of virtual time and at the end; off, only the end
+  // is evaluated (tests that need no curve).
+  bool periodic_eval = true;
+  // Time to target is the first evaluation at or above this accuracy (0: not tracked).
+  double target_accuracy = 0;
+};
+
+struct SimEvaluation {
+  double seconds = 0;  // virtual time of the evaluation
+  int64_t examples = 0;
+  double accuracy = 0;
+  double loss = 0;
+  double auc = 0;
+};
+
+struct SimSwitch {
+  double seconds = 0;
+  int32_t shard = 0;
+  v1::Mode mode = v1::MODE_UNSPECIFIED;
+  std::string reason;
+};
+
+struct SimResult {
+  double wall_seconds = 0;  // virtual time from the start to the last worker's stop
+  int64_t examples = 0;     // examples the coordinator counted from step reports
+  int64_t steps = 0;
+  std::vector<int64_t> shard_versions;  // updates applied, per shard
+  int64_t applied = 0;                  // pushes by outcome, over all shards
+  int64_t decayed = 0;
+  int64_t dropped = 0;
+  int64_t rejected = 0;
+  std::vector<SimEvaluation> evaluations;  // periodic ones, then the final one
+  std::optional<double> seconds_to_target;
+  std::vector<SimSwitch> switches;
+  std::vector<int32_t> dead_workers;  // worker ids (1..N), in order of death
+  int64_t events = 0;
+  // The final parameters, flat (all shards' ranges in order).
+  std::vector<float> parameters;
+
+  const SimEvaluation& final_evaluation() const { return evaluations.back(); }
+};
+
+// A SimSpec from text format, checked against nothing yet (RunSimulation checks it against the
+// job). INVALID_ARGUMENT with the line and column of a syntax error.
+absl::StatusOr<v1::SimSpec> ParseSimSpec(absl::string_view text);
+// NOT_FOUND for a missing file; errors name the path.
+absl::StatusOr<v1::SimSpec> LoadSimSpecFile(const std::string& path);
+
+// Runs the job to its stop condition. INVALID_ARGUMENT for a bad spec or job, UNIMPLEMENTED for
+// a model with embedding tables, DEADLINE_EXCEEDED past spec.max_virtual_seconds, INTERNAL if the
+// cluster stalls (no event left before the job is done: a bug, reported with the state).
+absl::StatusOr<SimResult> RunSimulation(const SimOptions& options);
+
+}  // namespace syncopate::sim
+
+#endif  // SYNCOPATE_LIBS_SIM_SIMULATION_H_

@@ -1,0 +1,62 @@
+// How long things take in a simulated cluster, from a SimSpec (protos/syncopate/v1/sim.proto):
+// each worker's compute-only step time, the death time of workers that die, message transit
+// times and a shard's service time per message. Nothing else of a simulation is modelled.
+//
+// Reproducibility: every worker draws from its own stream (std::mt19937_64, whose output the C++
+// standard fixes, seeded through SplitMix64 from (seed, worker)), turned into numbers by the
+// inverse-CDF and Box-Muller formulas written here (std::*_distribution are
+// implementation-defined). One worker's draws never shift another's, so adding a death or a
+// slowdown to worker 7 leaves worker 3's step times unchanged.
+//
+// Thread-safety: NOT thread-safe (thread-compatible); ComputeSeconds advances the streams.
+#ifndef SYNCOPATE_LIBS_SIM_STEP_TIME_MODEL_H_
+#define SYNCOPATE_LIBS_SIM_STEP_TIME_MODEL_H_
+
+#include <cstdint>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "syncopate/v1/sim.pb.h"
+
+namespace syncopate::sim {
+
+class StepTimeModel {
+ public:
+  // INVALID_ARGUMENT naming the field for negative times, factors <= 0, worker indices outside
+  // [0, num_workers), a hiccup probability outside [0, 1] or a hiccup alpha <= 0 where hiccups
+  // are on.
+  static absl::StatusOr<StepTimeModel> Create(const v1::SimSpec& spec, int num_workers,
+                                              uint64_t seed);
+
+  // Compute-only seconds of a step of worker `index` over `examples` examples that starts at
+  // `now_seconds` of virtual time. Draws from the worker's stream.
+  double ComputeSeconds(int index, int64_t examples, double now_seconds);
+  // The product of the worker's persistent speed factor and the transient slowdowns active at
+  // `now_seconds` (no noise).
+  double Slowdown(int index, double now_seconds) const;
+  // When worker `index` dies, if it does, and how long the coordinator takes to notice.
+  std::optional<v1::WorkerDeath> Death(int index) const;
+
+  // latency + bytes / bandwidth.
+  double MessageSeconds(int64_t bytes) const;
+  // A shard's time to serve one message of `bytes`.
+  double ShardServiceSeconds(int64_t bytes) const;
+
+  const v1::SimSpec& spec() const { return spec_; }
+
+ private:
+  StepTimeModel(const v1::SimSpec& spec, int num_workers, uint64_t seed);
+  // Uniform in the open interval (0, 1) from 53 random bits.
+  double Uniform(int index);
+  double StandardNormal(int index);
+
+  v1::SimSpec spec_;
+  std::vector<double> speed_;             // per worker
+  std::vector<std::mt19937_64> streams_;  // per worker
+};
+
+}  // namespace syncopate::sim
+
+#endif  // SYNCOPATE_LIBS_SIM_STEP_TIME_MODEL_H_

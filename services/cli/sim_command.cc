@@ -1,0 +1,68 @@
+// `syncopate sim`: the job simulated in virtual time (libs/sim, docs/simulation.md). Wiring only:
+// flags to SimOptions, the result to stdout.
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "libs/common/mode_name.h"
+#include "libs/job/job_spec.h"
+#include "libs/runtime/process_runtime.h"
+#include "libs/sim/simulation.h"
+#include "services/cli/commands.h"
+
+namespace syncopate::cli {
+
+int RunSim() {
+  absl::StatusOr<v1::JobSpec> job = JobFromFlags();
+  if (!job.ok()) runtime::Die(absl::StrCat("sim: ", job.status().message()));
+  const std::string policy = absl::GetFlag(FLAGS_policy);
+  if (!policy.empty()) {
+    absl::StatusOr<v1::Mode> mode = job::ParseMode(policy);
+    if (!mode.ok()) runtime::Die(absl::StrCat("sim: --policy: ", mode.status().message()));
+    job->set_mode(*mode);
+  }
+  const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  job->set_seed(seed);
+  const std::string spec_path = absl::GetFlag(FLAGS_sim);
+  if (spec_path.empty()) runtime::Die("sim: --sim=SPEC is required (see examples/sim/)");
+  absl::StatusOr<v1::SimSpec> spec = sim::LoadSimSpecFile(spec_path);
+  if (!spec.ok()) runtime::Die(absl::StrCat("sim: ", spec.status().message()));
+
+  sim::SimOptions options;
+  options.job = *job;
+  options.spec = *spec;
+  options.timing_seed = seed;
+  options.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
+  const absl::Time start = absl::Now();
+  absl::StatusOr<sim::SimResult> result = sim::RunSimulation(options);
+  if (!result.ok()) runtime::Die(absl::StrCat("sim: ", result.status().message()), 1);
+  const double real_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+
+  for (const sim::SimEvaluation& e : result->evaluations) {
+    printf("eval  %8.2f s  %9ld examples  accuracy %.4f  loss %.4f\n", e.seconds,
+           static_cast<long>(e.examples), e.accuracy, e.loss);
+  }
+  for (const sim::SimSwitch& s : result->switches) {
+    printf("switch %7.2f s  shard %d -> %s (%s)\n", s.seconds, s.shard, ModeName(s.mode).c_str(),
+           s.reason.c_str());
+  }
+  const sim::SimEvaluation& last = result->final_evaluation();
+  const std::string to_target = result->seconds_to_target.has_value()
+                                    ? absl::StrCat(*result->seconds_to_target, " s")
+                                    : std::string("not reached");
+  printf(
+      "syncopate sim: %s, %d workers, %d shards, seed %lu: virtual wall time %.2f s, %ld "
+      "examples, final accuracy %.4f, time to %.2f: %s, %zu switches, %zu deaths, pushes "
+      "%ld applied / %ld decayed / %ld dropped / %ld rejected; %ld events in %.1f s real\n",
+      ModeName(job->mode()).c_str(), job->num_workers(), job->num_shards(),
+      static_cast<unsigned long>(seed), result->wall_seconds, static_cast<long>(result->examples),
+      last.accuracy, options.target_accuracy, to_target.c_str(), result->switches.size(),
+      result->dead_workers.size(), static_cast<long>(result->applied),
+      static_cast<long>(result->decayed), static_cast<long>(result->dropped),
+      static_cast<long>(result->rejected), static_cast<long>(result->events), real_seconds);
+  return 0;
+}
+
+}  // namespace syncopate::cli

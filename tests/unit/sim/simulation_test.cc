@@ -1,0 +1,233 @@
+#include "libs/sim/simulation.h"
+
+#include <cstring>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "libs/aggregation/global_batch_aggregator.h"
+#include "libs/data/lease_table.h"
+#include "libs/job/job_spec.h"
+#include "libs/job/partitioner.h"
+#include "libs/optim/optimizer.h"
+#include "libs/tensor/initializer.h"
+#include "libs/workload/workload.h"
+
+namespace syncopate::sim {
+namespace {
+
+// A small MLP (784-16-10) on the first 256 Fashion-MNIST images: real model, real data, a run
+// of a few hundred events.
+v1::JobSpec TinyJob(v1::Mode mode, int workers, int shards) {
+  v1::JobSpec job = *job::ParseJobSpec(job::DefaultJobText());
+  job.mutable_model()->clear_hidden();
+  job.mutable_model()->add_hidden(16);
+  job.mutable_dataset()->set_train_limit(256);
+  job.mutable_dataset()->set_test_limit(200);
+  job.set_global_batch(32);
+  job.set_num_workers(workers);
+  job.set_num_shards(shards);
+  job.set_block_size(32);
+  job.mutable_stop()->set_epochs(2);
+  job.set_mode(mode);
+  return job;
+}
+
+// 10 ms per step and 1 ms per message, nothing random: events happen in an order a test can
+// reason about.
+v1::SimSpec Clockwork() {
+  v1::SimSpec spec;
+  spec.mutable_step_time()->set_seconds_per_step(0.01);
+  spec.mutable_network()->set_latency_seconds(0.001);
+  return spec;
+}
+
+bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+TEST(Simulation, SameSeedSameResultBitForBit) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_AUTO, 4, 2);
+  options.spec = Clockwork();
+  v1::StepTimeSpec* step = options.spec.mutable_step_time();
+  step->set_seconds_per_example(0.001);
+  step->set_lognormal_sigma(0.3);
+  step->set_hiccup_probability(0.05);
+  step->set_hiccup_scale_seconds(0.02);
+  step->set_hiccup_alpha(1.5);
+  v1::WorkerSpeed* slow = options.spec.add_speeds();
+  slow->set_worker(3);
+  slow->set_factor(4);
+  options.timing_seed = 11;
+  options.job.mutable_eval()->set_interval_seconds(0.5);
+  absl::StatusOr<SimResult> first = RunSimulation(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<SimResult> second = RunSimulation(options);
+  ASSERT_TRUE(second.ok()) << second.status();
+
+  EXPECT_TRUE(BitIdentical(first->parameters, second->parameters));
+  EXPECT_EQ(first->wall_seconds, second->wall_seconds);
+  EXPECT_EQ(first->events, second->events);
+  EXPECT_EQ(first->examples, second->examples);
+  EXPECT_EQ(first->shard_versions, second->shard_versions);
+  EXPECT_EQ(first->decayed, second->decayed);
+  ASSERT_EQ(first->evaluations.size(), second->evaluations.size());
+  for (size_t i = 0; i < first->evaluations.size(); ++i) {
+    EXPECT_EQ(first->evaluations[i].accuracy, second->evaluations[i].accuracy);
+    EXPECT_EQ(first->evaluations[i].loss, second->evaluations[i].loss);
+  }
+  ASSERT_EQ(first->switches.size(), second->switches.size());
+  // Two epochs of 256 examples: the coordinator stops at 512.
+  EXPECT_GE(first->examples, 512);
+
+  // Another timing seed moves the step times, so the result differs.
+  options.timing_seed = 12;
+  absl::StatusOr<SimResult> other = RunSimulation(options);
+  ASSERT_TRUE(other.ok()) << other.status();
+  EXPECT_NE(other->wall_seconds, first->wall_seconds);
+}
+
+TEST(Simulation, AWorkerDyingMidStepNeverHoldsTheSyncBarrier) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_SYNC, 4, 2);
+  options.spec = Clockwork();
+  options.periodic_eval = false;
+  // The first pull is back at ~2 ms, the first compute ends at ~12 ms: worker 1 (id 2) dies in
+  // the middle of its first step, its gradient never pushed. The coordinator hears of it 50 ms
+  // later (a silent death, not a closed stream).
+  v1::WorkerDeath* death = options.spec.add_deaths();
+  death->set_worker(1);
+  death->set_at_seconds(0.006);
+  death->set_detected_after_seconds(0.05);
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->dead_workers, std::vector<int32_t>{2});
+  EXPECT_GE(result->examples, 512);
+  EXPECT_EQ(result->rejected, 0);
+  // The barrier of version 0 waited for the detection (~56 ms), then the three survivors split
+  // G = 32 as 11 + 11 + 10 and went on: more than 512 / 32 = 16 updates' worth of time.
+  EXPECT_GT(result->wall_seconds, 0.056);
+  EXPECT_GE(result->shard_versions[0], 16);
+  EXPECT_EQ(result->shard_versions[0], result->shard_versions[1]);
+  // Nothing the dead worker computed reached a shard: version 0 took the 3 survivors' pushes,
+  // every later version too (per shard), and no push was dropped as stale.
+  EXPECT_EQ(result->applied, 2 * 3 * result->shard_versions[0]);
+  EXPECT_EQ(result->dropped, 0);
+}
+
+// The real coordinator waits for workers to come back; with no joins in the simulation that is
+// a wait until the virtual-time limit, reported as such rather than a hang.
+TEST(Simulation, EveryWorkerDeadEndsAtTheVirtualTimeLimit) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_SYNC, 2, 1);
+  options.spec = Clockwork();
+  options.spec.set_max_virtual_seconds(10);
+  options.periodic_eval = false;
+  for (int w = 0; w < 2; ++w) {
+    v1::WorkerDeath* death = options.spec.add_deaths();
+    death->set_worker(w);
+    death->set_at_seconds(0.1);
+  }
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+}
+
+// The end-to-end check: a simulated sync run produces exactly the parameters the real
+// aggregator and optimizer produce when fed the same batches directly. Two workers, one shard,
+// no noise: worker 1 is always one event ahead of worker 2, so the coordinator hands out leases
+// alternately (1, 2, 1, 2, ...) and the shard receives worker 1's push first at every version.
+TEST(Simulation, SyncRunMatchesTheRealAggregatorFedDirectly) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_SYNC, 2, 1);
+  options.job.mutable_dataset()->set_train_limit(64);
+  options.job.mutable_stop()->set_epochs(1);
+  options.spec = Clockwork();
+  options.periodic_eval = false;
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  const int64_t versions = result->shard_versions[0];
+  // 64 examples at G = 32 are 2 updates; a step in flight when the stop arrives may add one.
+  ASSERT_GE(versions, 2);
+
+  // The same job, by hand: the coordinator's schedule resolution, the shard's initial values,
+  // the job's optimizer and the real aggregator.
+  v1::JobSpec job = options.job;
+  job::ResolveSchedule(job, 64);
+  absl::StatusOr<job::ModelLayout> layout = job::LayoutForJob(job);
+  ASSERT_TRUE(layout.ok());
+  std::vector<v1::ShardPartition> partitions = *job::PartitionModel(*layout, 1);
+  std::vector<float> params(static_cast<size_t>(partitions[0].flat_end()));
+  for (const v1::TensorSlice& slice : partitions[0].slices()) {
+    ASSERT_TRUE(tensor::InitializeSlice(
+                    slice.init(), job.seed(), slice.tensor(), slice.tensor_offset(),
+                    std::span<float>(params).subspan(slice.flat_offset(), slice.length()))
+                    .ok());
+  }
+  auto optimizer = *optim::CreateOptimizer(job.optimizer(), static_cast<int64_t>(params.size()));
+  aggregation::GlobalBatchAggregator aggregator(static_cast<int64_t>(params.size()), 32,
+                                                v1::MODE_SYNC);
+  v1::Membership membership;
+  membership.add_worker_ids(1);
+  membership.add_worker_ids(2);
+  membership.set_local_batch(16);
+  aggregator.SetMembership(membership);
+  // Each worker visits its leases' examples in order; leases alternate between the workers.
+  data::LeaseTable leases = *data::LeaseTable::Create(64, 32, job.seed());
+  std::vector<std::vector<int64_t>> stream(2);
+  while (static_cast<int64_t>(stream[1].size()) < versions * 16) {
+    for (int w = 0; w < 2; ++w) {
+      std::vector<int64_t> order = data::LeaseExampleOrder(leases.Acquire(w + 1));
+      stream[w].insert(stream[w].end(), order.begin(), order.end());
+    }
+  }
+  auto model = *workload::CreateWorkload(job, workload::Purpose::kTrain);
+  std::vector<float> grad(params.size()), mean(params.size());
+  workload::TableRows rows, row_grads;
+  for (int64_t k = 0; k < versions; ++k) {
+    for (int w = 0; w < 2; ++w) {
+      std::vector<int64_t> batch(stream[w].begin() + k * 16, stream[w].begin() + (k + 1) * 16);
+      model->PrepareTrain(batch);
+      ASSERT_TRUE(model->TrainStep(params, rows, grad, row_grads).ok());
+      const aggregation::PushVerdict verdict = aggregator.Push({w + 1, k, 16, grad, {}});
+      ASSERT_EQ(verdict.outcome, v1::PUSH_APPLIED);
+    }
+    ASSERT_TRUE(aggregator.UpdateReady());
+    aggregator.TakeUpdate(mean);
+    optimizer->Apply(params, mean, 1.0);
+  }
+  EXPECT_TRUE(BitIdentical(result->parameters, params));
+  EXPECT_EQ(result->applied, 2 * versions);
+}
+
+TEST(Simulation, RefusesJobsWithEmbeddingTablesAndBadSpecs) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_SYNC, 2, 1);
+  options.spec = Clockwork();
+  options.spec.add_speeds()->set_worker(2);  // the job has workers 0 and 1
+  options.spec.mutable_speeds(0)->set_factor(2);
+  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
+
+  absl::StatusOr<v1::JobSpec> wdl =
+      job::LoadJobSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/ctr_wdl.textproto");
+  ASSERT_TRUE(wdl.ok()) << wdl.status();
+  options.job = *wdl;
+  options.spec = Clockwork();
+  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kUnimplemented);
+
+  EXPECT_EQ(ParseSimSpec("step_time { seconds_per_step: }").status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(LoadSimSpecFile("/nonexistent/spec.textproto").status().code(),
+            absl::StatusCode::kNotFound);
+}
+
+TEST(Simulation, ShippedBenchScenariosParse) {
+  for (const char* name : {"a", "b", "c", "d"}) {
+    absl::StatusOr<v1::SimSpec> spec = LoadSimSpecFile(
+        std::string(SYNCOPATE_SOURCE_DIR) + "/examples/sim/bench_" + name + ".textproto");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_GT(spec->step_time().seconds_per_example(), 0) << name;
+  }
+}
+
+}  // namespace
+}  // namespace syncopate::sim
