@@ -87,6 +87,29 @@ TEST(Simulation, SameSeedSameResultBitForBit) {
   EXPECT_NE(other->wall_seconds, first->wall_seconds);
 }
 
+// The coordinator's own mode controller runs in the simulation: a persistent 4x straggler moves
+// an auto job's shards from sync to gba, confirmed, and only that way.
+TEST(Simulation, AutoSwitchesToGbaUnderAPersistentStraggler) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_AUTO, 4, 2);
+  options.job.mutable_dataset()->set_train_limit(2048);
+  options.spec = Clockwork();
+  options.spec.mutable_step_time()->set_lognormal_sigma(0.05);
+  options.periodic_eval = false;
+  v1::WorkerSpeed* slow = options.spec.add_speeds();
+  slow->set_worker(3);
+  slow->set_factor(4);
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->switches.size(), 2u);  // one per shard
+  for (const SimSwitch& s : result->switches) {
+    EXPECT_EQ(s.mode, v1::MODE_GBA);
+    EXPECT_GT(s.seconds, 0);
+  }
+  // In gba the straggler's gradients land beyond the staleness threshold and are decayed.
+  EXPECT_GT(result->decayed, 0);
+}
+
 TEST(Simulation, AWorkerDyingMidStepNeverHoldsTheSyncBarrier) {
   SimOptions options;
   options.job = TinyJob(v1::MODE_SYNC, 4, 2);
