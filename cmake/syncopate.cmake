@@ -62,3 +62,47 @@ function(syncopate_test name)
   set_tests_properties(${name} PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}")
 endfunction()
 include(cmake/subdirs.cmake)
+
+# Hot kernels per x86-64 level (ADR 0008, libs/isa): on x86-64 every kernel source is compiled
+# three times, for x86-64 (SSE2), x86-64-v3 (AVX2+FMA) and x86-64-v4 (AVX-512), and the process
+# picks one at start; everything else stays portable x86-64. Each level's copy lives in its own
+# namespace (SYNCOPATE_ISA_NS) and sees Eigen under its own name (-DEigen=...): Eigen's templates
+# would otherwise be instantiated with the same mangled names at every level, and the linker
+# would keep one of them (possibly the AVX-512 one) for all.
+if(CMAKE_SYSTEM_PROCESSOR MATCHES "^(x86_64|AMD64|amd64)$")
+  set(SYNCOPATE_ISA_MULTI_LEVEL ON)
+  set(SYNCOPATE_ISA_LEVELS baseline v3 v4)
+else()
+  set(SYNCOPATE_ISA_MULTI_LEVEL OFF)
+  set(SYNCOPATE_ISA_LEVELS baseline)
+endif()
+set(SYNCOPATE_ISA_FLAGS_baseline "")
+set(SYNCOPATE_ISA_FLAGS_v3 -march=x86-64-v3)
+set(SYNCOPATE_ISA_FLAGS_v4 -march=x86-64-v4)
+if(SYNCOPATE_ISA_MULTI_LEVEL)
+  set(SYNCOPATE_ISA_FLAGS_baseline -march=x86-64)
+endif()
+
+# syncopate_isa_kernels(NAME KERNELS ... SRCS ... DEPS ...): a static library of the per-level
+# objects of KERNELS (<NAME>_<level>, object libraries) plus SRCS, compiled once (the dispatch
+# and everything portable). -fno-math-errno lets sqrt vectorize (nothing reads errno).
+function(syncopate_isa_kernels name)
+  cmake_parse_arguments(ARG "" "" "KERNELS;SRCS;DEPS" ${ARGN})
+  set(objects "")
+  foreach(level ${SYNCOPATE_ISA_LEVELS})
+    add_library(${name}_${level} OBJECT ${ARG_KERNELS})
+    target_include_directories(${name}_${level} PUBLIC ${PROJECT_SOURCE_DIR})
+    target_compile_options(${name}_${level} PRIVATE ${SYNCOPATE_WARNINGS} -fno-math-errno
+                           ${SYNCOPATE_ISA_FLAGS_${level}})
+    target_compile_definitions(${name}_${level} PRIVATE SYNCOPATE_ISA_NS=isa_${level}
+                               Eigen=syncopate_eigen_${level})
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      # GCC 12's own avx512fintrin.h trips -Wmaybe-uninitialized (its _mm512_undefined_* idiom)
+      # when Eigen's AVX-512 packets are inlined; a false positive in the compiler's header.
+      target_compile_options(${name}_${level} PRIVATE -Wno-maybe-uninitialized)
+    endif()
+    target_link_libraries(${name}_${level} PUBLIC ${ARG_DEPS})
+    list(APPEND objects $<TARGET_OBJECTS:${name}_${level}>)
+  endforeach()
+  syncopate_library(${name} SRCS ${ARG_SRCS} ${objects} DEPS syncopate_isa ${ARG_DEPS})
+endfunction()

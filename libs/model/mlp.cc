@@ -6,21 +6,17 @@
 #include <utility>
 #include <vector>
 
-#include "Eigen/Core"
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "libs/common/status_macros.h"
 #include "libs/model/auc.h"
+#include "libs/model/mlp_kernels.h"
 #include "libs/tensor/initializer.h"
 
 namespace syncopate::model {
 namespace {
 
 using ::syncopate::v1::Initializer;
-using MatrixMap = Eigen::Map<Eigen::MatrixXf>;
-using ConstMatrixMap = Eigen::Map<const Eigen::MatrixXf>;
-using VectorMap = Eigen::Map<Eigen::VectorXf>;
-using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
 
 // Examples per forward pass in Evaluate: bounds scratch to ~1000 x (sum of widths) floats while
 // keeping each matrix product large enough to run at full speed.
@@ -28,7 +24,12 @@ constexpr int64_t kEvaluateChunk = 1000;
 
 }  // namespace
 
-absl::StatusOr<Mlp> Mlp::Create(int input_dim, std::vector<int> hidden, int num_classes) {
+absl::StatusOr<Mlp> Mlp::Create(int input_dim, std::vector<int> hidden, int num_classes,
+                                isa::IsaLevel isa_level) {
+  if (isa_level > isa::HighestSupportedIsaLevel()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "MLP kernels for ISA level ", isa::IsaLevelName(isa_level), " cannot run on this CPU"));
+  }
   if (input_dim <= 0 || num_classes <= 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "MLP needs input_dim > 0 and num_classes > 0, got ", input_dim, " and ", num_classes));
@@ -54,11 +55,15 @@ absl::StatusOr<Mlp> Mlp::Create(int input_dim, std::vector<int> hidden, int num_
     layers.push_back(layer);
     inputs = outputs;
   }
-  return Mlp(input_dim, num_classes, std::move(layers));
+  return Mlp(input_dim, num_classes, std::move(layers), isa_level);
 }
 
-Mlp::Mlp(int input_dim, int num_classes, std::vector<Layer> layers)
-    : input_dim_(input_dim), num_classes_(num_classes), layers_(std::move(layers)) {
+Mlp::Mlp(int input_dim, int num_classes, std::vector<Layer> layers, isa::IsaLevel isa_level)
+    : input_dim_(input_dim),
+      num_classes_(num_classes),
+      layers_(std::move(layers)),
+      isa_level_(isa_level),
+      kernels_(&MlpKernelsFor(isa_level)) {
   num_parameters_ = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
@@ -115,13 +120,10 @@ void Mlp::Forward(const float* params, const float* features, int64_t batch_size
   const float* inputs = features;
   for (size_t i = 0; i < layers_.size(); ++i) {
     const Layer& layer = layers_[i];
-    const ConstMatrixMap weights(params + layer.weight_offset, layer.outputs, layer.inputs);
-    const ConstVectorMap bias(params + layer.bias_offset, layer.outputs);
-    const ConstMatrixMap in(inputs, layer.inputs, batch_size);
-    MatrixMap out(activations_[i].data(), layer.outputs, batch_size);
-    out.noalias() = weights * in;
-    out.colwise() += bias;
-    if (i + 1 < layers_.size()) out = out.cwiseMax(0.0f);  // ReLU; the output layer stays linear
+    // ReLU between layers; the output layer stays linear.
+    kernels_->dense_forward(params + layer.weight_offset, params + layer.bias_offset, inputs,
+                            layer.outputs, layer.inputs, batch_size,
+                            /*relu=*/i + 1 < layers_.size(), activations_[i].data());
     inputs = activations_[i].data();
   }
 }
@@ -139,43 +141,22 @@ absl::StatusOr<float> Mlp::LossAndGradient(std::span<const float> params, const 
   ResizeScratch(batch_size);
   Forward(params.data(), batch.features, batch_size);
 
-  // Softmax cross-entropy, stable form: shifting logits by their max leaves the softmax unchanged
-  // and keeps exp() from overflowing. The logits are overwritten with dLoss/dlogits =
-  // (softmax - onehot) / batch_size, the delta of the output layer.
-  MatrixMap logits(activations_.back().data(), num_classes_, batch_size);
-  const float inverse_batch = 1.0f / static_cast<float>(batch_size);
-  double loss_sum = 0.0;
-  for (int64_t j = 0; j < batch_size; ++j) {
-    auto column = logits.col(j);
-    const int label = batch.labels[j];
-    const float max_logit = column.maxCoeff();
-    const float shifted_label_logit = column(label) - max_logit;
-    column = (column.array() - max_logit).exp();
-    const float sum = column.sum();
-    loss_sum += std::log(static_cast<double>(sum)) - shifted_label_logit;
-    column *= inverse_batch / sum;
-    column(label) -= inverse_batch;
-  }
+  // The logits become dLoss/dlogits, the delta of the output layer.
+  const double loss_sum = kernels_->softmax_cross_entropy(activations_.back().data(), batch.labels,
+                                                          num_classes_, batch_size);
 
   const float* delta = activations_.back().data();
   std::vector<float>* free_buffer = &delta_;
   for (size_t i = layers_.size(); i-- > 0;) {
     const Layer& layer = layers_[i];
-    const ConstMatrixMap d_out(delta, layer.outputs, batch_size);
-    const ConstMatrixMap in(i == 0 ? batch.features : activations_[i - 1].data(), layer.inputs,
-                            batch_size);
-    MatrixMap d_weights(grad.data() + layer.weight_offset, layer.outputs, layer.inputs);
-    VectorMap d_bias(grad.data() + layer.bias_offset, layer.outputs);
-    d_weights.noalias() = d_out * in.transpose();
-    d_bias = d_out.rowwise().sum();
-    if (i == 0) break;  // no gradient with respect to the features
-
-    // Back through the ReLU below: its derivative is 1 where its output is positive, else 0.
-    const ConstMatrixMap weights(params.data() + layer.weight_offset, layer.outputs, layer.inputs);
-    MatrixMap d_in(free_buffer->data(), layer.inputs, batch_size);
-    d_in.noalias() = weights.transpose() * d_out;
-    d_in = (in.array() > 0.0f).select(d_in, 0.0f);
-    delta = free_buffer->data();
+    // No gradient with respect to the features (i == 0).
+    float* d_in = i == 0 ? nullptr : free_buffer->data();
+    kernels_->dense_backward(params.data() + layer.weight_offset, delta,
+                             i == 0 ? batch.features : activations_[i - 1].data(), layer.outputs,
+                             layer.inputs, batch_size, grad.data() + layer.weight_offset,
+                             grad.data() + layer.bias_offset, d_in);
+    if (i == 0) break;
+    delta = d_in;
     free_buffer = (free_buffer == &delta_) ? &next_delta_ : &delta_;
   }
   return static_cast<float>(loss_sum / static_cast<double>(batch_size));
@@ -194,17 +175,20 @@ absl::StatusOr<Evaluation> Mlp::Evaluate(std::span<const float> params, const Ba
     const int64_t chunk = std::min(kEvaluateChunk, data.size - begin);
     ResizeScratch(chunk);
     Forward(params.data(), data.features + begin * input_dim_, chunk);
-    const ConstMatrixMap logits(activations_.back().data(), num_classes_, chunk);
+    // Logits [num_classes x chunk], one example per column.
+    const float* logits = activations_.back().data();
     for (int64_t j = 0; j < chunk; ++j) {
+      const float* z = logits + j * num_classes_;
       const int label = data.labels[begin + j];
-      Eigen::Index predicted = 0;
-      const float max_logit = logits.col(j).maxCoeff(&predicted);
+      const int predicted = static_cast<int>(std::max_element(z, z + num_classes_) - z);
+      const float max_logit = z[predicted];  // max_element keeps the first max on ties
       correct += (predicted == label) ? 1 : 0;
-      const double sum_exp = (logits.col(j).array() - max_logit).exp().sum();
-      loss_sum += std::log(sum_exp) - (logits(label, j) - max_logit);
+      double sum_exp = 0.0;
+      for (int c = 0; c < num_classes_; ++c) sum_exp += std::exp(z[c] - max_logit);
+      loss_sum += std::log(sum_exp) - (z[label] - max_logit);
       for (int c = 0; c < num_classes_; ++c) {
         probabilities[(begin + j) * num_classes_ + c] =
-            static_cast<float>(std::exp(logits(c, j) - max_logit) / sum_exp);
+            static_cast<float>(std::exp(z[c] - max_logit) / sum_exp);
       }
     }
   }

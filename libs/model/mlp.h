@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "libs/isa/isa.h"
 #include "syncopate/v1/cluster.pb.h"
 
 namespace syncopate::model {
@@ -19,6 +20,8 @@ namespace syncopate::model {
 // One dense tensor of the flat parameter vector. Weights are [rows = outputs x cols = inputs]
 // stored column-major (element (r, c) at r + c * rows), i.e. inputs' weights are contiguous per
 // input; biases are [outputs x 1].
+struct MlpKernels;
+
 struct DenseTensorSpec {
   std::string name;
   int64_t rows;
@@ -45,8 +48,11 @@ struct Evaluation {
 class Mlp {
  public:
   // input_dim -> hidden[0] -> ... -> num_classes, ReLU between layers, linear output. Empty
-  // `hidden` is softmax regression. INVALID_ARGUMENT on a non-positive width.
-  static absl::StatusOr<Mlp> Create(int input_dim, std::vector<int> hidden, int num_classes);
+  // `hidden` is softmax regression. INVALID_ARGUMENT on a non-positive width. The math runs on
+  // the kernels compiled for `isa_level` (which this CPU must support; the default is the
+  // process's choice, isa::ActiveIsaLevel()).
+  static absl::StatusOr<Mlp> Create(int input_dim, std::vector<int> hidden, int num_classes,
+                                    isa::IsaLevel isa_level = isa::ActiveIsaLevel());
 
   // "dense0/w", "dense0/b", "dense1/w", ... in declaration order, which is the flat layout: the
   // flat parameter vector is their concatenation. Weights HE_UNIFORM (fan_in = inputs, fan_out =
@@ -55,6 +61,7 @@ class Mlp {
   int64_t num_parameters() const { return num_parameters_; }
   int input_dim() const { return input_dim_; }
   int num_classes() const { return num_classes_; }
+  isa::IsaLevel isa_level() const { return isa_level_; }
 
   // Mean softmax cross-entropy over the batch; writes the gradient of that mean (same flat
   // layout) into `grad`. INVALID_ARGUMENT, before any work, if params.size() or grad.size() is
@@ -75,7 +82,7 @@ class Mlp {
     int64_t bias_offset;
   };
 
-  Mlp(int input_dim, int num_classes, std::vector<Layer> layers);
+  Mlp(int input_dim, int num_classes, std::vector<Layer> layers, isa::IsaLevel isa_level);
 
   absl::Status ValidateBatch(const BatchView& batch) const;
   // Sizes the scratch for `batch_size` examples; allocates only when it grows past capacity.
@@ -88,6 +95,8 @@ class Mlp {
   std::vector<Layer> layers_;
   std::vector<DenseTensorSpec> tensors_;
   int64_t num_parameters_;
+  isa::IsaLevel isa_level_;
+  const MlpKernels* kernels_;  // MlpKernelsFor(isa_level_), static storage
 
   // Scratch, [outputs x batch] column-major per layer (one example per column). Plain vectors
   // keep Eigen out of this header, so callers need not share Eigen's alignment/ISA settings.

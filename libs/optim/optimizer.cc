@@ -38,9 +38,9 @@ int64_t Optimizer::state_bytes() const {
 }
 
 absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSpec& spec,
-                                                           int64_t size) {
+                                                           int64_t size, isa::IsaLevel isa_level) {
   if (size < 0) return absl::InvalidArgumentError("optimizer: negative parameter count");
-  SYNCOPATE_ASSIGN_OR_RETURN(std::unique_ptr<UpdateRule> rule, CreateUpdateRule(spec));
+  SYNCOPATE_ASSIGN_OR_RETURN(std::unique_ptr<UpdateRule> rule, CreateUpdateRule(spec, isa_level));
   SYNCOPATE_ASSIGN_OR_RETURN(LearningRateSchedule schedule,
                              LearningRateSchedule::Create(spec.schedule(), spec.learning_rate()));
   return std::make_unique<Optimizer>(std::move(rule), std::move(schedule), size);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "libs/isa/isa.h"
 #include "libs/optim/learning_rate_schedule.h"
 #include "libs/optim/update_rule.h"
 #include "syncopate/v1/job.pb.h"
@@ -64,9 +65,10 @@ class Optimizer {
 };
 
 // Validates the spec (CreateUpdateRule, LearningRateSchedule::Create) and builds the optimizer for
-// a parameter slice of `size` elements. INVALID_ARGUMENT names the offending field.
-absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(const v1::OptimizerSpec& spec,
-                                                           int64_t size);
+// a parameter slice of `size` elements, its update loops compiled for `isa_level` (a level
+// this CPU runs). INVALID_ARGUMENT names the offending field.
+absl::StatusOr<std::unique_ptr<Optimizer>> CreateOptimizer(
+    const v1::OptimizerSpec& spec, int64_t size, isa::IsaLevel isa_level = isa::ActiveIsaLevel());
 
 }  // namespace syncopate::optim
 

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "libs/common/status_macros.h"
+#include "libs/optim/update_kernels.h"
 
 namespace syncopate::optim {
 namespace {
@@ -22,27 +23,27 @@ constexpr float kDefaultInitialAccumulator = 0.1f;
 // Plain SGD: p -= lr * g.
 class SgdRule final : public UpdateRule {
  public:
-  explicit SgdRule(float learning_rate) : UpdateRule(learning_rate) {}
+  SgdRule(float learning_rate, const UpdateKernels& kernels)
+      : UpdateRule(learning_rate), kernels_(kernels) {}
   std::string_view name() const override { return "sgd"; }
   int num_slots() const override { return 0; }
 
  protected:
   void ApplyStep(std::span<float> params, std::span<const float> grad,
                  std::span<const std::span<float>> slots, const Step& step) const override {
-    const size_t n = params.size();
-    const float lr = step.learning_rate;
-    float* p = params.data();
-    const float* g = grad.data();
-    for (size_t i = 0; i < n; ++i) p[i] -= lr * g[i];
+    kernels_.sgd(params.data(), grad.data(), params.size(), step.learning_rate);
   }
+
+ private:
+  const UpdateKernels& kernels_;
 };
 
 // Heavy-ball momentum (PyTorch convention, v = mu*v + g; p -= lr*v) or Nesterov
 // (p -= lr*(g + mu*v)). Slot 0 is the velocity.
 class MomentumRule final : public UpdateRule {
  public:
-  MomentumRule(float learning_rate, float momentum, bool nesterov)
-      : UpdateRule(learning_rate), momentum_(momentum), nesterov_(nesterov) {}
+  MomentumRule(float learning_rate, float momentum, bool nesterov, const UpdateKernels& kernels)
+      : UpdateRule(learning_rate), momentum_(momentum), nesterov_(nesterov), kernels_(kernels) {}
   std::string_view name() const override { return nesterov_ ? "nesterov" : "momentum"; }
   int num_slots() const override { return 1; }
   bool looks_ahead() const override { return momentum_ > 0 && !nesterov_; }
@@ -60,27 +61,14 @@ class MomentumRule final : public UpdateRule {
  protected:
   void ApplyStep(std::span<float> params, std::span<const float> grad,
                  std::span<const std::span<float>> slots, const Step& step) const override {
-    const size_t n = params.size();
-    const float lr = step.learning_rate;
-    float* p = params.data();
-    float* v = slots[0].data();
-    const float* g = grad.data();
-    if (nesterov_) {
-      for (size_t i = 0; i < n; ++i) {
-        v[i] = momentum_ * v[i] + g[i];
-        p[i] -= lr * (g[i] + momentum_ * v[i]);
-      }
-    } else {
-      for (size_t i = 0; i < n; ++i) {
-        v[i] = momentum_ * v[i] + g[i];
-        p[i] -= lr * v[i];
-      }
-    }
+    (nesterov_ ? kernels_.nesterov : kernels_.momentum)(
+        params.data(), slots[0].data(), grad.data(), params.size(), step.learning_rate, momentum_);
   }
 
  private:
   const float momentum_;
   const bool nesterov_;
+  const UpdateKernels& kernels_;
 };
 
 // Adagrad (Duchi, Hazan & Singer, JMLR 2011), Keras's form: acc += g^2;
@@ -88,8 +76,12 @@ class MomentumRule final : public UpdateRule {
 // so the first steps of a rare feature's row are not huge.
 class AdagradRule final : public UpdateRule {
  public:
-  AdagradRule(float learning_rate, float epsilon, float initial_accumulator)
-      : UpdateRule(learning_rate), epsilon_(epsilon), initial_accumulator_(initial_accumulator) {}
+  AdagradRule(float learning_rate, float epsilon, float initial_accumulator,
+              const UpdateKernels& kernels)
+      : UpdateRule(learning_rate),
+        epsilon_(epsilon),
+        initial_accumulator_(initial_accumulator),
+        kernels_(kernels) {}
   std::string_view name() const override { return "adagrad"; }
   int num_slots() const override { return 1; }
   float slot_initial_value(int slot) const override { return initial_accumulator_; }
@@ -97,20 +89,14 @@ class AdagradRule final : public UpdateRule {
  protected:
   void ApplyStep(std::span<float> params, std::span<const float> grad,
                  std::span<const std::span<float>> slots, const Step& step) const override {
-    const size_t n = params.size();
-    const float lr = step.learning_rate;
-    float* p = params.data();
-    float* acc = slots[0].data();
-    const float* g = grad.data();
-    for (size_t i = 0; i < n; ++i) {
-      acc[i] += g[i] * g[i];
-      p[i] -= lr * g[i] / (std::sqrt(acc[i]) + epsilon_);
-    }
+    kernels_.adagrad(params.data(), slots[0].data(), grad.data(), params.size(), step.learning_rate,
+                     epsilon_);
   }
 
  private:
   const float epsilon_;
   const float initial_accumulator_;
+  const UpdateKernels& kernels_;
 };
 
 // Adam (Kingma & Ba, ICLR 2015) in TensorFlow's formulation, which folds the bias corrections
@@ -118,8 +104,13 @@ class AdagradRule final : public UpdateRule {
 // Slot 0 is the first moment m, slot 1 the second moment v.
 class AdamRule final : public UpdateRule {
  public:
-  AdamRule(float learning_rate, float beta1, float beta2, float epsilon)
-      : UpdateRule(learning_rate), beta1_(beta1), beta2_(beta2), epsilon_(epsilon) {}
+  AdamRule(float learning_rate, float beta1, float beta2, float epsilon,
+           const UpdateKernels& kernels)
+      : UpdateRule(learning_rate),
+        beta1_(beta1),
+        beta2_(beta2),
+        epsilon_(epsilon),
+        kernels_(kernels) {}
   std::string_view name() const override { return "adam"; }
   int num_slots() const override { return 2; }
   bool looks_ahead() const override { return beta1_ > 0; }
@@ -139,17 +130,8 @@ class AdamRule final : public UpdateRule {
  protected:
   void ApplyStep(std::span<float> params, std::span<const float> grad,
                  std::span<const std::span<float>> slots, const Step& step) const override {
-    const float lr_t = static_cast<float>(BiasCorrectedRate(step));
-    const size_t n = params.size();
-    float* p = params.data();
-    float* m = slots[0].data();
-    float* v = slots[1].data();
-    const float* g = grad.data();
-    for (size_t i = 0; i < n; ++i) {
-      m[i] = beta1_ * m[i] + (1.0f - beta1_) * g[i];
-      v[i] = beta2_ * v[i] + (1.0f - beta2_) * g[i] * g[i];
-      p[i] -= lr_t * m[i] / (std::sqrt(v[i]) + epsilon_);
-    }
+    kernels_.adam(params.data(), slots[0].data(), slots[1].data(), grad.data(), params.size(),
+                  static_cast<float>(BiasCorrectedRate(step)), beta1_, beta2_, epsilon_);
   }
 
  private:
@@ -163,6 +145,7 @@ class AdamRule final : public UpdateRule {
   const float beta1_;
   const float beta2_;
   const float epsilon_;
+  const UpdateKernels& kernels_;
 };
 
 absl::Status OutOfRange(absl::string_view field, float value, absl::string_view range) {
@@ -201,19 +184,25 @@ double GeometricReach(double r, double d) {
   return r * (1 - std::pow(r, d)) / (1 - r);
 }
 
-absl::StatusOr<std::unique_ptr<UpdateRule>> CreateUpdateRule(const OptimizerSpec& spec) {
+absl::StatusOr<std::unique_ptr<UpdateRule>> CreateUpdateRule(const OptimizerSpec& spec,
+                                                             isa::IsaLevel isa_level) {
+  if (isa_level > isa::HighestSupportedIsaLevel()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "update kernels for ISA level ", isa::IsaLevelName(isa_level), " cannot run on this CPU"));
+  }
+  const UpdateKernels& kernels = UpdateKernelsFor(isa_level);
   const float lr = spec.learning_rate();
   if (!(lr > 0) || !std::isfinite(lr)) {
     return OutOfRange("learning_rate", lr, "a positive finite number");
   }
   switch (spec.kind()) {
     case OptimizerSpec::SGD:
-      return std::make_unique<SgdRule>(lr);
+      return std::make_unique<SgdRule>(lr, kernels);
     case OptimizerSpec::MOMENTUM:
       if (!(spec.momentum() >= 0 && spec.momentum() < 1)) {
         return OutOfRange("momentum", spec.momentum(), "in [0, 1)");
       }
-      return std::make_unique<MomentumRule>(lr, spec.momentum(), spec.nesterov());
+      return std::make_unique<MomentumRule>(lr, spec.momentum(), spec.nesterov(), kernels);
     case OptimizerSpec::ADAGRAD: {
       SYNCOPATE_ASSIGN_OR_RETURN(
           const float epsilon,
@@ -222,7 +211,7 @@ absl::StatusOr<std::unique_ptr<UpdateRule>> CreateUpdateRule(const OptimizerSpec
           const float initial,
           NonNegativeOrDefault("initial_accumulator", spec.initial_accumulator(),
                                kDefaultInitialAccumulator));
-      return std::make_unique<AdagradRule>(lr, epsilon, initial);
+      return std::make_unique<AdagradRule>(lr, epsilon, initial, kernels);
     }
     case OptimizerSpec::ADAM: {
       SYNCOPATE_ASSIGN_OR_RETURN(const float beta1,
@@ -232,7 +221,7 @@ absl::StatusOr<std::unique_ptr<UpdateRule>> CreateUpdateRule(const OptimizerSpec
       SYNCOPATE_ASSIGN_OR_RETURN(
           const float epsilon,
           NonNegativeOrDefault("epsilon", spec.epsilon(), kDefaultAdamEpsilon));
-      return std::make_unique<AdamRule>(lr, beta1, beta2, epsilon);
+      return std::make_unique<AdamRule>(lr, beta1, beta2, epsilon, kernels);
     }
     default:
       return absl::InvalidArgumentError(

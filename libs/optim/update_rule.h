@@ -14,6 +14,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "libs/isa/isa.h"
 #include "syncopate/v1/job.pb.h"
 
 namespace syncopate::optim {
@@ -88,7 +89,10 @@ double GeometricReach(double r, double d);
 // beta2 outside [0, 1) or epsilon < 0 / non-finite; for ADAGRAD, epsilon or initial_accumulator
 // < 0 / non-finite; an unspecified or unknown kind. Fields left 0 take job.proto's defaults:
 // beta1 0.9, beta2 0.999, epsilon 1e-8 (Adam) / 1e-7 (Adagrad), initial_accumulator 0.1.
-absl::StatusOr<std::unique_ptr<UpdateRule>> CreateUpdateRule(const v1::OptimizerSpec& spec);
+// Apply runs the loops compiled for `isa_level` (libs/optim/update_kernels.h);
+// FAILED_PRECONDITION if this CPU cannot run that level.
+absl::StatusOr<std::unique_ptr<UpdateRule>> CreateUpdateRule(
+    const v1::OptimizerSpec& spec, isa::IsaLevel isa_level = isa::ActiveIsaLevel());
 
 }  // namespace syncopate::optim
 

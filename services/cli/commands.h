@@ -12,6 +12,7 @@
 #include "syncopate/v1/job.pb.h"
 
 ABSL_DECLARE_FLAG(std::string, job);
+ABSL_DECLARE_FLAG(std::string, isa);
 ABSL_DECLARE_FLAG(int, workers);
 ABSL_DECLARE_FLAG(int, shards);
 ABSL_DECLARE_FLAG(int, epochs);

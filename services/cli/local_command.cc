@@ -2,6 +2,7 @@
 // (libs/launch/supervisor.h), with a progress line every 2 s and the run report at the end
 // (libs/report: report.json, report.md and report.html, whose curves come from the status
 // sampled along the way).
+#include <stdlib.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "libs/common/mode_name.h"
+#include "libs/isa/isa.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/launch_flags.h"
 #include "libs/launch/local_cluster.h"
@@ -86,6 +88,18 @@ int RunLocal() {
 
   absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
+
+  // The children inherit the choice through SYNCOPATE_ISA, which isa::ActiveIsaLevel() reads at
+  // their start (this process decided its own level already, validating the job).
+  isa::IsaLevel kernels = isa::ActiveIsaLevel();
+  if (const std::string isa_flag = absl::GetFlag(FLAGS_isa); !isa_flag.empty()) {
+    absl::StatusOr<isa::IsaLevel> level =
+        isa::ChooseIsaLevel(isa_flag, isa::HighestSupportedIsaLevel());
+    if (!level.ok()) runtime::Die("--isa: " + std::string(level.status().message()));
+    kernels = *level;
+    setenv("SYNCOPATE_ISA", std::string(isa::IsaLevelName(kernels)).c_str(), /*overwrite=*/1);
+  }
+  printf("syncopate local: kernels %s\n", isa::IsaDescription(kernels).c_str());
 
   const absl::Time start = absl::Now();
   printf("syncopate local: job %s, %d workers, %d shards, mode %s, G=%d; run dir %s\n",

@@ -34,6 +34,9 @@ ABSL_FLAG(int, timeout_seconds, 3600, "Give up (exit 1) if the job has not finis
 ABSL_FLAG(bool, prometheus, false,
           "Also run Debian's Prometheus (/usr/bin/prometheus) on a free loopback port, scraping "
           "every process of the run, until the run ends");
+ABSL_FLAG(std::string, isa, "",
+          "Kernel ISA level for every process: baseline | v3 | v4 (default: the best this CPU "
+          "runs; sets SYNCOPATE_ISA for the children)");
 ABSL_FLAG(bool, insecure_no_join_token, false,
           "local: do not generate a join token for the run (anyone who can reach the loopback "
           "ports, e.g. another user of this machine, could then join the job)");

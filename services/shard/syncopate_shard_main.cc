@@ -6,6 +6,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "libs/isa/isa.h"
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/security.h"
@@ -67,7 +68,8 @@ int Main() {
   if (!server.ok()) runtime::Die(std::string(server.status().message()), 1);
   LOG(INFO) << "shard " << shard_id << " serving on port " << (*server)->port() << ", metrics on "
             << (*metrics_server)->port() << (security->transport.tls() ? ", mTLS" : ", plaintext")
-            << (security->join_token.empty() ? "" : ", join token required");
+            << (security->join_token.empty() ? "" : ", join token required") << "; optimizer "
+            << isa::IsaDescription(isa::ActiveIsaLevel());
   if (security->join_token.empty()) {
     LOG(WARNING) << "no join token (--join_token_file): anyone who can reach port "
                  << (*server)->port() << " can pull and push this shard's parameters";

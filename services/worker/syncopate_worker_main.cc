@@ -11,6 +11,7 @@
 
 #include "absl/flags/flag.h"
 #include "glog/logging.h"
+#include "libs/isa/isa.h"
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/runtime/process_runtime.h"
@@ -126,6 +127,8 @@ int Main() {
     gethostname(host, sizeof(host) - 1);
     name = host;
   }
+  // The level every model and optimizer kernel of this process runs (SYNCOPATE_ISA overrides).
+  LOG(INFO) << name << ": kernels " << isa::IsaDescription(isa::ActiveIsaLevel());
   v1::WorkerHello hello;
   hello.set_name(name);
   hello.set_role(role == "worker" ? v1::ROLE_WORKER : v1::ROLE_EVALUATOR);
