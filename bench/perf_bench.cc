@@ -1,0 +1,329 @@
+// syncopate-perf-bench (`./dev microbench`): Syncopate's hot paths against the ceilings of this
+// machine, each as a ratio of two measurements taken in the same run (issue 16, ADR 0008). On a
+// shared, noisy machine absolute rates swing by +-50% from run to run; a ratio of two
+// measurements interleaved round by round does not.
+//   (a) wire: a dense push + pull through a real shard (coordinator and ShardServer in process on
+//       localhost, the worker's ParameterClient) / a raw gRPC bidi echo of the same payload
+//       (synchronous gRPC on both ends, the same message types, no shard). Goal >= 0.8.
+//   (b) apply: the shard's optimizer (optim::Optimizer, as ShardCore runs it) over a 16 MiB
+//       slice, in bytes the update must read and write per second / memcpy's bytes read and
+//       written per second on the same buffers. Goal >= 0.6.
+//   (c) compute: the worker's step (Mlp::LossAndGradient on the default job's model and local
+//       batch) per example at each ISA level / at the portable baseline. Expected >= 2.5x.
+// Every figure is the median over --rounds rounds; in each round both sides of a ratio run for
+// --seconds each, back to back.
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "glog/logging.h"
+#include "grpcpp/grpcpp.h"
+#include "libs/coordinator/coordinator_server.h"
+#include "libs/isa/isa.h"
+#include "libs/job/job_spec.h"
+#include "libs/model/mlp.h"
+#include "libs/optim/optimizer.h"
+#include "libs/rpc/grpc_util.h"
+#include "libs/shard/shard_server.h"
+#include "libs/worker/coordinator_session.h"
+#include "libs/worker/parameter_client.h"
+#include "syncopate/v1/shard.grpc.pb.h"
+
+ABSL_FLAG(int, rounds, 5, "Rounds per ratio; every figure is the median over rounds");
+ABSL_FLAG(double, seconds, 0.4, "Seconds each side of a ratio runs per round");
+ABSL_FLAG(std::string, only, "", "Run one part only: wire | apply | compute (default: all)");
+
+namespace syncopate::bench {
+namespace {
+
+double Median(std::vector<double> values) {
+  std::sort(values.begin(), values.end());
+  const size_t n = values.size();
+  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+// Runs `op` repeatedly for at least `seconds` (and at least twice); returns seconds per call.
+double SecondsPerCall(const std::function<void()>& op, double seconds) {
+  op();  // warm caches, connections and allocations outside the timed part
+  int64_t calls = 0;
+  const absl::Time start = absl::Now();
+  absl::Duration elapsed;
+  do {
+    op();
+    ++calls;
+    elapsed = absl::Now() - start;
+  } while (calls < 2 || elapsed < absl::Seconds(seconds));
+  return absl::ToDoubleSeconds(elapsed) / static_cast<double>(calls);
+}
+
+void Die(const std::string& what) {
+  std::fprintf(stderr, "syncopate-perf-bench: %s\n", what.c_str());
+  std::exit(1);
+}
+
+template <typename T>
+T Check(absl::StatusOr<T> value, const char* what) {
+  if (!value.ok()) Die(absl::StrCat(what, ": ", value.status().ToString()));
+  return *std::move(value);
+}
+
+// ---- (a) the wire ----
+
+// The ceiling: echoes every push's gradient bytes straight back as a pull response on the same
+// kind of stream the shard serves. Synchronous gRPC, no aggregation, no optimizer.
+class EchoShard final : public v1::ParameterShard::Service {
+ public:
+  grpc::Status Train(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::ShardToWorker, v1::WorkerToShard>* stream) override {
+    v1::WorkerToShard in;
+    v1::ShardToWorker out;
+    while (stream->Read(&in)) {
+      if (!in.has_push()) continue;
+      out.mutable_pull()->set_request_id(in.push().request_id());
+      out.mutable_pull()->set_values(std::move(*in.mutable_push()->mutable_gradient()));
+      if (!stream->Write(out)) break;
+    }
+    return grpc::Status::OK;
+  }
+};
+
+// A one-worker, one-shard sync job whose MLP has `hidden` units in one hidden layer (or the
+// default job's two), so a push and a pull each carry that MLP's parameters.
+v1::JobSpec WireJob(std::vector<int> hidden) {
+  v1::JobSpec job = Check(job::ParseJobSpec(job::DefaultJobText()), "default job");
+  job.set_job_id("perf-bench");
+  if (!hidden.empty()) {
+    job.mutable_model()->clear_hidden();
+    for (const int width : hidden) job.mutable_model()->add_hidden(width);
+  }
+  job.set_num_workers(1);
+  job.set_num_shards(1);
+  job.set_global_batch(64);
+  job.set_mode(v1::MODE_SYNC);
+  if (absl::Status valid = job::ValidateJobSpec(job); !valid.ok()) Die(valid.ToString());
+  return job;
+}
+
+struct WireResult {
+  double echo_seconds;   // per echo round trip (payload up and back)
+  double shard_seconds;  // per push + pull (payload up, ack, pull request, payload back)
+};
+
+WireResult MeasureWire(const std::string& label, std::vector<int> hidden, int rounds,
+                       double seconds) {
+  constexpr char kToken[] = "perf-bench";
+  coordinator::CoordinatorServerOptions coordinator_options;
+  coordinator_options.core.job = WireJob(std::move(hidden));
+  // Fashion-MNIST's size; the job never ends here, since no step reports are sent.
+  coordinator_options.core.train_examples = 60000;
+  coordinator_options.join_token = kToken;
+  std::unique_ptr<coordinator::CoordinatorServer> coordinator =
+      Check(coordinator::CoordinatorServer::Start(std::move(coordinator_options)), "coordinator");
+  shard::ShardServerOptions shard_options;
+  shard_options.coordinator = coordinator->local_address();
+  shard_options.join_token = kToken;
+  std::unique_ptr<shard::ShardServer> shard =
+      Check(shard::ShardServer::Start(std::move(shard_options)), "shard");
+  for (int i = 0; i < 1000 && !coordinator->core().Status().shards(0).connected(); ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  v1::WorkerHello hello;
+  hello.set_name("perf-bench");
+  hello.set_role(v1::ROLE_WORKER);
+  hello.set_join_token(kToken);
+  std::unique_ptr<worker::CoordinatorSession> session = Check(
+      worker::CoordinatorSession::Open(coordinator->local_address(), hello, absl::Seconds(30)),
+      "join");
+  // The coordinator assigns the shard its partition once the job starts (this join starts it).
+  for (int i = 0; i < 3000 && shard->core() == nullptr; ++i) absl::SleepFor(absl::Milliseconds(10));
+  const v1::Welcome& welcome = session->welcome();
+  worker::ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER, nullptr,
+                                 kToken, welcome.job().job_id());
+  if (absl::Status connected = client.Connect(absl::Seconds(30)); !connected.ok()) {
+    Die(connected.ToString());
+  }
+  const size_t size = static_cast<size_t>(welcome.shard_map().shards(0).flat_end());
+  std::vector<float> params(size);
+  // Tiny gradients keep the parameters finite however many steps the benchmark applies.
+  const std::vector<float> gradient(size, 1e-9f);
+  const auto push_pull = [&] {
+    Check(client.PushAll(gradient, 64, absl::Seconds(60)), "push");
+    Check(client.PullAll(params, absl::Seconds(60)), "pull");
+  };
+  Check(client.PullAll(params, absl::Seconds(60)), "first pull");
+
+  EchoShard echo_service;
+  rpc::StartedServer echo =
+      Check(rpc::StartServer("127.0.0.1:0", {&echo_service}, rpc::TransportSecurity()), "echo");
+  auto stub = v1::ParameterShard::NewStub(
+      rpc::CreateChannel(absl::StrCat("127.0.0.1:", echo.port), rpc::TransportSecurity()));
+  grpc::ClientContext echo_context;
+  auto echo_stream = stub->Train(&echo_context);
+  v1::WorkerToShard request;
+  request.mutable_push()->set_gradient(std::string(size * sizeof(float), '\0'));
+  std::memcpy(request.mutable_push()->mutable_gradient()->data(), gradient.data(),
+              size * sizeof(float));
+  v1::ShardToWorker reply;
+  const auto echo_round_trip = [&] {
+    if (!echo_stream->Write(request) || !echo_stream->Read(&reply)) Die("echo stream broke");
+    if (reply.pull().values().size() != size * sizeof(float)) Die("echo lost bytes");
+  };
+
+  std::vector<double> echo_times, shard_times;
+  for (int round = 0; round < rounds; ++round) {
+    echo_times.push_back(SecondsPerCall(echo_round_trip, seconds));
+    shard_times.push_back(SecondsPerCall(push_pull, seconds));
+  }
+  echo_stream->WritesDone();
+  echo_stream->Finish().IgnoreError();
+  echo.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  session.reset();
+  shard->Shutdown(absl::Milliseconds(200));
+  coordinator->Shutdown(absl::Milliseconds(200));
+
+  std::vector<double> ratios;
+  for (int round = 0; round < rounds; ++round)
+    ratios.push_back(echo_times[round] / shard_times[round]);
+  const double mib = static_cast<double>(size * sizeof(float)) / (1 << 20);
+  const double echo_s = Median(echo_times), shard_s = Median(shard_times);
+  std::printf(
+      "wire %-9s %7.2f MiB each way: echo %7.2f ms (%5.2f GB/s each way), shard push+pull "
+      "%7.2f ms (%5.2f GB/s); ratio %.2f (goal >= 0.8)\n",
+      label.c_str(), mib, echo_s * 1e3, size * 4 / echo_s / 1e9, shard_s * 1e3,
+      size * 4 / shard_s / 1e9, Median(ratios));
+  std::fflush(stdout);
+  return {echo_s, shard_s};
+}
+
+// ---- (b) the shard's apply ----
+
+// Floats each update reads plus writes per element: SGD reads p, g and writes p; momentum and
+// Adagrad also read and write one slot; Adam two.
+int TrafficPerElement(v1::OptimizerSpec::Kind kind) {
+  switch (kind) {
+    case v1::OptimizerSpec::SGD:
+      return 3;
+    case v1::OptimizerSpec::ADAM:
+      return 7;
+    default:
+      return 5;
+  }
+}
+
+void MeasureApply(int rounds, double seconds) {
+  constexpr size_t kSize = (16 << 20) / sizeof(float);  // a 16 MiB slice
+  std::vector<float> params(kSize, 0.5f), gradient(kSize, 1e-6f);
+  const isa::IsaLevel active = isa::ActiveIsaLevel();
+  for (const v1::OptimizerSpec::Kind kind : {v1::OptimizerSpec::SGD, v1::OptimizerSpec::MOMENTUM,
+                                             v1::OptimizerSpec::ADAGRAD, v1::OptimizerSpec::ADAM}) {
+    v1::OptimizerSpec spec;
+    spec.set_kind(kind);
+    spec.set_learning_rate(1e-3f);
+    if (kind == v1::OptimizerSpec::MOMENTUM) spec.set_momentum(0.9f);
+    std::unique_ptr<optim::Optimizer> fast = Check(optim::CreateOptimizer(spec, kSize), "rule");
+    std::unique_ptr<optim::Optimizer> baseline =
+        Check(optim::CreateOptimizer(spec, kSize, isa::IsaLevel::kBaseline), "rule");
+    // memcpy reads the gradient and writes the parameters: the buffers the update touches.
+    const auto copy = [&] { std::memcpy(params.data(), gradient.data(), kSize * sizeof(float)); };
+    std::vector<double> ratios, rates, memcpy_rates, baseline_rates;
+    const double bytes = static_cast<double>(kSize * sizeof(float));
+    const double traffic = bytes * TrafficPerElement(kind);
+    for (int round = 0; round < rounds; ++round) {
+      // Bytes read + written, as for the update.
+      const double memcpy_rate = 2 * bytes / SecondsPerCall(copy, seconds);
+      const double rate = traffic / SecondsPerCall([&] { fast->Apply(params, gradient); }, seconds);
+      baseline_rates.push_back(traffic /
+                               SecondsPerCall([&] { baseline->Apply(params, gradient); }, seconds));
+      memcpy_rates.push_back(memcpy_rate);
+      rates.push_back(rate);
+      ratios.push_back(rate / memcpy_rate);
+    }
+    std::printf(
+        "apply %-8s 16 MiB at %-8s: %5.2f GB/s read+written (baseline kernels %5.2f); memcpy "
+        "%5.2f GB/s; ratio %.2f (goal >= 0.6)\n",
+        std::string(fast->name()).c_str(), std::string(isa::IsaLevelName(active)).c_str(),
+        Median(rates) / 1e9, Median(baseline_rates) / 1e9, Median(memcpy_rates) / 1e9,
+        Median(ratios));
+    std::fflush(stdout);
+  }
+}
+
+// ---- (c) the worker's compute ----
+
+void MeasureCompute(int rounds, double seconds) {
+  const v1::JobSpec job = Check(job::ParseJobSpec(job::DefaultJobText()), "default job");
+  const int batch = job.global_batch() / job.num_workers();
+  std::vector<int> hidden(job.model().hidden().begin(), job.model().hidden().end());
+  constexpr int kInput = 784, kClasses = 10;  // Fashion-MNIST
+  std::vector<float> features(static_cast<size_t>(batch) * kInput);
+  std::vector<int32_t> labels(batch);
+  for (size_t i = 0; i < features.size(); ++i) features[i] = static_cast<float>(i % 255) / 255.0f;
+  for (int i = 0; i < batch; ++i) labels[i] = i % kClasses;
+  const model::BatchView view{features.data(), labels.data(), batch};
+
+  const std::vector<isa::IsaLevel> levels = isa::SupportedIsaLevels();
+  std::vector<model::Mlp> models;
+  for (const isa::IsaLevel level : levels) {
+    models.push_back(Check(model::Mlp::Create(kInput, hidden, kClasses, level), "mlp"));
+  }
+  const std::vector<float> params = model::InitialParameters(models[0], 1);
+  std::vector<float> grad(params.size());
+  // per_level[l][round]: seconds per step.
+  std::vector<std::vector<double>> per_level(levels.size());
+  for (int round = 0; round < rounds; ++round) {
+    for (size_t l = 0; l < levels.size(); ++l) {
+      per_level[l].push_back(SecondsPerCall(
+          [&] { Check(models[l].LossAndGradient(params, view, grad), "step"); }, seconds));
+    }
+  }
+  const isa::IsaLevel active = isa::ActiveIsaLevel();
+  for (size_t l = 0; l < levels.size(); ++l) {
+    std::vector<double> speedups;
+    for (int round = 0; round < rounds; ++round) {
+      speedups.push_back(per_level[0][round] / per_level[l][round]);
+    }
+    const double step = Median(per_level[l]);
+    std::printf(
+        "compute %-8s MLP 784-%d-%d-10, batch %d: %6.3f ms/step, %7.0f examples/s; "
+        "x%.2f the baseline%s\n",
+        std::string(isa::IsaLevelName(levels[l])).c_str(), hidden.size() > 0 ? hidden[0] : 0,
+        hidden.size() > 1 ? hidden[1] : 0, batch, step * 1e3, batch / step, Median(speedups),
+        levels[l] == active ? " <- dispatched (expected >= 2.5x)" : "");
+  }
+  std::fflush(stdout);
+}
+
+}  // namespace
+}  // namespace syncopate::bench
+
+int main(int argc, char** argv) {
+  absl::ParseCommandLine(argc, argv);
+  FLAGS_minloglevel = google::GLOG_WARNING;  // the in-process cluster's INFO lines are noise here
+  const int rounds = std::max(1, absl::GetFlag(FLAGS_rounds));
+  const double seconds = absl::GetFlag(FLAGS_seconds);
+  const std::string only = absl::GetFlag(FLAGS_only);
+  std::printf("syncopate-perf-bench: kernels %s; %d rounds x %.2f s per side, medians\n",
+              syncopate::isa::IsaDescription(syncopate::isa::ActiveIsaLevel()).c_str(), rounds,
+              seconds);
+  std::fflush(stdout);
+  if (only.empty() || only == "compute") syncopate::bench::MeasureCompute(rounds, seconds);
+  if (only.empty() || only == "apply") syncopate::bench::MeasureApply(rounds, seconds);
+  if (only.empty() || only == "wire") {
+    // The default job's MLP (784-256-128-10, 0.9 MiB) and one with a 16 MiB parameter vector
+    // (784-5276-10: 795 * 5276 + 10 = 4,194,430 floats).
+    syncopate::bench::MeasureWire("mlp", {}, rounds, seconds);
+    syncopate::bench::MeasureWire("16MiB", {5276}, rounds, seconds);
+  }
+  return 0;
+}
