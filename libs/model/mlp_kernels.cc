@@ -2,6 +2,9 @@
 // must stay inside SYNCOPATE_ISA_NS or an anonymous namespace (libs/isa/dispatch.h).
 #include "libs/model/mlp_kernels.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "Eigen/Core"
 
 #ifndef SYNCOPATE_ISA_NS
@@ -27,20 +30,28 @@ void DenseForward(const float* weights, const float* bias, const float* in, int 
   if (relu) y = y.cwiseMax(0.0f);
 }
 
+// Plain loops, not Eigen reductions: Eigen peels a reduction's unaligned head and sums it in a
+// different order than its vector body, so with 32- and 64-byte vectors (v3, v4) the result would
+// depend on where malloc put the buffer and two identical runs would differ in the last bits.
+// Ten classes per example make the vector speed irrelevant here.
 double SoftmaxCrossEntropy(float* logits, const int32_t* labels, int classes, int64_t batch) {
-  MatrixMap z(logits, classes, batch);
   const float inverse_batch = 1.0f / static_cast<float>(batch);
   double loss_sum = 0.0;
   for (int64_t j = 0; j < batch; ++j) {
-    auto column = z.col(j);
+    float* z = logits + j * classes;
     const int label = labels[j];
-    const float max_logit = column.maxCoeff();
-    const float shifted_label_logit = column(label) - max_logit;
-    column = (column.array() - max_logit).exp();
-    const float sum = column.sum();
+    float max_logit = z[0];
+    for (int c = 1; c < classes; ++c) max_logit = std::max(max_logit, z[c]);
+    const float shifted_label_logit = z[label] - max_logit;
+    float sum = 0.0f;
+    for (int c = 0; c < classes; ++c) {
+      z[c] = std::exp(z[c] - max_logit);
+      sum += z[c];
+    }
     loss_sum += std::log(static_cast<double>(sum)) - shifted_label_logit;
-    column *= inverse_batch / sum;
-    column(label) -= inverse_batch;
+    const float scale = inverse_batch / sum;
+    for (int c = 0; c < classes; ++c) z[c] *= scale;
+    z[label] -= inverse_batch;
   }
   return loss_sum;
 }
@@ -50,9 +61,12 @@ void DenseBackward(const float* weights, const float* d_out, const float* in, in
   const ConstMatrixMap delta(d_out, outputs, batch);
   const ConstMatrixMap x(in, inputs, batch);
   MatrixMap dw(d_weights, outputs, inputs);
-  VectorMap db(d_bias, outputs);
   dw.noalias() = delta * x.transpose();
-  db = delta.rowwise().sum();
+  // Column by column, element-wise: the same summation order for every row wherever the buffers
+  // sit (an Eigen rowwise().sum() is a reduction, alignment-dependent as above).
+  VectorMap db(d_bias, outputs);
+  db.setZero();
+  for (int64_t j = 0; j < batch; ++j) db += delta.col(j);
   if (d_in == nullptr) return;
   const ConstMatrixMap w(weights, outputs, inputs);
   MatrixMap dx(d_in, inputs, batch);

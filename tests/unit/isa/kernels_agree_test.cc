@@ -1,7 +1,9 @@
 // The kernels of every ISA level this CPU runs give the baseline's results within float
 // tolerance: the levels differ only in vector width, FMA contraction and summation order.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <span>
@@ -64,6 +66,37 @@ TEST(IsaKernels, MlpLossAndGradientAgreeAcrossLevels) {
     const model::Evaluation eval = mlp.Evaluate(params, batch).value();
     EXPECT_EQ(eval.accuracy, expected_eval.accuracy) << isa::IsaLevelName(level);
     EXPECT_NEAR(eval.mean_loss, expected_eval.mean_loss, 1e-5) << isa::IsaLevelName(level);
+  }
+}
+
+// Bit for bit the same wherever the buffers sit: with 32- and 64-byte vectors an alignment-
+// dependent reduction order would make two identical runs differ (the simulator's
+// SameSeedSameResultBitForBit caught one).
+TEST(IsaKernels, MlpGradientDoesNotDependOnBufferAlignment) {
+  constexpr int kInput = 784;
+  constexpr int64_t kBatch = 64;
+  const std::vector<float> features = Random(kInput * kBatch, 3, 0.0f, 1.0f);
+  std::vector<int32_t> labels(kBatch);
+  for (int64_t i = 0; i < kBatch; ++i) labels[i] = static_cast<int32_t>((i * 3) % 10);
+  for (const IsaLevel level : isa::SupportedIsaLevels()) {
+    model::Mlp mlp = model::Mlp::Create(kInput, {256, 128}, 10, level).value();
+    const std::vector<float> params = model::InitialParameters(mlp, 5);
+    const size_t n = params.size();
+    std::vector<float> reference(n);
+    ASSERT_TRUE(
+        mlp.LossAndGradient(params, {features.data(), labels.data(), kBatch}, reference).ok());
+    // Shift every buffer by 1..15 floats: every offset within a 64-byte vector.
+    for (size_t shift = 1; shift < 16; ++shift) {
+      std::vector<float> p(n + shift), g(n + shift), x(features.size() + shift);
+      std::copy(params.begin(), params.end(), p.begin() + shift);
+      std::copy(features.begin(), features.end(), x.begin() + shift);
+      std::span<float> grad(g.data() + shift, n);
+      ASSERT_TRUE(mlp.LossAndGradient(std::span<const float>(p.data() + shift, n),
+                                      {x.data() + shift, labels.data(), kBatch}, grad)
+                      .ok());
+      ASSERT_EQ(0, std::memcmp(grad.data(), reference.data(), n * sizeof(float)))
+          << "level " << isa::IsaLevelName(level) << ", buffers shifted by " << shift << " floats";
+    }
   }
 }
 
