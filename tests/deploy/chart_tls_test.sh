@@ -93,7 +93,9 @@ start() {
   pod="$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["components"][sys.argv[2]]["podName"])' \
     "$tmp/commands.json" "$component")"
   [[ ${#argv[@]} -gt 0 ]] || fail "no rendered command for $component"
-  printf '%s\n' "${argv[@]}" | grep -q -- '--tls_server_name=' || fail "$component: no TLS flags rendered"
+  # A pattern match, not `printf | grep -q`: under pipefail, grep -q quitting at its first match
+  # can leave printf writing into a closed pipe, and the pipeline then fails (seen once).
+  [[ " ${argv[*]} " == *" --tls_server_name="* ]] || fail "$component: no TLS flags rendered"
   (cd "$tmp/state" && POD_NAME="$pod" exec "${argv[@]}") >"$tmp/logs/$component.log" 2>&1 &
   pids+=($!)
 }
