@@ -11,7 +11,9 @@ while [[ $# -ge 2 ]]; do
   shift 2
   # Defined, global or weak symbols, demangled. DW.ref.__gxx_personality_v0 is the exception
   # tables' pointer to the C++ runtime's personality routine: data, the same in every object.
-  leaks="$(nm -C --defined-only --extern-only "$object" |
+  # AddressSanitizer adds an ODR indicator __odr_asan.<mangled name> per global; it belongs to the
+  # global it names, so it is judged by that name.
+  leaks="$(nm --defined-only --extern-only "$object" | sed 's/ __odr_asan\./ /' | c++filt |
     grep -v -E "isa_${level}::|syncopate_eigen_${level}::| DW\.ref\.__gxx_personality_v0$" ||
     true)"
   object_failed=0
