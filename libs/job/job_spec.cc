@@ -31,6 +31,10 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
 
 }  // namespace
 
+bool IsCtrModel(v1::ModelSpec::Kind kind) {
+  return kind == v1::ModelSpec::WDL || kind == v1::ModelSpec::DEEPFM || kind == v1::ModelSpec::DCN;
+}
+
 absl::Status ParseTextProto(absl::string_view text, absl::string_view what,
                             google::protobuf::Message& message) {
   google::protobuf::TextFormat::Parser parser;
@@ -72,8 +76,11 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   if (spec.dataset().kind() == v1::DatasetSpec::FASHION_MNIST && spec.dataset().dir().empty()) {
     spec.mutable_dataset()->set_dir("/usr/share/datasets/fashion-mnist");
   }
-  if (spec.model().kind() == v1::ModelSpec::WDL && spec.model().embedding_dim() == 0) {
+  if (IsCtrModel(spec.model().kind()) && spec.model().embedding_dim() == 0) {
     spec.mutable_model()->set_embedding_dim(16);
+  }
+  if (spec.model().kind() == v1::ModelSpec::DCN && spec.model().cross_layers() == 0) {
+    spec.mutable_model()->set_cross_layers(2);
   }
   if (spec.block_size() == 0) spec.set_block_size(1000);
   if (spec.eval().interval_seconds() == 0) spec.mutable_eval()->set_interval_seconds(5);
@@ -96,8 +103,19 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       }
       break;
     case v1::ModelSpec::WDL:
+    case v1::ModelSpec::DEEPFM:
+    case v1::ModelSpec::DCN:
       if (spec.dataset().kind() != v1::DatasetSpec::CRITEO) {
-        return bad("dataset.kind", "must be CRITEO for model WDL");
+        return bad("dataset.kind", "must be CRITEO for model ",
+                   v1::ModelSpec::Kind_Name(spec.model().kind()));
+      }
+      if (spec.model().kind() == v1::ModelSpec::DCN &&
+          (spec.model().cross_layers() < 1 || spec.model().cross_layers() > 16)) {
+        return bad("model.cross_layers", "must be in [1, 16] for DCN, got ",
+                   spec.model().cross_layers());
+      }
+      if (spec.model().kind() != v1::ModelSpec::DCN && spec.model().cross_layers() != 0) {
+        return bad("model.cross_layers", "is only for model DCN");
       }
       if (spec.model().embedding_dim() <= 0 || spec.model().embedding_dim() > 1024) {
         return bad("model.embedding_dim", "must be in [1, 1024], got ",
@@ -114,7 +132,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       if (spec.dataset().test_path().empty()) return bad("dataset.test_path", "is required");
       break;
     default:
-      return bad("model.kind", "must be MLP or WDL");
+      return bad("model.kind", "must be MLP, WDL, DEEPFM or DCN");
   }
   if (spec.dataset().train_limit() < 0) return bad("dataset.train_limit", "must be >= 0");
   if (spec.dataset().test_limit() < 0) return bad("dataset.test_limit", "must be >= 0");

@@ -34,6 +34,9 @@ void ApplyJobDefaults(v1::JobSpec& spec);
 // INVALID_ARGUMENT naming the first offending field.
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
 
+// WDL, DEEPFM or DCN: the click-through-rate models (CRITEO data, embedding tables, AUC).
+bool IsCtrModel(v1::ModelSpec::Kind kind);
+
 // Text format of a spec (what the launcher hands the coordinator).
 std::string JobSpecToText(const v1::JobSpec& spec);
 

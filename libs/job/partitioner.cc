@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "libs/job/job_spec.h"
 
 namespace syncopate::job {
 
@@ -43,28 +44,38 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
   return partitions;
 }
 
-absl::StatusOr<model::Wdl> WdlForJob(const v1::JobSpec& spec) {
-  if (spec.model().kind() != v1::ModelSpec::WDL) {
-    return absl::InvalidArgumentError("not a WDL job");
+absl::StatusOr<model::CtrModel> CtrModelForJob(const v1::JobSpec& spec) {
+  model::CtrModelOptions options;
+  switch (spec.model().kind()) {
+    case v1::ModelSpec::WDL:
+      options.architecture = model::CtrArchitecture::kWideDeep;
+      break;
+    case v1::ModelSpec::DEEPFM:
+      options.architecture = model::CtrArchitecture::kDeepFm;
+      break;
+    case v1::ModelSpec::DCN:
+      options.architecture = model::CtrArchitecture::kDcn;
+      break;
+    default:
+      return absl::InvalidArgumentError("not a CTR (WDL, DEEPFM or DCN) job");
   }
-  std::vector<model::FieldPair> crosses;
   for (const v1::FieldCross& cross : spec.model().wide_crosses()) {
     // Criteo column numbers C1..C26 in the job; 0-based fields in the model.
-    crosses.push_back({cross.first() - 1, cross.second() - 1});
+    options.crosses.push_back({cross.first() - 1, cross.second() - 1});
   }
-  return model::Wdl::Create(
-      spec.model().embedding_dim(),
-      std::vector<int>(spec.model().hidden().begin(), spec.model().hidden().end()),
-      std::move(crosses));
+  options.embedding_dim = spec.model().embedding_dim();
+  options.hidden.assign(spec.model().hidden().begin(), spec.model().hidden().end());
+  options.cross_layers = spec.model().cross_layers();
+  return model::CtrModel::Create(std::move(options));
 }
 
 absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& spec) {
   ModelLayout layout;
-  if (spec.model().kind() == v1::ModelSpec::WDL) {
-    absl::StatusOr<model::Wdl> wdl = WdlForJob(spec);
-    if (!wdl.ok()) return wdl.status();
-    layout.dense = wdl->tensors();
-    layout.tables = wdl->tables();
+  if (IsCtrModel(spec.model().kind())) {
+    absl::StatusOr<model::CtrModel> ctr = CtrModelForJob(spec);
+    if (!ctr.ok()) return ctr.status();
+    layout.dense = ctr->tensors();
+    layout.tables = ctr->tables();
     return layout;
   }
   absl::StatusOr<model::Mlp> mlp = ModelForJob(spec);

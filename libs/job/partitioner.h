@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "libs/model/ctr_model.h"
 #include "libs/model/mlp.h"
-#include "libs/model/wdl.h"
 #include "syncopate/v1/cluster.pb.h"
 
 namespace syncopate::job {
@@ -36,8 +36,8 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionModel(const ModelLayout
 
 // The model an MLP job trains (dimensions come from the dataset kind).
 absl::StatusOr<model::Mlp> ModelForJob(const v1::JobSpec& spec);
-// The model a WDL job trains.
-absl::StatusOr<model::Wdl> WdlForJob(const v1::JobSpec& spec);
+// The model a WDL, DEEPFM or DCN job trains.
+absl::StatusOr<model::CtrModel> CtrModelForJob(const v1::JobSpec& spec);
 
 }  // namespace syncopate::job
 

@@ -59,7 +59,7 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
 }
 
 std::string QualityMetric(const v1::JobSpec& job) {
-  return job.model().kind() == v1::ModelSpec::WDL ? "auc" : "accuracy";
+  return job.model().kind() == v1::ModelSpec::MLP ? "accuracy" : "auc";
 }
 
 absl::StatusOr<std::string> RunReportJson(const v1::RunReport& report) {

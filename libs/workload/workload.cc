@@ -11,7 +11,7 @@
 #include "libs/data/idx_reader.h"
 #include "libs/job/partitioner.h"
 #include "libs/model/auc.h"
-#include "libs/model/wdl.h"
+#include "libs/model/ctr_model.h"
 
 namespace syncopate::workload {
 namespace {
@@ -72,22 +72,22 @@ class ImageWorkload final : public Workload {
   const TableKeys no_keys_;
 };
 
-// Wide & deep on Criteo-format data: the deep table holds the fields' values, the wide table
-// those and the crosses' value pairs.
+// A CTR model (wide & deep, DeepFM or DCN) on Criteo-format data: the deep table holds the
+// fields' values, the wide table those and the crosses' value pairs.
 class CtrWorkload final : public Workload {
  public:
   // Examples per evaluation chunk: bounds one pull's keys (~26 per example before dedup) and
   // the model's scratch while keeping the matrix products large.
   static constexpr int64_t kEvalChunk = 8192;
 
-  CtrWorkload(model::Wdl wdl, data::CtrDataset data)
-      : wdl_(std::move(wdl)), data_(std::move(data)) {
-    for (const v1::EmbeddingTableSpec& table : wdl_.tables()) dims_.push_back(table.dim());
+  CtrWorkload(model::CtrModel model, data::CtrDataset data)
+      : model_(std::move(model)), data_(std::move(data)) {
+    for (const v1::EmbeddingTableSpec& table : model_.tables()) dims_.push_back(table.dim());
     keys_.resize(dims_.size());
   }
 
   const std::vector<int32_t>& table_dims() const override { return dims_; }
-  int64_t num_parameters() const override { return wdl_.num_parameters(); }
+  int64_t num_parameters() const override { return model_.num_parameters(); }
   const TableKeys& keys() const override { return keys_; }
 
   int64_t train_size() const override { return data_.size; }
@@ -99,9 +99,10 @@ class CtrWorkload final : public Workload {
     SYNCOPATE_RETURN_IF_ERROR(CheckRows(rows));
     row_grads.resize(rows.size());
     for (size_t t = 0; t < rows.size(); ++t) row_grads[t].resize(rows[t].size());
-    return wdl_.LossAndGradient(
-        params, View(), batch_keys_, rows[model::Wdl::kDeepTable], rows[model::Wdl::kWideTable],
-        dense_grad, row_grads[model::Wdl::kDeepTable], row_grads[model::Wdl::kWideTable]);
+    return model_.LossAndGradient(params, View(), batch_keys_, rows[model::CtrModel::kDeepTable],
+                                  rows[model::CtrModel::kWideTable], dense_grad,
+                                  row_grads[model::CtrModel::kDeepTable],
+                                  row_grads[model::CtrModel::kWideTable]);
   }
 
   int64_t eval_size() const override { return data_.size; }
@@ -114,9 +115,9 @@ class CtrWorkload final : public Workload {
     SYNCOPATE_RETURN_IF_ERROR(CheckRows(rows));
     const size_t before = scores_.size();
     scores_.resize(before + labels_.size());
-    SYNCOPATE_RETURN_IF_ERROR(
-        wdl_.Predict(params, View(), batch_keys_, rows[model::Wdl::kDeepTable],
-                     rows[model::Wdl::kWideTable], std::span<float>(scores_).subspan(before)));
+    SYNCOPATE_RETURN_IF_ERROR(model_.Predict(
+        params, View(), batch_keys_, rows[model::CtrModel::kDeepTable],
+        rows[model::CtrModel::kWideTable], std::span<float>(scores_).subspan(before)));
     scored_labels_.insert(scored_labels_.end(), labels_.begin(), labels_.end());
     return absl::OkStatus();
   }
@@ -150,9 +151,9 @@ class CtrWorkload final : public Workload {
                   categorical_.data() + i * data::kCriteoCategorical);
       labels_[i] = data_.labels[e];
     }
-    wdl_.CollectKeys(View(), batch_keys_);
-    keys_[model::Wdl::kDeepTable] = batch_keys_.keys;
-    keys_[model::Wdl::kWideTable] = batch_keys_.wide_keys;
+    model_.CollectKeys(View(), batch_keys_);
+    keys_[model::CtrModel::kDeepTable] = batch_keys_.keys;
+    keys_[model::CtrModel::kWideTable] = batch_keys_.wide_keys;
   }
   model::CtrBatchView View() const {
     return {numeric_.data(), categorical_.data(), labels_.data(),
@@ -166,7 +167,7 @@ class CtrWorkload final : public Workload {
     return absl::OkStatus();
   }
 
-  model::Wdl wdl_;
+  model::CtrModel model_;
   data::CtrDataset data_;
   std::vector<int32_t> dims_;
   TableKeys keys_;
@@ -192,8 +193,10 @@ absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job,
                                  train ? dataset.train_limit() : dataset.test_limit()));
       return std::make_unique<ImageWorkload>(std::move(mlp), std::move(data));
     }
-    case v1::ModelSpec::WDL: {
-      SYNCOPATE_ASSIGN_OR_RETURN(model::Wdl wdl, job::WdlForJob(job));
+    case v1::ModelSpec::WDL:
+    case v1::ModelSpec::DEEPFM:
+    case v1::ModelSpec::DCN: {
+      SYNCOPATE_ASSIGN_OR_RETURN(model::CtrModel model, job::CtrModelForJob(job));
       SYNCOPATE_ASSIGN_OR_RETURN(
           data::CtrDataset data,
           data::ReadCriteoTsv(train ? dataset.train_path() : dataset.test_path(),
@@ -202,7 +205,7 @@ absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job,
         return absl::FailedPreconditionError(
             absl::StrCat(train ? dataset.train_path() : dataset.test_path(), " holds no examples"));
       }
-      return std::make_unique<CtrWorkload>(std::move(wdl), std::move(data));
+      return std::make_unique<CtrWorkload>(std::move(model), std::move(data));
     }
     default:
       return absl::InvalidArgumentError(absl::StrCat("no workload for model kind ",

@@ -12,8 +12,9 @@
 
 namespace syncopate::cli {
 
-// `syncopate datagen ctr`: Criteo-format rows from the planted teacher of
-// libs/data/ctr_generator.h, with the Bayes AUC and logloss of the file written.
+// `syncopate datagen ctr`: Criteo-format rows from a planted teacher of
+// libs/data/ctr_generator.h (--teacher=pairs, the default, or segments), with the Bayes AUC and
+// logloss of the file written.
 int RunDatagen(const std::vector<char*>& args) {
   const std::string kind = args.size() > 2 ? args[2] : "";
   if (kind != "ctr") {
@@ -28,23 +29,31 @@ int RunDatagen(const std::vector<char*>& args) {
   if (out.empty()) runtime::Die("datagen ctr: --out is required (gzip when it ends in .gz)");
   data::CtrTeacherConfig teacher;
   teacher.teacher_seed = absl::GetFlag(FLAGS_teacher_seed);
+  const std::string teacher_name = absl::GetFlag(FLAGS_teacher);
+  if (teacher_name == "segments") {
+    teacher.kind = data::CtrTeacherKind::kSegments;
+  } else if (teacher_name != "pairs") {
+    runtime::Die(
+        absl::StrCat("datagen ctr: --teacher must be pairs or segments, got '", teacher_name, "'"));
+  }
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   const absl::Time start = absl::Now();
   absl::StatusOr<data::CtrGenerationReport> report = data::GenerateCtr(teacher, seed, rows, out);
   if (!report.ok()) runtime::Die(absl::StrCat("datagen ctr: ", report.status().message()), 1);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   printf(
-      "syncopate datagen ctr: wrote %ld rows to %s in %.1f s (teacher_seed %lu, seed %lu): "
+      "syncopate datagen ctr: wrote %ld rows to %s in %.1f s (teacher %s, teacher_seed %lu, "
+      "seed %lu): "
       "%.1f%% clicks, Bayes AUC %.4f, Bayes logloss %.4f\n",
-      static_cast<long>(report->rows), out.c_str(), seconds,
+      static_cast<long>(report->rows), out.c_str(), seconds, teacher_name.c_str(),
       static_cast<unsigned long>(teacher.teacher_seed), static_cast<unsigned long>(seed),
       100 * report->positive_rate, report->bayes_auc, report->bayes_logloss);
   printf(
       "rows=%ld positive_rate=%.4f bayes_auc=%.4f bayes_logloss=%.4f teacher_seed=%lu seed=%lu "
-      "seconds=%.2f out=%s\n",
+      "seconds=%.2f out=%s teacher=%s\n",
       static_cast<long>(report->rows), report->positive_rate, report->bayes_auc,
       report->bayes_logloss, static_cast<unsigned long>(teacher.teacher_seed),
-      static_cast<unsigned long>(seed), seconds, out.c_str());
+      static_cast<unsigned long>(seed), seconds, out.c_str(), teacher_name.c_str());
   return 0;
 }
 

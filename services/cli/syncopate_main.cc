@@ -50,6 +50,10 @@ ABSL_FLAG(uint64_t, seed, 1,
           "data order) and the step-time model's");
 ABSL_FLAG(uint64_t, teacher_seed, 1,
           "datagen: teacher seed (the model behind the clicks; train and test files share it)");
+ABSL_FLAG(std::string, teacher, "pairs",
+          "datagen: the planted teacher, pairs (independent fields, four planted pairwise "
+          "interactions) or segments (latent segments, FM interactions over 14 fields, "
+          "informative missing numerics; libs/data/ctr_generator.h)");
 
 ABSL_FLAG(std::string, sim, "",
           "sim: the simulated cluster's timing, a syncopate.v1.SimSpec text proto (examples/sim/)");
@@ -65,7 +69,7 @@ int main(int argc, char** argv) {
       "  status  show a running cluster: --coordinator=HOST:PORT\n"
       "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT\n"
       "  datagen ctr  write a synthetic Criteo-format click file: --rows=N --out=FILE[.gz]\n"
-      "               [--seed=S] [--teacher_seed=T]\n"
+      "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments]\n"
       "  sim     simulate the job in virtual time with the real shard, model and mode policy:\n"
       "          --sim=SPEC [--job=JOB] [--seed=N] [--policy=sync|gba|async|auto]\n"
       "Security (every binary): --tls_cert/--tls_key/--tls_ca turn on mTLS; --join_token_file\n"

@@ -29,6 +29,7 @@ expect_usage_error "--rows" datagen ctr --out="$tmp/x.gz"
 expect_usage_error "--out" datagen ctr --rows=10
 expect_usage_error "unknown kind 'images'" datagen images --rows=10 --out="$tmp/x"
 expect_usage_error "no-such-dir" datagen ctr --rows=10 --out="$tmp/no-such-dir/x.gz"
+expect_usage_error "--teacher must be pairs or segments" datagen ctr --rows=10 --out="$tmp/x" --teacher=zipf
 
 # `syncopate datagen ctr`: a gzip file of Criteo lines (40 tab-separated fields) and the report.
 "$bin" datagen ctr --rows 2000 --out "$tmp/ctr.gz" --seed 3 >"$tmp/datagen.out" ||
@@ -38,6 +39,12 @@ grep -q "^rows=2000 positive_rate=0\.[0-9]* bayes_auc=0\.[0-9]* bayes_logloss=" 
 [[ $(gzip -dc "$tmp/ctr.gz" | wc -l) -eq 2000 ]] || fail "datagen wrote $(gzip -dc "$tmp/ctr.gz" | wc -l) lines"
 gzip -dc "$tmp/ctr.gz" | awk -F'\t' 'NF != 40 || ($1 != 0 && $1 != 1) { bad = 1 } END { exit bad }' ||
   fail "datagen wrote a line without 40 fields and a 0/1 label"
+# The second teacher writes the same format and names itself.
+"$bin" datagen ctr --rows 500 --out "$tmp/segments.tsv" --teacher=segments >"$tmp/datagen.out" ||
+  fail "datagen ctr --teacher=segments exited non-zero: $(cat "$tmp/datagen.out")"
+grep -q "teacher=segments" "$tmp/datagen.out" || fail "datagen printed '$(cat "$tmp/datagen.out")'"
+awk -F'\t' 'NF != 40 { bad = 1 } END { exit bad }' "$tmp/segments.tsv" ||
+  fail "datagen --teacher=segments wrote a line without 40 fields"
 
 # A small job end to end: exit 0, both reports, an accuracy well above chance.
 "$bin" local --job="$root/examples/fashion_mnist_mlp.textproto" --workers=2 --shards=1 \

@@ -1,5 +1,6 @@
 #include "libs/data/ctr_generator.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -208,6 +209,65 @@ TEST_F(CtrGeneratorTest, RejectsBadArgumentsAndLeavesNoFile) {
   EXPECT_EQ(status.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(status.message(), HasSubstr("no-such-dir"));
   EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir_), {}), 0);
+}
+
+// The segments teacher: deterministic from its seeds, labels drawn from p(click | x, z) while
+// the reported Bayes probability is p(click | x) = Probability(x), and calibrated like the first.
+TEST_F(CtrGeneratorTest, SegmentTeacherReplaysItsRowsAndReportsTheMarginalProbability) {
+  CtrTeacherConfig config;
+  config.kind = CtrTeacherKind::kSegments;
+  constexpr int64_t kRows = 2000;
+  const std::string path = PathOf("segments.tsv");
+  absl::StatusOr<CtrGenerationReport> report = GenerateCtr(config, 5, kRows, path);
+  ASSERT_TRUE(report.ok()) << report.status();
+  absl::StatusOr<CtrDataset> read = ReadCriteoTsv(path, 0);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ASSERT_EQ(read->size, kRows);
+  const SegmentTeacher teacher(config);
+  std::mt19937_64 rng(5);
+  float numeric[kCriteoNumeric];
+  uint64_t categorical[kCriteoCategorical];
+  for (int64_t i = 0; i < kRows; ++i) {
+    double bayes = -1;
+    const double p = teacher.Sample(rng, numeric, categorical, &bayes);
+    const float label = static_cast<double>(rng() >> 11) * 0x1.0p-53 < p ? 1.0f : 0.0f;
+    ASSERT_EQ(read->labels[i], label) << "row " << i;
+    ASSERT_EQ(std::memcmp(read->categorical_row(i), categorical, sizeof(categorical)), 0);
+    ASSERT_EQ(teacher.Probability(read->numeric_row(i), read->categorical_row(i)), bayes);
+    const auto posterior = teacher.SegmentPosterior(numeric, categorical);
+    double sum = 0;
+    for (double q : posterior) sum += q;
+    ASSERT_NEAR(sum, 1.0, 1e-9);
+  }
+  EXPECT_EQ(teacher.vocabulary_size(teacher.fm_fields().back()), 100000);
+  CtrGenerationReport again = *GenerateCtr(config, 5, kRows, PathOf("again.tsv"));
+  EXPECT_EQ(FileBytes(path), FileBytes(PathOf("again.tsv")));
+  EXPECT_EQ(again.bayes_auc, report->bayes_auc);
+}
+
+// The segments are recoverable from the fields they drive (otherwise they would be noise), and
+// the teacher's Bayes AUC sits near the reference data (0.79).
+TEST_F(CtrGeneratorTest, SegmentTeacherHasRealisticRateAndBayesAucAndVisibleSegments) {
+  CtrTeacherConfig config;
+  config.kind = CtrTeacherKind::kSegments;
+  absl::StatusOr<CtrGenerationReport> report = GenerateCtr(config, 7, 100000, PathOf("big.gz"));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->positive_rate, AllOf(Ge(0.22), Le(0.28)));
+  EXPECT_THAT(report->bayes_auc, AllOf(Ge(0.77), Le(0.82)));
+  EXPECT_THAT(report->bayes_logloss, AllOf(Ge(0.35), Le(0.52)));
+  // Mean posterior of the most likely segment: well above the uniform 1/8.
+  const SegmentTeacher teacher(config);
+  std::mt19937_64 rng(9);
+  float numeric[kCriteoNumeric];
+  uint64_t categorical[kCriteoCategorical];
+  double top = 0;
+  for (int i = 0; i < 2000; ++i) {
+    double bayes = 0;
+    teacher.Sample(rng, numeric, categorical, &bayes);
+    const auto posterior = teacher.SegmentPosterior(numeric, categorical);
+    top += *std::max_element(posterior.begin(), posterior.end()) / 2000;
+  }
+  EXPECT_GT(top, 0.5);
 }
 
 }  // namespace

@@ -73,10 +73,31 @@ TEST(ParseJobSpec, CtrExampleParsesValidatesAndPartitionsWithTables) {
   for (const v1::ShardPartition& p : *partitions) EXPECT_EQ(p.tables_size(), 2);
 }
 
+// The three CTR examples parse, validate and lay out their tables; none lists a cross (they must
+// not depend on knowing the generator's planted pairs).
+TEST(ParseJobSpec, EveryCtrExampleParsesWithoutCrosses) {
+  for (const auto& [file, kind] : {std::pair{"ctr_wdl", v1::ModelSpec::WDL},
+                                   {"ctr_deepfm", v1::ModelSpec::DEEPFM},
+                                   {"ctr_dcn", v1::ModelSpec::DCN}}) {
+    absl::StatusOr<v1::JobSpec> spec =
+        LoadJobSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/" + file + ".textproto");
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->model().kind(), kind) << file;
+    EXPECT_EQ(spec->model().wide_crosses_size(), 0) << file;
+    absl::StatusOr<ModelLayout> layout = LayoutForJob(*spec);
+    ASSERT_TRUE(layout.ok()) << layout.status();
+    EXPECT_EQ(layout->tables.size(), 2u) << file;
+  }
+}
+
 TEST(ValidateJobSpec, WdlNeedsCriteoDataAndValidCrosses) {
   absl::StatusOr<v1::JobSpec> spec =
       LoadJobSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/ctr_wdl.textproto");
   ASSERT_TRUE(spec.ok()) << spec.status();
+  v1::FieldCross* cross = spec->mutable_model()->add_wide_crosses();
+  cross->set_first(23);
+  cross->set_second(20);
+  EXPECT_TRUE(ValidateJobSpec(*spec).ok());
   v1::JobSpec bad = *spec;
   bad.mutable_model()->mutable_wide_crosses(0)->set_second(23);  // a column crossed with itself
   EXPECT_THAT(std::string(ValidateJobSpec(bad).message()), HasSubstr("model.wide_crosses"));
@@ -89,6 +110,37 @@ TEST(ValidateJobSpec, WdlNeedsCriteoDataAndValidCrosses) {
   bad = *spec;
   bad.mutable_dataset()->clear_test_path();
   EXPECT_THAT(std::string(ValidateJobSpec(bad).message()), HasSubstr("dataset.test_path"));
+}
+
+// DEEPFM and DCN share WDL's checks; cross_layers belongs to DCN alone and gets a default.
+TEST(ValidateJobSpec, DeepFmAndDcnShareTheCtrChecksAndCrossLayersIsDcnOnly) {
+  absl::StatusOr<v1::JobSpec> spec =
+      LoadJobSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/ctr_wdl.textproto");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  v1::JobSpec deepfm = *spec;
+  deepfm.mutable_model()->set_kind(v1::ModelSpec::DEEPFM);
+  EXPECT_TRUE(ValidateJobSpec(deepfm).ok());
+  EXPECT_TRUE(IsCtrModel(deepfm.model().kind()));
+  deepfm.mutable_model()->set_cross_layers(2);
+  EXPECT_THAT(std::string(ValidateJobSpec(deepfm).message()),
+              HasSubstr("model.cross_layers is only for model DCN"));
+  deepfm.mutable_model()->set_cross_layers(0);
+  deepfm.mutable_dataset()->set_kind(v1::DatasetSpec::FASHION_MNIST);
+  EXPECT_THAT(std::string(ValidateJobSpec(deepfm).message()),
+              HasSubstr("dataset.kind must be CRITEO for model DEEPFM"));
+
+  v1::JobSpec dcn = *spec;
+  dcn.mutable_model()->set_kind(v1::ModelSpec::DCN);
+  ApplyJobDefaults(dcn);
+  EXPECT_EQ(dcn.model().cross_layers(), 2);
+  EXPECT_TRUE(ValidateJobSpec(dcn).ok());
+  absl::StatusOr<ModelLayout> layout = LayoutForJob(dcn);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  EXPECT_EQ(layout->tables.size(), 2u);
+  dcn.mutable_model()->set_cross_layers(17);
+  EXPECT_THAT(std::string(ValidateJobSpec(dcn).message()),
+              HasSubstr("model.cross_layers must be in [1, 16] for DCN, got 17"));
+  EXPECT_FALSE(IsCtrModel(v1::ModelSpec::MLP));
 }
 
 TEST(ParseJobSpec, AppliesDefaultsToUnsetFields) {

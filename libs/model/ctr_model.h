@@ -1,18 +1,27 @@
-// Wide & deep (Cheng et al., 2016) for click-through rate on Criteo's 13 numeric and 26
-// categorical columns, with logistic loss: the recommendation workload of docs/design.md §7.
+// Click-through-rate models on Criteo's 13 numeric and 26 categorical columns, logistic loss: the
+// recommendation workload of docs/design.md §7. Three architectures share the embedding lookups
+// (and so the sparse pull/push path), the linear part and the deep MLP; they differ in how they
+// model interactions between features (ADR 0009):
 //
-//   deep:  [emb(f_1) .. emb(f_26) | x] -> ReLU hidden layers -> 1 logit
-//   wide:  sum_f w(f_i) + sum_(a,b) w(f_a x f_b) + v . x
-//   p = sigmoid(deep + wide)
+//   x0     = [e_1 .. e_26 | x]                 e_i = emb(f_i), a row of the "deep" table
+//   linear = sum_i w(f_i) + sum_(a,b) w(f_a x f_b) + v . x      w: rows of the "wide" table
+//   WDL    (Cheng et al., 2016):  logit = MLP(x0) + linear
+//   DEEPFM (Guo et al., 2017):    logit = MLP(x0) + linear + FM
+//          FM = sum_(i<j) <u_i, u_j> over the 26 field vectors u_i = e_i and the 13 numeric
+//          fields' u_(26+j) = x_j * n_j (n_j dense), computed as
+//          1/2 sum_k [(sum_i u_ik)^2 - sum_i u_ik^2], O(fields * dim) instead of O(fields^2 * dim)
+//   DCN    (DCN-v2, Wang et al., 2021, "stacked"): x_(l+1) = x0 (.) (W_l x_l + b_l) + x_l for
+//          l < cross_layers, W_l full rank; logit = MLP(x_L) + linear
+//   p = sigmoid(logit)
 //
-// where f_i is the categorical value of field i hashed into a 64-bit key (CategoricalKey), emb
-// and w are rows of the embedding tables "deep" (width embedding_dim) and "wide" (width 1),
-// f_a x f_b are the configured cross-product features (CrossKey; wide only, as in the paper),
-// and x = log1p(max(numeric, 0)) with missing numerics as 0. The dense parameters (MLP, v) form one
-// flat vector like the Mlp's; the table rows live on the shards and only the rows a batch touches
-// are pulled. Thread-safety: thread-compatible; use one instance per thread.
-#ifndef SYNCOPATE_LIBS_MODEL_WDL_H_
-#define SYNCOPATE_LIBS_MODEL_WDL_H_
+// where f_i is the categorical value of field i hashed into a 64-bit key (CategoricalKey), f_a x
+// f_b are the optional hand-picked crosses (CrossKey; linear part only, as in the WDL paper) and
+// x = log1p(max(numeric, 0)) with missing numerics as 0. The dense parameters (MLP, v, the FM's
+// numeric vectors, the cross layers) form one flat vector like the Mlp's; the table rows live on
+// the shards and only the rows a batch touches are pulled. Thread-safety: thread-compatible; use
+// one instance per thread.
+#ifndef SYNCOPATE_LIBS_MODEL_CTR_MODEL_H_
+#define SYNCOPATE_LIBS_MODEL_CTR_MODEL_H_
 
 #include <cstdint>
 #include <span>
@@ -24,8 +33,8 @@
 
 namespace syncopate::model {
 
-inline constexpr int kWdlNumeric = 13;
-inline constexpr int kWdlCategorical = 26;
+inline constexpr int kCtrNumeric = 13;
+inline constexpr int kCtrCategorical = 26;
 
 // The key the value `value` of categorical field `field` is stored under, in every table. A
 // fixed 64-bit mix (never std::hash), so workers and shards of any build agree.
@@ -57,22 +66,36 @@ struct BatchKeys {
   void Collect(const CtrBatchView& batch, std::span<const FieldPair> crosses = {});
 };
 
-class Wdl {
+enum class CtrArchitecture { kWideDeep, kDeepFm, kDcn };
+
+struct CtrModelOptions {
+  CtrArchitecture architecture = CtrArchitecture::kWideDeep;
+  int embedding_dim = 16;
+  std::vector<int> hidden;         // the deep MLP's hidden widths; empty = one linear unit
+  std::vector<FieldPair> crosses;  // hand-picked crosses of the linear part (any architecture)
+  int cross_layers = 0;            // kDcn: the number of cross layers, >= 1; others: 0
+};
+
+class CtrModel {
  public:
   static constexpr int kDeepTable = 0;
   static constexpr int kWideTable = 1;
 
-  // INVALID_ARGUMENT on a non-positive width or a cross of a field outside [0, 26) or with itself.
-  static absl::StatusOr<Wdl> Create(int embedding_dim, std::vector<int> hidden,
-                                    std::vector<FieldPair> crosses = {});
+  // INVALID_ARGUMENT (one line naming the option) on a non-positive width, a cross of a field
+  // outside [0, 26) or with itself, or cross_layers outside [1, 16] for kDcn (or non-zero for the
+  // others).
+  static absl::StatusOr<CtrModel> Create(CtrModelOptions options);
 
   // The dense tensors in flat-vector order: "deep<i>/w", "deep<i>/b" per hidden layer,
-  // "deep_out/w", "deep_out/b", "wide/numeric".
+  // "deep_out/w", "deep_out/b", "wide/numeric"; then "fm/numeric" (kDeepFm, 13 x dim) or
+  // "cross<l>/w", "cross<l>/b" per cross layer (kDcn). A WDL's layout is the same as before the
+  // other architectures existed, so its checkpoints stay readable.
   const std::vector<DenseTensorSpec>& tensors() const { return tensors_; }
   // "deep" (width embedding_dim, U(-0.05, 0.05)) and "wide" (width 1, zeros), in table-id order.
   std::vector<v1::EmbeddingTableSpec> tables() const;
   int64_t num_parameters() const { return num_parameters_; }
   int embedding_dim() const { return embedding_dim_; }
+  CtrArchitecture architecture() const { return architecture_; }
   const std::vector<FieldPair>& crosses() const { return crosses_; }
   // Collects the keys of `batch` for this model's crosses.
   void CollectKeys(const CtrBatchView& batch, BatchKeys& keys) const {
@@ -103,27 +126,40 @@ class Wdl {
     int64_t bias_offset;
   };
 
-  Wdl(int embedding_dim, std::vector<Layer> layers, int64_t wide_offset,
-      std::vector<FieldPair> crosses);
+  CtrModel(const CtrModelOptions& options, std::vector<Layer> layers, int64_t wide_offset);
 
   absl::Status Validate(std::span<const float> params, const CtrBatchView& batch,
                         const BatchKeys& keys, std::span<const float> deep_rows,
                         std::span<const float> wide_rows) const;
-  // Fills inputs_ and activations_ for the batch; writes the logits into logits_.
+  // Fills the scratch below for the batch; writes the logits into logits_.
   void Forward(const float* params, const CtrBatchView& batch, const BatchKeys& keys,
                const float* deep_rows, const float* wide_rows);
+  // Adds the FM term to logits_ (fm_sum_ keeps sum_i u_i per example for the gradient).
+  void ForwardFm(const float* params, const BatchKeys& keys, const float* deep_rows, int64_t n);
+  // Backward of the FM term for d_logit (n): onto deep_grad rows and "fm/numeric".
+  void BackwardFm(const float* params, const BatchKeys& keys, const float* deep_rows,
+                  const float* d_logit, int64_t n, float* dense_grad, float* deep_grad) const;
+  // Backward of the cross layers: `delta` (input_dim x n) is dLoss/dx_L on entry and
+  // dLoss/dx0 on return.
+  void BackwardCross(const float* params, int64_t n, float* dense_grad, std::vector<float>& delta);
 
+  CtrArchitecture architecture_;
   int embedding_dim_;
   int input_dim_;              // 26 * embedding_dim + 13
   std::vector<Layer> layers_;  // hidden layers, then the output layer (1 unit)
   int64_t wide_offset_;        // of "wide/numeric"
+  int64_t fm_offset_ = -1;     // of "fm/numeric" (kDeepFm)
+  std::vector<Layer> cross_;   // input_dim -> input_dim each (kDcn)
   std::vector<FieldPair> crosses_;
   std::vector<DenseTensorSpec> tensors_;
-  int64_t num_parameters_;
+  int64_t num_parameters_ = 0;
 
   // Scratch, column-major with one example per column.
-  std::vector<float> inputs_;   // input_dim x batch
-  std::vector<float> numeric_;  // 13 x batch (transformed)
+  std::vector<float> inputs_;                // x0: input_dim x batch
+  std::vector<float> numeric_;               // 13 x batch (transformed)
+  std::vector<std::vector<float>> cross_x_;  // x_1 .. x_L (kDcn)
+  std::vector<std::vector<float>> cross_z_;  // W_l x_l + b_l, l = 0 .. L-1 (kDcn)
+  std::vector<float> fm_sum_;                // dim x batch (kDeepFm)
   std::vector<std::vector<float>> activations_;
   std::vector<float> logits_;
   std::vector<float> delta_;
@@ -132,4 +168,4 @@ class Wdl {
 
 }  // namespace syncopate::model
 
-#endif  // SYNCOPATE_LIBS_MODEL_WDL_H_
+#endif  // SYNCOPATE_LIBS_MODEL_CTR_MODEL_H_

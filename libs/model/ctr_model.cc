@@ -1,0 +1,441 @@
+#include "libs/model/ctr_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <utility>
+
+#include "Eigen/Core"
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "libs/common/splitmix64.h"
+#include "libs/common/status_macros.h"
+
+namespace syncopate::model {
+namespace {
+
+using ::syncopate::v1::Initializer;
+using MatrixMap = Eigen::Map<Eigen::MatrixXf>;
+using ConstMatrixMap = Eigen::Map<const Eigen::MatrixXf>;
+using VectorMap = Eigen::Map<Eigen::VectorXf>;
+using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
+
+// Counts span orders of magnitude (Criteo's integer columns are mostly counts); log1p keeps
+// their scale comparable to the embeddings'. Missing (NaN) contributes nothing.
+float TransformNumeric(float x) { return std::isnan(x) ? 0.0f : std::log1p(std::max(x, 0.0f)); }
+
+// The embeddings start small so that the deep part's first predictions are close to the wide
+// part's, and large enough to break the symmetry between rows.
+constexpr double kDeepInitScale = 0.05;
+
+// Each DCN cross layer costs input_dim^2 parameters and multiply-adds per example; beyond a few
+// layers DCN-v2 reports no gain.
+constexpr int kMaxCrossLayers = 16;
+
+}  // namespace
+
+uint64_t CategoricalKey(int field, uint64_t value) {
+  // Mixing the field first keeps (field, value) pairs whose raw XOR would collide apart.
+  return SplitMix64(value ^ SplitMix64(static_cast<uint64_t>(field) + 1));
+}
+
+uint64_t CrossKey(int cross, uint64_t a, uint64_t b) {
+  // Outside the fields' key space (field ids >= 26), and order-sensitive in (a, b).
+  return CategoricalKey(kCtrCategorical + cross, SplitMix64(a) ^ b);
+}
+
+void BatchKeys::Collect(const CtrBatchView& batch, std::span<const FieldPair> crosses) {
+  keys.clear();
+  position.resize(static_cast<size_t>(batch.size) * kCtrCategorical);
+  absl::flat_hash_map<uint64_t, int32_t> seen;
+  seen.reserve(static_cast<size_t>(batch.size) * kCtrCategorical);
+  for (int64_t j = 0; j < batch.size; ++j) {
+    for (int f = 0; f < kCtrCategorical; ++f) {
+      const uint64_t key = CategoricalKey(f, batch.categorical[j * kCtrCategorical + f]);
+      const auto [it, inserted] = seen.try_emplace(key, static_cast<int32_t>(keys.size()));
+      if (inserted) keys.push_back(key);
+      position[j * kCtrCategorical + f] = it->second;
+    }
+  }
+  wide_keys = keys;
+  const size_t c = crosses.size();
+  cross_position.resize(static_cast<size_t>(batch.size) * c);
+  for (int64_t j = 0; j < batch.size; ++j) {
+    const uint64_t* values = batch.categorical + j * kCtrCategorical;
+    for (size_t x = 0; x < c; ++x) {
+      const uint64_t key =
+          CrossKey(static_cast<int>(x), values[crosses[x].first], values[crosses[x].second]);
+      const auto [it, inserted] = seen.try_emplace(key, static_cast<int32_t>(wide_keys.size()));
+      if (inserted) wide_keys.push_back(key);
+      cross_position[j * c + x] = it->second;
+    }
+  }
+}
+
+absl::StatusOr<CtrModel> CtrModel::Create(CtrModelOptions options) {
+  for (const FieldPair& cross : options.crosses) {
+    if (cross.first < 0 || cross.first >= kCtrCategorical || cross.second < 0 ||
+        cross.second >= kCtrCategorical || cross.first == cross.second) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("CTR model cross of fields ", cross.first, " and ", cross.second,
+                       " needs two different fields in [0, ", kCtrCategorical, ")"));
+    }
+  }
+  if (options.embedding_dim <= 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("CTR model needs embedding_dim > 0, got ", options.embedding_dim));
+  }
+  for (size_t i = 0; i < options.hidden.size(); ++i) {
+    if (options.hidden[i] <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "CTR model hidden layer ", i, " needs a positive width, got ", options.hidden[i]));
+    }
+  }
+  const bool dcn = options.architecture == CtrArchitecture::kDcn;
+  if (dcn && (options.cross_layers < 1 || options.cross_layers > kMaxCrossLayers)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DCN needs cross_layers in [1, ", kMaxCrossLayers, "], got ", options.cross_layers));
+  }
+  if (!dcn && options.cross_layers != 0) {
+    return absl::InvalidArgumentError("cross_layers is only for DCN");
+  }
+  std::vector<int> widths = options.hidden;
+  widths.push_back(1);
+  std::vector<Layer> layers;
+  int64_t offset = 0;
+  int inputs = kCtrCategorical * options.embedding_dim + kCtrNumeric;
+  for (const int outputs : widths) {
+    Layer layer{.inputs = inputs, .outputs = outputs, .weight_offset = offset, .bias_offset = 0};
+    offset += static_cast<int64_t>(outputs) * inputs;
+    layer.bias_offset = offset;
+    offset += outputs;
+    layers.push_back(layer);
+    inputs = outputs;
+  }
+  return CtrModel(options, std::move(layers), offset);
+}
+
+CtrModel::CtrModel(const CtrModelOptions& options, std::vector<Layer> layers, int64_t wide_offset)
+    : architecture_(options.architecture),
+      embedding_dim_(options.embedding_dim),
+      input_dim_(kCtrCategorical * options.embedding_dim + kCtrNumeric),
+      layers_(std::move(layers)),
+      wide_offset_(wide_offset),
+      crosses_(options.crosses) {
+  Initializer zeros;
+  zeros.set_kind(Initializer::ZEROS);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const bool output = i + 1 == layers_.size();
+    const std::string name = output ? "deep_out" : absl::StrCat("deep", i);
+    Initializer weight_init;
+    // He for ReLU layers; Glorot for the linear output.
+    weight_init.set_kind(output ? Initializer::GLOROT_UNIFORM : Initializer::HE_UNIFORM);
+    weight_init.set_fan_in(layers_[i].inputs);
+    weight_init.set_fan_out(layers_[i].outputs);
+    tensors_.push_back({.name = name + "/w",
+                        .rows = layers_[i].outputs,
+                        .cols = layers_[i].inputs,
+                        .init = weight_init});
+    tensors_.push_back({.name = name + "/b", .rows = layers_[i].outputs, .cols = 1, .init = zeros});
+  }
+  tensors_.push_back({.name = "wide/numeric", .rows = 1, .cols = kCtrNumeric, .init = zeros});
+  int64_t offset = wide_offset_ + kCtrNumeric;
+  if (architecture_ == CtrArchitecture::kDeepFm) {
+    // The numeric fields' FM vectors start like the embedding rows they meet in the FM.
+    Initializer fm_init;
+    fm_init.set_kind(Initializer::UNIFORM);
+    fm_init.set_scale(kDeepInitScale);
+    fm_offset_ = offset;
+    tensors_.push_back(
+        {.name = "fm/numeric", .rows = embedding_dim_, .cols = kCtrNumeric, .init = fm_init});
+    offset += static_cast<int64_t>(embedding_dim_) * kCtrNumeric;
+  }
+  if (architecture_ == CtrArchitecture::kDcn) {
+    for (int l = 0; l < options.cross_layers; ++l) {
+      // Glorot, as DCN-v2's reference (TensorFlow Recommenders' Cross layer) initialises W.
+      Initializer weight_init;
+      weight_init.set_kind(Initializer::GLOROT_UNIFORM);
+      weight_init.set_fan_in(input_dim_);
+      weight_init.set_fan_out(input_dim_);
+      Layer layer{.inputs = input_dim_,
+                  .outputs = input_dim_,
+                  .weight_offset = offset,
+                  .bias_offset = offset + static_cast<int64_t>(input_dim_) * input_dim_};
+      const std::string name = absl::StrCat("cross", l);
+      tensors_.push_back(
+          {.name = name + "/w", .rows = input_dim_, .cols = input_dim_, .init = weight_init});
+      tensors_.push_back({.name = name + "/b", .rows = input_dim_, .cols = 1, .init = zeros});
+      offset = layer.bias_offset + input_dim_;
+      cross_.push_back(layer);
+    }
+    cross_x_.resize(cross_.size());
+    cross_z_.resize(cross_.size());
+  }
+  num_parameters_ = offset;
+  activations_.resize(layers_.size());
+}
+
+std::vector<v1::EmbeddingTableSpec> CtrModel::tables() const {
+  std::vector<v1::EmbeddingTableSpec> tables(2);
+  tables[kDeepTable].set_name("deep");
+  tables[kDeepTable].set_dim(embedding_dim_);
+  tables[kDeepTable].mutable_init()->set_kind(Initializer::UNIFORM);
+  tables[kDeepTable].mutable_init()->set_scale(kDeepInitScale);
+  tables[kWideTable].set_name("wide");
+  tables[kWideTable].set_dim(1);
+  tables[kWideTable].mutable_init()->set_kind(Initializer::ZEROS);
+  return tables;
+}
+
+absl::Status CtrModel::Validate(std::span<const float> params, const CtrBatchView& batch,
+                                const BatchKeys& keys, std::span<const float> deep_rows,
+                                std::span<const float> wide_rows) const {
+  if (std::cmp_not_equal(params.size(), num_parameters_)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("params has ", params.size(), " floats; the model has ", num_parameters_));
+  }
+  if (batch.size <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("batch has ", batch.size, " examples"));
+  }
+  if (keys.position.size() != static_cast<size_t>(batch.size) * kCtrCategorical ||
+      keys.cross_position.size() != static_cast<size_t>(batch.size) * crosses_.size()) {
+    return absl::InvalidArgumentError("batch keys were collected for another batch or model");
+  }
+  if (deep_rows.size() != keys.keys.size() * static_cast<size_t>(embedding_dim_) ||
+      wide_rows.size() != keys.wide_keys.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("rows for ", keys.keys.size(), " + ", keys.wide_keys.size(), " keys have ",
+                     deep_rows.size(), " deep and ", wide_rows.size(), " wide floats"));
+  }
+  return absl::OkStatus();
+}
+
+void CtrModel::Forward(const float* params, const CtrBatchView& batch, const BatchKeys& keys,
+                       const float* deep_rows, const float* wide_rows) {
+  const int64_t n = batch.size;
+  const size_t e = static_cast<size_t>(embedding_dim_);
+  inputs_.resize(static_cast<size_t>(input_dim_) * n);
+  numeric_.resize(static_cast<size_t>(kCtrNumeric) * n);
+  logits_.resize(n);
+  for (int64_t j = 0; j < n; ++j) {
+    float* column = inputs_.data() + j * input_dim_;
+    for (int f = 0; f < kCtrCategorical; ++f) {
+      const int32_t p = keys.position[j * kCtrCategorical + f];
+      std::copy_n(deep_rows + p * e, e, column + f * e);
+    }
+    for (int i = 0; i < kCtrNumeric; ++i) {
+      const float x = TransformNumeric(batch.numeric[j * kCtrNumeric + i]);
+      column[kCtrCategorical * e + i] = x;
+      numeric_[j * kCtrNumeric + i] = x;
+    }
+  }
+  // DCN-v2's cross layers: x_(l+1) = x0 (.) (W_l x_l + b_l) + x_l.
+  const ConstMatrixMap x0(inputs_.data(), input_dim_, n);
+  const float* in = inputs_.data();
+  for (size_t l = 0; l < cross_.size(); ++l) {
+    cross_z_[l].resize(static_cast<size_t>(input_dim_) * n);
+    cross_x_[l].resize(static_cast<size_t>(input_dim_) * n);
+    MatrixMap z(cross_z_[l].data(), input_dim_, n);
+    const ConstMatrixMap x(in, input_dim_, n);
+    z.noalias() = ConstMatrixMap(params + cross_[l].weight_offset, input_dim_, input_dim_) * x;
+    z.colwise() += ConstVectorMap(params + cross_[l].bias_offset, input_dim_);
+    MatrixMap(cross_x_[l].data(), input_dim_, n) = x0.cwiseProduct(z) + x;
+    in = cross_x_[l].data();
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    const Layer& layer = layers_[i];
+    activations_[i].resize(static_cast<size_t>(layer.outputs) * n);
+    const ConstMatrixMap weights(params + layer.weight_offset, layer.outputs, layer.inputs);
+    const ConstVectorMap bias(params + layer.bias_offset, layer.outputs);
+    MatrixMap out(activations_[i].data(), layer.outputs, n);
+    out.noalias() = weights * ConstMatrixMap(in, layer.inputs, n);
+    out.colwise() += bias;
+    if (i + 1 < layers_.size()) out = out.cwiseMax(0.0f);
+    in = activations_[i].data();
+  }
+  // The linear part: one weight per categorical value and per crossed pair of values, plus a
+  // linear term on the numerics.
+  const ConstVectorMap v(params + wide_offset_, kCtrNumeric);
+  const size_t c = crosses_.size();
+  for (int64_t j = 0; j < n; ++j) {
+    float wide = v.dot(ConstVectorMap(numeric_.data() + j * kCtrNumeric, kCtrNumeric));
+    for (int f = 0; f < kCtrCategorical; ++f) {
+      wide += wide_rows[keys.position[j * kCtrCategorical + f]];
+    }
+    for (size_t x = 0; x < c; ++x) wide += wide_rows[keys.cross_position[j * c + x]];
+    logits_[j] = activations_.back()[j] + wide;
+  }
+  if (architecture_ == CtrArchitecture::kDeepFm) ForwardFm(params, keys, deep_rows, n);
+}
+
+void CtrModel::ForwardFm(const float* params, const BatchKeys& keys, const float* deep_rows,
+                         int64_t n) {
+  const int e = embedding_dim_;
+  fm_sum_.resize(static_cast<size_t>(e) * n);
+  const ConstMatrixMap numeric_vectors(params + fm_offset_, e, kCtrNumeric);
+  for (int64_t j = 0; j < n; ++j) {
+    // sum_(i<j) <u_i, u_j> = 1/2 (|sum_i u_i|^2 - sum_i |u_i|^2) (Rendle, 2010, lemma 3).
+    VectorMap sum(fm_sum_.data() + j * e, e);
+    sum.setZero();
+    double squares = 0;
+    for (int f = 0; f < kCtrCategorical; ++f) {
+      const ConstVectorMap u(deep_rows + keys.position[j * kCtrCategorical + f] * e, e);
+      sum += u;
+      squares += u.squaredNorm();
+    }
+    const ConstVectorMap x(numeric_.data() + j * kCtrNumeric, kCtrNumeric);
+    sum += numeric_vectors * x;
+    squares +=
+        (numeric_vectors.colwise().squaredNorm().transpose().array() * x.array().square()).sum();
+    logits_[j] += static_cast<float>(0.5 * (static_cast<double>(sum.squaredNorm()) - squares));
+  }
+}
+
+void CtrModel::BackwardFm(const float* params, const BatchKeys& keys, const float* deep_rows,
+                          const float* d_logit, int64_t n, float* dense_grad,
+                          float* deep_grad) const {
+  // dFM/du_i = sum_k u_k - u_i; the numeric fields' vectors are x_j n_j, so dFM/dn_j is x_j
+  // times that.
+  const int e = embedding_dim_;
+  const ConstMatrixMap numeric_vectors(params + fm_offset_, e, kCtrNumeric);
+  MatrixMap d_numeric_vectors(dense_grad + fm_offset_, e, kCtrNumeric);
+  for (int64_t j = 0; j < n; ++j) {
+    const ConstVectorMap sum(fm_sum_.data() + j * e, e);
+    for (int f = 0; f < kCtrCategorical; ++f) {
+      const int32_t p = keys.position[j * kCtrCategorical + f];
+      VectorMap(deep_grad + p * e, e) += d_logit[j] * (sum - ConstVectorMap(deep_rows + p * e, e));
+    }
+    for (int i = 0; i < kCtrNumeric; ++i) {
+      const float x = numeric_[j * kCtrNumeric + i];
+      if (x == 0.0f) continue;
+      d_numeric_vectors.col(i) += (d_logit[j] * x) * (sum - x * numeric_vectors.col(i));
+    }
+  }
+}
+
+void CtrModel::BackwardCross(const float* params, int64_t n, float* dense_grad,
+                             std::vector<float>& delta) {
+  // With h = g (.) x0 for g = dLoss/dx_(l+1): dW_l = h x_l^T, db_l = sum h,
+  // dLoss/dx_l = W_l^T h + g, and x0 collects g (.) z_l from every layer besides.
+  const ConstMatrixMap x0(inputs_.data(), input_dim_, n);
+  std::vector<float>& h_buffer = next_delta_;
+  h_buffer.resize(static_cast<size_t>(input_dim_) * n);
+  std::vector<float> d_x0(static_cast<size_t>(input_dim_) * n, 0.0f);
+  MatrixMap d_x0_map(d_x0.data(), input_dim_, n);
+  MatrixMap g(delta.data(), input_dim_, n);
+  MatrixMap h(h_buffer.data(), input_dim_, n);
+  for (size_t l = cross_.size(); l-- > 0;) {
+    const float* x_data = l == 0 ? inputs_.data() : cross_x_[l - 1].data();
+    const ConstMatrixMap x(x_data, input_dim_, n);
+    h = g.cwiseProduct(x0);
+    d_x0_map += g.cwiseProduct(ConstMatrixMap(cross_z_[l].data(), input_dim_, n));
+    MatrixMap(dense_grad + cross_[l].weight_offset, input_dim_, input_dim_).noalias() =
+        h * x.transpose();
+    VectorMap(dense_grad + cross_[l].bias_offset, input_dim_) = h.rowwise().sum();
+    g.noalias() +=
+        ConstMatrixMap(params + cross_[l].weight_offset, input_dim_, input_dim_).transpose() * h;
+  }
+  g += d_x0_map;
+}
+
+absl::StatusOr<float> CtrModel::LossAndGradient(
+    std::span<const float> params, const CtrBatchView& batch, const BatchKeys& keys,
+    std::span<const float> deep_rows, std::span<const float> wide_rows, std::span<float> dense_grad,
+    std::span<float> deep_grad, std::span<float> wide_grad) {
+  SYNCOPATE_RETURN_IF_ERROR(Validate(params, batch, keys, deep_rows, wide_rows));
+  if (std::cmp_not_equal(dense_grad.size(), num_parameters_) ||
+      deep_grad.size() != deep_rows.size() || wide_grad.size() != wide_rows.size()) {
+    return absl::InvalidArgumentError("gradient buffers do not match the parameters and rows");
+  }
+  for (int64_t j = 0; j < batch.size; ++j) {
+    if (batch.labels[j] != 0.0f && batch.labels[j] != 1.0f) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("label ", batch.labels[j], " of example ", j, " is not 0 or 1"));
+    }
+  }
+  const int64_t n = batch.size;
+  const size_t e = static_cast<size_t>(embedding_dim_);
+  Forward(params.data(), batch, keys, deep_rows.data(), wide_rows.data());
+
+  // Logistic loss in its stable form, log(1 + e^z) - y z = max(z, 0) - y z + log1p(e^-|z|);
+  // dLoss/dz = sigmoid(z) - y, divided by n for the mean.
+  double loss_sum = 0.0;
+  std::vector<float>& d_logit = logits_;  // overwritten in place
+  for (int64_t j = 0; j < n; ++j) {
+    const double z = logits_[j];
+    const double y = batch.labels[j];
+    loss_sum += std::max(z, 0.0) - y * z + std::log1p(std::exp(-std::abs(z)));
+    const double p = 1.0 / (1.0 + std::exp(-z));
+    d_logit[j] = static_cast<float>((p - y) / static_cast<double>(n));
+  }
+
+  std::fill(dense_grad.begin(), dense_grad.end(), 0.0f);
+  std::fill(deep_grad.begin(), deep_grad.end(), 0.0f);
+  std::fill(wide_grad.begin(), wide_grad.end(), 0.0f);
+  VectorMap d_v(dense_grad.data() + wide_offset_, kCtrNumeric);
+  for (int64_t j = 0; j < n; ++j) {
+    d_v += d_logit[j] * ConstVectorMap(numeric_.data() + j * kCtrNumeric, kCtrNumeric);
+    for (int f = 0; f < kCtrCategorical; ++f) {
+      wide_grad[keys.position[j * kCtrCategorical + f]] += d_logit[j];
+    }
+    for (size_t x = 0; x < crosses_.size(); ++x) {
+      wide_grad[keys.cross_position[j * crosses_.size() + x]] += d_logit[j];
+    }
+  }
+  if (architecture_ == CtrArchitecture::kDeepFm) {
+    BackwardFm(params.data(), keys, deep_rows.data(), d_logit.data(), n, dense_grad.data(),
+               deep_grad.data());
+  }
+
+  // Back through the MLP, down to its inputs (the embeddings need their gradient).
+  const float* delta = d_logit.data();
+  for (size_t i = layers_.size(); i-- > 0;) {
+    const Layer& layer = layers_[i];
+    const ConstMatrixMap d_out(delta, layer.outputs, n);
+    const float* in_data = i > 0            ? activations_[i - 1].data()
+                           : cross_.empty() ? inputs_.data()
+                                            : cross_x_.back().data();
+    const ConstMatrixMap in(in_data, layer.inputs, n);
+    MatrixMap d_weights(dense_grad.data() + layer.weight_offset, layer.outputs, layer.inputs);
+    VectorMap d_bias(dense_grad.data() + layer.bias_offset, layer.outputs);
+    d_weights.noalias() = d_out * in.transpose();
+    d_bias = d_out.rowwise().sum();
+    const ConstMatrixMap weights(params.data() + layer.weight_offset, layer.outputs, layer.inputs);
+    std::vector<float>& buffer = (delta == delta_.data()) ? next_delta_ : delta_;
+    buffer.resize(static_cast<size_t>(layer.inputs) * n);
+    MatrixMap d_in(buffer.data(), layer.inputs, n);
+    d_in.noalias() = weights.transpose() * d_out;
+    if (i > 0) d_in = (in.array() > 0.0f).select(d_in, 0.0f);  // the ReLU below
+    delta = buffer.data();
+  }
+  // `delta` is now dLoss/d(MLP input): x_L for a DCN, x0 otherwise.
+  if (!cross_.empty()) {
+    if (delta != delta_.data()) std::swap(delta_, next_delta_);
+    BackwardCross(params.data(), n, dense_grad.data(), delta_);
+    delta = delta_.data();
+  }
+  // Scatter the embedding part of dLoss/dx0 onto the rows.
+  for (int64_t j = 0; j < n; ++j) {
+    const float* column = delta + j * input_dim_;
+    for (int f = 0; f < kCtrCategorical; ++f) {
+      float* row = deep_grad.data() + keys.position[j * kCtrCategorical + f] * e;
+      for (size_t k = 0; k < e; ++k) row[k] += column[f * e + k];
+    }
+  }
+  return static_cast<float>(loss_sum / static_cast<double>(n));
+}
+
+absl::Status CtrModel::Predict(std::span<const float> params, const CtrBatchView& batch,
+                               const BatchKeys& keys, std::span<const float> deep_rows,
+                               std::span<const float> wide_rows, std::span<float> probabilities) {
+  SYNCOPATE_RETURN_IF_ERROR(Validate(params, batch, keys, deep_rows, wide_rows));
+  if (std::cmp_not_equal(probabilities.size(), batch.size)) {
+    return absl::InvalidArgumentError("probabilities must have one entry per example");
+  }
+  Forward(params.data(), batch, keys, deep_rows.data(), wide_rows.data());
+  for (int64_t j = 0; j < batch.size; ++j) {
+    probabilities[j] = static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(logits_[j]))));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace syncopate::model
