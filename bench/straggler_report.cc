@@ -410,7 +410,7 @@ std::string ResultsMarkdown(const Selection& selection, const std::vector<CellSu
   if (any_ctr) {
     absl::StrAppendFormat(
         &md,
-        "\n## CTR: wide & deep, one worker 4x slower\n\nexamples/ctr_wdl.textproto on generated "
+        "\n## CTR: DeepFM, one worker 4x slower\n\nexamples/ctr_deepfm.textproto on generated "
         "Criteo-format data (planted teacher, the same data for every seed); test AUC and logloss "
         "from the final evaluation, at the same number of samples for every policy. The "
         "teacher's Bayes-optimal test AUC is %.4f (logloss %.4f); the time-to-target target is "
