@@ -469,6 +469,10 @@ void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& repor
     if (it == shards_.end()) return;
     it->second.last_report = report;
     it->second.final_report = it->second.final_report || report.final();
+    const v1::StalenessCostReport& c = report.staleness_cost();
+    modes_.SetStalenessCost(
+        shard_id, StalenessCost{c.versions(), c.velocity_squared(), c.velocity_drift_squared(),
+                                c.velocity_drift_squared_standard_error()});
     for (const auto& [id, worker] : workers_) {
       if (worker.role != v1::ROLE_WORKER) continue;
       const bool waiting =

@@ -63,6 +63,18 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
                     .Name("syncopate_coordinator_mode_switches_total")
                     .Help("Mode switches the coordinator ordered, per shard and reason")
                     .Register(registry)),
+      predicted_throughput_(
+          prometheus::BuildGauge()
+              .Name("syncopate_coordinator_predicted_samples_per_second")
+              .Help("The mode policy's last predicted throughput per shard and mode (sync, gba; "
+                    "gba counts decayed gradients at their weight, before efficiency)")
+              .Register(registry)),
+      gba_efficiency_(prometheus::BuildGauge()
+                          .Name("syncopate_coordinator_gba_efficiency")
+                          .Help("Per-sample efficiency of gba relative to sync at its predicted "
+                                "staleness, from the shard's measured staleness cost (1 = not "
+                                "measured yet); gba goodput = gba throughput x this")
+                          .Register(registry)),
       barrier_waiting_(prometheus::BuildGauge()
                            .Name("syncopate_coordinator_barrier_waiting")
                            .Help("1 while the shard's sync barrier waits for the worker's gradient "
@@ -99,7 +111,7 @@ void CoordinatorMetrics::InitModePolicy(int shard) {
   for (absl::string_view reason :
        {kReasonPinned, kReasonInsufficientData, kReasonHoldMinDwell, kReasonNoSignificantDifference,
         kReasonStragglerDetected, kReasonGbaPredictedFaster, kReasonSyncPredictedFaster,
-        kReasonStragglersRecovered}) {
+        kReasonStalenessCostExceedsGain, kReasonStragglersRecovered}) {
     const prometheus::Labels labels = {{"shard", std::to_string(shard)},
                                        {"reason", std::string(reason)}};
     decisions_.Add(labels);
@@ -113,6 +125,14 @@ void CoordinatorMetrics::CountDecision(int shard, const std::string& reason) {
 
 void CoordinatorMetrics::CountSwitch(int shard, const std::string& reason) {
   switches_.Add({{"shard", std::to_string(shard)}, {"reason", reason}}).Increment();
+}
+
+void CoordinatorMetrics::SetPrediction(int shard, double sync_samples_per_second,
+                                       double gba_samples_per_second, double gba_efficiency) {
+  const std::string id = std::to_string(shard);
+  predicted_throughput_.Add({{"shard", id}, {"mode", "sync"}}).Set(sync_samples_per_second);
+  predicted_throughput_.Add({{"shard", id}, {"mode", "gba"}}).Set(gba_samples_per_second);
+  gba_efficiency_.Add({{"shard", id}}).Set(gba_efficiency);
 }
 
 void CoordinatorMetrics::AddExamples(const std::string& worker, double examples) {

@@ -34,6 +34,8 @@ class CoordinatorMetrics final : public ModeControlMetrics {
   void InitModePolicy(int shard) override;
   void CountDecision(int shard, const std::string& reason) override;
   void CountSwitch(int shard, const std::string& reason) override;
+  void SetPrediction(int shard, double sync_samples_per_second, double gba_samples_per_second,
+                     double gba_efficiency) override;
   // A refused session hello, by reason ("unauthenticated": missing or wrong join token;
   // "wrong_job": the hello names another job) and session ("worker" or "shard").
   void CountRejection(const std::string& session, const std::string& reason);
@@ -54,6 +56,8 @@ class CoordinatorMetrics final : public ModeControlMetrics {
   prometheus::Gauge& stragglers_;
   prometheus::Family<prometheus::Counter>& decisions_;
   prometheus::Family<prometheus::Counter>& switches_;
+  prometheus::Family<prometheus::Gauge>& predicted_throughput_;
+  prometheus::Family<prometheus::Gauge>& gba_efficiency_;
   prometheus::Family<prometheus::Gauge>& barrier_waiting_;
   prometheus::Family<prometheus::Counter>& rejections_;
 };

@@ -16,7 +16,11 @@ class NoOpModeControlMetrics final : public ModeControlMetrics {
   void InitModePolicy(int) override {}
   void CountDecision(int, const std::string&) override {}
   void CountSwitch(int, const std::string&) override {}
+  void SetPrediction(int, double, double, double) override {}
 };
+
+// ±inf (a difference with no measured noise) does not survive JSON; keep its sign.
+double FiniteZ(double z) { return std::isfinite(z) ? z : (z > 0 ? 1e9 : -1e9); }
 
 }  // namespace
 
@@ -72,6 +76,11 @@ v1::Mode ModeController::ConnectShard(int32_t id) {
   return shard.mode;
 }
 
+void ModeController::SetStalenessCost(int32_t id, const StalenessCost& cost) {
+  auto it = shards_.find(id);
+  if (it != shards_.end()) it->second.staleness_cost = cost;
+}
+
 void ModeController::DisconnectShard(int32_t id) {
   auto it = shards_.find(id);
   if (it != shards_.end()) it->second.connected = false;
@@ -95,7 +104,8 @@ ModeRound ModeController::Decide(const std::vector<WorkerLoad>& loads, double el
 
 bool ModeController::DecideShard(int32_t id, Shard& shard, const Assessment& assessment,
                                  const std::vector<WorkerLoad>& loads, double elapsed_seconds) {
-  absl::StatusOr<ModeDecision> decision = shard.policy->Decide(assessment, shard.mode, loads);
+  absl::StatusOr<ModeDecision> decision =
+      shard.policy->Decide(assessment, shard.mode, loads, shard.staleness_cost);
   if (!decision.ok()) {
     LOG(WARNING) << "mode policy for shard " << id << ": " << decision.status();
     return false;
@@ -111,12 +121,18 @@ bool ModeController::DecideShard(int32_t id, Shard& shard, const Assessment& ass
   d.set_explanation(decision->explanation);
   d.set_sync_samples_per_second(decision->sync_samples_per_second);
   d.set_gba_samples_per_second(decision->gba_samples_per_second);
-  // ±inf (a difference with no measured noise) does not survive JSON; keep its sign.
-  d.set_z(std::isfinite(decision->z) ? decision->z : (decision->z > 0 ? 1e9 : -1e9));
+  d.set_gba_staleness(decision->gba_staleness);
+  d.set_gba_efficiency(decision->gba_efficiency);
+  d.set_z(FiniteZ(decision->z));
+  d.set_goodput_z(FiniteZ(decision->goodput_z));
   d.set_seconds(elapsed_seconds);
   d.clear_stragglers();
   for (int32_t w : decision->stragglers) d.add_stragglers(w);
   metrics_->CountDecision(id, decision->reason);
+  if (decision->sync_samples_per_second > 0) {
+    metrics_->SetPrediction(id, decision->sync_samples_per_second, decision->gba_samples_per_second,
+                            decision->gba_efficiency);
+  }
   if (!decision->switch_now) {
     // Log changes of verdict and close calls, not every identical non-decision.
     if (decision->reason != previous_reason || decision->close_call) {

@@ -29,6 +29,7 @@
 #include "absl/time/time.h"
 #include "libs/common/clock.h"
 #include "libs/straggler/mode_policy.h"
+#include "libs/straggler/staleness.h"
 #include "libs/straggler/straggler_detector.h"
 #include "libs/straggler/switch_confirmation.h"
 #include "syncopate/v1/cluster.pb.h"
@@ -47,6 +48,9 @@ class ModeControlMetrics {
   virtual void InitModePolicy(int shard) = 0;
   virtual void CountDecision(int shard, const std::string& reason) = 0;
   virtual void CountSwitch(int shard, const std::string& reason) = 0;
+  // The policy's last predictions for the shard: throughputs in samples/s and gba's efficiency.
+  virtual void SetPrediction(int shard, double sync_samples_per_second,
+                             double gba_samples_per_second, double gba_efficiency) = 0;
 
   // Counts nothing; never destroyed.
   static ModeControlMetrics* NoOp();
@@ -101,6 +105,8 @@ class ModeController {
   v1::Mode ConnectShard(int32_t shard);
   // The shard's session ended; it is left out of decisions until it connects again.
   void DisconnectShard(int32_t shard);
+  // What the shard measured staleness to cost (its latest report); priced into gba's goodput.
+  void SetStalenessCost(int32_t shard, const StalenessCost& cost);
 
   // One round over the connected shards of an AUTO job, for the members `loads` (worker id and
   // local batch). `elapsed_seconds` (the job's clock) stamps the decision status. A shard whose
@@ -120,6 +126,7 @@ class ModeController {
     v1::Mode mode = v1::MODE_UNSPECIFIED;  // what the shard was last told
     std::unique_ptr<ModePolicy> policy;    // AUTO jobs only
     SwitchConfirmation confirmation;
+    StalenessCost staleness_cost;
     v1::ModeDecisionStatus last_decision;
     v1::ModeDecisionStatus last_switch;
     int32_t switches = 0;

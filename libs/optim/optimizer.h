@@ -39,6 +39,7 @@ class Optimizer {
   // the next step's rate), written into `out` (params.size() elements).
   void LookAhead(std::span<const float> params, double delay, std::span<float> out) const;
   bool looks_ahead() const { return rule_->looks_ahead(); }
+  double velocity_decay() const { return rule_->velocity_decay(); }
   std::string_view name() const { return rule_->name(); }
   const UpdateRule& rule() const { return *rule_; }
   // Bytes of optimizer state (the slot vectors), for metrics and memory budgets.

@@ -47,6 +47,7 @@ class MomentumRule final : public UpdateRule {
   std::string_view name() const override { return nesterov_ ? "nesterov" : "momentum"; }
   int num_slots() const override { return 1; }
   bool looks_ahead() const override { return momentum_ > 0 && !nesterov_; }
+  double velocity_decay() const override { return momentum_; }
 
   // With no new gradient the velocity decays as mu^k v, so heavy ball moves
   // lr * sum_{k=1..d} mu^k * v in d updates.
@@ -114,6 +115,7 @@ class AdamRule final : public UpdateRule {
   std::string_view name() const override { return "adam"; }
   int num_slots() const override { return 2; }
   bool looks_ahead() const override { return beta1_ > 0; }
+  double velocity_decay() const override { return beta1_; }
 
   // With no new gradient m decays as b1^k m while v barely moves (b2 is close to 1), so d
   // updates move lr_t * sum_{k=1..d} b1^k * m / (sqrt(v) + eps).

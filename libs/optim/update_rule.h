@@ -56,6 +56,10 @@ class UpdateRule {
   // True when LookAhead moves the parameters: heavy-ball momentum and Adam, whose velocity keeps
   // moving them for updates after a gradient was computed (see LookAhead; Nesterov: no, below).
   virtual bool looks_ahead() const { return false; }
+  // How much of its velocity the rule keeps per update: momentum μ (heavy ball and Nesterov),
+  // Adam's β1, 0 for rules without a velocity (SGD, Adagrad). The shard's staleness cost is
+  // measured on this velocity (aggregation::GradientStatistics).
+  virtual double velocity_decay() const { return 0; }
 
   // Weight prediction for a gradient that will be `delay` updates stale by the time it is
   // applied (DANA, Hakimi et al. 2019; FTPipe's weight prediction): writes into `out` the

@@ -137,6 +137,7 @@ ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardM
       params_(static_cast<size_t>(flat_end_ - flat_begin_)),
       mean_gradient_(params_.size()),
       optimizer_(std::move(optimizer)),
+      gradient_statistics_(optimizer_->velocity_decay()),
       row_rule_(std::move(row_rule)),
       aggregator_(static_cast<int64_t>(params_.size()), assignment.job().global_batch(),
                   assignment.mode(), /*version=*/0, TableDims(assignment.partition())),
@@ -210,6 +211,9 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
       return Reject(ack, verdict.status, AggregatorRejection(verdict.status.code()));
     }
     ack.set_outcome(verdict.outcome);
+    if (aggregator_.mode() == v1::MODE_SYNC && verdict.outcome == v1::PUSH_APPLIED) {
+      gradient_statistics_.AddPush(scratch_gradient_, push.samples());
+    }
     switch (verdict.outcome) {
       case v1::PUSH_APPLIED:
         ++counts_.applied;
@@ -301,7 +305,13 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
   bool applied = false;
   while (aggregator_.UpdateReady()) {
     const absl::Time start = clock_->Now();
+    const v1::Mode update_mode = aggregator_.mode();
     const int64_t samples = aggregator_.TakeUpdate(mean_gradient_, &sparse_update_);
+    if (update_mode == v1::MODE_SYNC) {
+      gradient_statistics_.AddUpdate(mean_gradient_, samples);
+    } else {
+      gradient_statistics_.Reset();
+    }
     // The schedule advances by the global batches the update consumed: one in sync and gba.
     const optim::Step step = optimizer_->Apply(
         params_, mean_gradient_,
@@ -441,7 +451,8 @@ void ShardCore::SetMode(v1::Mode mode) {
     if (!IsShardMode(mode)) return;
     aggregator_.SetMode(mode);
     metrics_->SetMode(mode);
-    ApplyReadyUpdates(&ready);  // gba->sync flushes the old buffer as one update
+    ApplyReadyUpdates(&ready);     // gba->sync flushes the old buffer as one update
+    gradient_statistics_.Reset();  // the velocity is measured over sync updates only
     // Pulls held for a version that a barrier will now never produce on its own (sync->gba
     // keeps the version) are answered with the newest parameters: gba pulls never wait.
     if (mode != v1::MODE_SYNC) {
@@ -462,6 +473,7 @@ ShardStats ShardCore::Stats() const {
   stats.barrier_waiting_for = aggregator_.BarrierWaitingFor();
   stats.pending_pulls = static_cast<int64_t>(pending_pulls_.size());
   for (const auto& table : tables_) stats.embedding_rows += table->size();
+  stats.staleness_cost = gradient_statistics_.Current();
   return stats;
 }
 
@@ -554,6 +566,7 @@ absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources)
   }
   PublishBytes();
   aggregator_.RestoreVersion(restored.version);
+  gradient_statistics_.Reset();
   metrics_->SetVersion(restored.version);
   return absl::OkStatus();
 }

@@ -22,6 +22,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "libs/aggregation/global_batch_aggregator.h"
+#include "libs/aggregation/gradient_statistics.h"
 #include "libs/common/clock.h"
 #include "libs/embedding/embedding_table.h"
 #include "libs/optim/optimizer.h"
@@ -50,6 +51,7 @@ struct ShardStats {
   std::vector<int32_t> barrier_waiting_for;
   int64_t pending_pulls = 0;
   int64_t embedding_rows = 0;
+  StalenessCost staleness_cost;  // measured in sync (aggregation::GradientStatistics)
 };
 
 // Who pulls: the stream that asked (CancelPulls drops its pending pulls), the worker id, and
@@ -166,6 +168,8 @@ class ShardCore {
   std::vector<float> params_ ABSL_GUARDED_BY(mu_);
   std::vector<float> mean_gradient_ ABSL_GUARDED_BY(mu_);  // scratch for one update
   std::unique_ptr<optim::Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
+  // What staleness would cost, measured from the sync updates (reported to the coordinator).
+  aggregation::GradientStatistics gradient_statistics_ ABSL_GUARDED_BY(mu_);
   // The update rule of embedding rows (same spec as the dense optimizer; state lives in rows).
   std::unique_ptr<optim::UpdateRule> row_rule_;
   std::vector<std::unique_ptr<embedding::EmbeddingTable>> tables_ ABSL_GUARDED_BY(mu_);

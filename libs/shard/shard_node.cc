@@ -148,6 +148,12 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     r->set_gradients_decayed(stats.decayed);
     r->set_gradients_dropped(stats.dropped);
     r->set_gradients_rejected(stats.rejected);
+    v1::StalenessCostReport* cost = r->mutable_staleness_cost();
+    cost->set_versions(stats.staleness_cost.versions);
+    cost->set_velocity_squared(stats.staleness_cost.velocity_squared);
+    cost->set_velocity_drift_squared(stats.staleness_cost.velocity_drift_squared);
+    cost->set_velocity_drift_squared_standard_error(
+        stats.staleness_cost.velocity_drift_squared_standard_error);
     for (v1::StalenessBucket& b : metrics_.StalenessHistogram()) {
       *r->add_staleness() = std::move(b);
     }

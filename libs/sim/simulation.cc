@@ -462,6 +462,11 @@ void Simulation::Tick() {
   for (const SimWorker& w : workers_) {
     if (w.member) loads.push_back({w.id, w.local_batch});
   }
+  // The real coordinator reads each shard's staleness cost from its periodic report; here the
+  // shard is in the same process, so the tick reads its latest measurement directly.
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    modes_->SetStalenessCost(static_cast<int32_t>(s), shards_[s]->Stats().staleness_cost);
+  }
   coordinator::ModeRound round = modes_->Decide(loads, Now());
   for (const coordinator::SetModeCommand& command : round.commands) {
     result_.switches.push_back({Now(), command.shard, command.mode, command.reason});

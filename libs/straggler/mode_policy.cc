@@ -24,12 +24,22 @@ using ::syncopate::v1::Mode;
 // measurement.
 constexpr double kTieRelative = 1e-9;
 
+// How many standard errors `difference` is from zero, for a difference between two predictions
+// whose larger is `scale`: 0 for a tie (kTieRelative), ±inf for a nonzero difference with no
+// measured noise.
+double SignificanceZ(double difference, double scale, double standard_error) {
+  if (std::abs(difference) <= kTieRelative * scale) return 0;
+  if (standard_error > 0) return difference / standard_error;
+  return std::copysign(std::numeric_limits<double>::infinity(), difference);
+}
+
 struct Prediction {
   double sync = 0;
   double sync_standard_error = 0;
   int32_t sync_bottleneck = 0;  // the worker whose share the barrier waits for
   double gba = 0;
   double gba_standard_error = 0;
+  double gba_staleness = 0;  // mean staleness of the samples gba counts
   int64_t threshold = 0;
 };
 
@@ -61,6 +71,8 @@ struct Prediction {
 //     in y and its linear interpolation changes slowly next to b_i/t_i).
 // The two predictions share their inputs and are positively correlated, so adding their
 // variances overstates the variance of the difference: the test is conservative.
+// gba_staleness = Σ_i (b_i/t_i)·w̄_i·y_i / gba: the mean staleness of the samples gba counts (the
+// expected bumps in a worker's cycle is y_i), at which the measured StalenessCost is read.
 Prediction Predict(const std::vector<const WorkerAssessment*>& workers,
                    const std::vector<WorkerLoad>& loads, int64_t global_batch) {
   Prediction p;
@@ -108,10 +120,12 @@ Prediction Predict(const std::vector<const WorkerAssessment*>& workers,
     const double mean_weight = (1 - frac) * StalenessWeight(tau, p.threshold) +
                                frac * StalenessWeight(tau + 1, p.threshold);
     p.gba += b / cycle[i] * mean_weight;
+    p.gba_staleness += b / cycle[i] * mean_weight * versions_per_cycle;
     const double term = mean_weight * b * cycle_se[i] / (cycle[i] * cycle[i]);
     variance += term * term;
   }
   p.gba_standard_error = std::sqrt(variance);
+  if (p.gba > 0) p.gba_staleness /= p.gba;
   return p;
 }
 
@@ -135,7 +149,8 @@ void ModePolicy::NotifySwitched(Mode new_mode) {
 }
 
 absl::StatusOr<ModeDecision> ModePolicy::Decide(const Assessment& assessment, Mode current,
-                                                const std::vector<WorkerLoad>& loads) const {
+                                                const std::vector<WorkerLoad>& loads,
+                                                const StalenessCost& cost) const {
   ModeDecision d;
   d.current = current;
   d.recommended = current;
@@ -194,23 +209,40 @@ absl::StatusOr<ModeDecision> ModePolicy::Decide(const Assessment& assessment, Mo
   const Prediction p = Predict(workers, loads, global_batch_);
   d.sync_samples_per_second = p.sync;
   d.gba_samples_per_second = p.gba;
-  d.standard_error = std::hypot(p.sync_standard_error, p.gba_standard_error);
+  d.gba_staleness = p.gba_staleness;
   d.staleness_threshold = p.threshold;
-  double difference = p.gba - p.sync;
-  if (std::abs(difference) <= kTieRelative * std::max(p.gba, p.sync)) difference = 0;
-  if (d.standard_error > 0) {
-    d.z = difference / d.standard_error;
-  } else if (difference != 0) {
-    d.z = std::copysign(std::numeric_limits<double>::infinity(), difference);
-  }
-  d.close_call = difference != 0 && std::abs(d.z) <= kSignificanceZ;
 
-  const bool gba_better = d.z > kSignificanceZ;
-  const bool sync_better = d.z < -kSignificanceZ;
+  // Throughput: samples that count toward updates (GBA's decayed ones by their weight).
+  d.standard_error = std::hypot(p.sync_standard_error, p.gba_standard_error);
+  d.z = SignificanceZ(p.gba - p.sync, std::max(p.gba, p.sync), d.standard_error);
+  d.close_call = d.z != 0 && std::abs(d.z) <= kSignificanceZ;
+
+  // Goodput (Pollux, OSDI'21): gba's samples at the per-sample efficiency the shard measured for
+  // its predicted staleness. The efficiency's error adds to gba's (independent: one comes from
+  // step times, the other from gradients).
+  d.gba_efficiency = cost.Efficiency(p.gba_staleness);
+  const double gba_goodput = p.gba * d.gba_efficiency;
+  d.goodput_standard_error = std::hypot(
+      p.sync_standard_error, std::hypot(p.gba_standard_error * d.gba_efficiency,
+                                        p.gba * cost.EfficiencyStandardError(p.gba_staleness)));
+  d.goodput_z =
+      SignificanceZ(gba_goodput - p.sync, std::max(gba_goodput, p.sync), d.goodput_standard_error);
+
+  // The efficiency is a model (docs/design.md §6) calibrated only on average: it matched the
+  // per-sample cost the straggler bench measured over whole runs (~0.85 vs ~0.8) but reads as
+  // low as 0.63 early in a run, where entering gba under a 4x straggler still reached the
+  // target sooner (measured: pricing gba by goodput both ways kept auto in sync until 41 s of a
+  // 54 s run, against ~11 s by throughput). So it is a veto, not a second criterion: gba must
+  // be significantly faster in samples, and staleness must not measurably cost more than that
+  // gain (goodput significantly below sync's). Both tests use the same z cut-off; no constant
+  // is added.
+  const bool staleness_too_costly = cost.measured() && d.goodput_z < -kSignificanceZ;
+  const bool sync_better = d.z < -kSignificanceZ || staleness_too_costly;
+  const bool gba_better = d.z > kSignificanceZ && !staleness_too_costly;
   absl::string_view reason;
   if (sync_better) {
     d.recommended = v1::MODE_SYNC;
-    reason = kReasonSyncPredictedFaster;
+    reason = d.z < -kSignificanceZ ? kReasonSyncPredictedFaster : kReasonStalenessCostExceedsGain;
   } else if (gba_better) {
     d.recommended = v1::MODE_GBA;
     reason = d.stragglers.empty() ? kReasonGbaPredictedFaster : kReasonStragglerDetected;
@@ -256,9 +288,11 @@ absl::StatusOr<ModeDecision> ModePolicy::Decide(const Assessment& assessment, Mo
 
   std::string line = absl::StrFormat(
       "%s: sync %.1f samples/s (barrier waits for worker %d) vs gba %.1f samples/s "
-      "(iota %d); gba-sync %+.1f +/- %.1f, z %.2f; stragglers [%s]; %s",
+      "(iota %d); gba-sync %+.1f +/- %.1f, z %.2f; gba goodput %.1f (efficiency %.3f at "
+      "staleness %.2f%s), z %.2f; stragglers [%s]; %s",
       d.reason, p.sync, p.sync_bottleneck, p.gba, p.threshold, p.gba - p.sync, d.standard_error,
-      d.z, absl::StrJoin(d.stragglers, ","),
+      d.z, gba_goodput, d.gba_efficiency, p.gba_staleness,
+      cost.measured() ? "" : ", not measured yet", d.goodput_z, absl::StrJoin(d.stragglers, ","),
       d.switch_now ? absl::StrCat("switch ", ModeName(current), " -> ", ModeName(d.recommended))
                    : absl::StrCat("stay ", ModeName(current)));
   if (d.reason == kReasonHoldMinDwell) {

@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "libs/common/clock.h"
+#include "libs/straggler/staleness.h"
 #include "libs/straggler/straggler_detector.h"
 #include "syncopate/v1/job.pb.h"
 
@@ -43,6 +44,7 @@ inline constexpr absl::string_view kReasonStragglerDetected = "straggler_detecte
 inline constexpr absl::string_view kReasonGbaPredictedFaster = "gba_predicted_faster";
 inline constexpr absl::string_view kReasonSyncPredictedFaster = "sync_predicted_faster";
 inline constexpr absl::string_view kReasonStragglersRecovered = "stragglers_recovered";
+inline constexpr absl::string_view kReasonStalenessCostExceedsGain = "staleness_cost_exceeds_gain";
 
 struct ModeDecision {
   syncopate::v1::Mode current = syncopate::v1::MODE_UNSPECIFIED;
@@ -58,9 +60,19 @@ struct ModeDecision {
   // (pinned, insufficient data).
   double sync_samples_per_second = 0;
   double gba_samples_per_second = 0;
+  // Standard error of their difference, and (gba − sync) / standard_error; ±inf for a nonzero
+  // difference with no measured noise.
   double standard_error = 0;
-  // (gba − sync) / standard_error; ±inf for a nonzero difference with no measured noise.
   double z = 0;
+  // gba's predicted mean staleness (versions) and the per-sample efficiency the shard's measured
+  // StalenessCost gives it (1 when not measured). Goodput (Pollux, OSDI'21) is gba's throughput
+  // times that efficiency; goodput_z compares it with sync's like z compares throughputs. The
+  // policy enters gba only when z says it is significantly faster and goodput_z does not say
+  // staleness costs significantly more than that (reason staleness_cost_exceeds_gain).
+  double gba_staleness = 0;
+  double gba_efficiency = 1;
+  double goodput_standard_error = 0;
+  double goodput_z = 0;
   // ι for this shard's workers, and the pushing workers the detector flags.
   int64_t staleness_threshold = 0;
   std::vector<int32_t> stragglers;
@@ -91,12 +103,15 @@ class ModePolicy {
   absl::Status SetPinned(std::optional<syncopate::v1::Mode> mode);
   std::optional<syncopate::v1::Mode> pinned() const { return pinned_; }
 
-  // Decides for one shard. `loads` lists the workers that push to it (distinct ids).
+  // Decides for one shard. `loads` lists the workers that push to it (distinct ids); `cost` is
+  // what the shard measured staleness to cost (unmeasured: gba is priced at full efficiency,
+  // by throughput alone, as before any sync update was measured).
   // Unless pinned, `current` must be MODE_SYNC or MODE_GBA.
   // InvalidArgument for a non-positive global batch or local batch, duplicate workers, or an
   // unmanaged current mode.
   absl::StatusOr<ModeDecision> Decide(const Assessment& assessment, syncopate::v1::Mode current,
-                                      const std::vector<WorkerLoad>& loads) const;
+                                      const std::vector<WorkerLoad>& loads,
+                                      const StalenessCost& cost = {}) const;
 
   // The shard now runs `new_mode` (call when the switch is sent; also once at start for the
   // initial mode). Measurements recorded up to now no longer count toward the dwell.

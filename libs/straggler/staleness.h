@@ -22,6 +22,29 @@ int64_t StalenessThreshold(int num_workers, int64_t local_batch, int64_t global_
 // Always in (0, 1]. A negative staleness (impossible on a correct shard) counts as fresh.
 double StalenessWeight(int64_t staleness, int64_t threshold);
 
+// What staleness costs per sample, as measured by a shard from its synchronous updates
+// (aggregation::GradientStatistics; the model and its derivation are in docs/design.md §6,
+// "Statistical efficiency"). With v the optimizer's velocity over the mean gradients
+// (v_k = μ·v_{k−1} + ḡ_k, μ the rule's velocity decay, 0 without momentum):
+//   velocity_squared       E|v|²: the velocity's signal plus its noise;
+//   velocity_drift_squared |V_k − V_{k−1}|², the true velocity's change in one update with the
+//                          batches' noise removed: exactly the velocity error a gradient one
+//                          version stale causes.
+// A plain value: the shard fills it, the coordinator's ModePolicy prices gba with it.
+struct StalenessCost {
+  int64_t versions = 0;  // sync updates behind the estimate; 0 = never measured
+  double velocity_squared = 0;
+  double velocity_drift_squared = 0;  // may be < 0 by chance; counts as 0
+  double velocity_drift_squared_standard_error = 0;
+
+  bool measured() const { return versions > 0 && velocity_squared > 0; }
+  // Progress per sample of updates whose gradients are `staleness` versions old on average,
+  // relative to fresh ones: E|v|² / (E|v|² + τ²·D²), in (0, 1]; 1 when not measured.
+  double Efficiency(double staleness) const;
+  // Its standard error from the drift's (first-order; the velocity's own error is far smaller).
+  double EfficiencyStandardError(double staleness) const;
+};
+
 }  // namespace syncopate
 
 #endif  // SYNCOPATE_LIBS_STRAGGLER_STALENESS_H_

@@ -39,10 +39,14 @@ class RecordingMetrics : public ModeControlMetrics {
     ++decisions[{shard, reason}];
   }
   void CountSwitch(int shard, const std::string& reason) override { ++switches[{shard, reason}]; }
+  void SetPrediction(int shard, double, double, double gba_efficiency) override {
+    efficiency[shard] = gba_efficiency;
+  }
 
   std::vector<int> initialised;
   std::map<std::pair<int, std::string>, int> decisions;
   std::map<std::pair<int, std::string>, int> switches;
+  std::map<int, double> efficiency;
 };
 
 class ModeControllerTest : public ::testing::Test {
@@ -98,6 +102,37 @@ TEST_F(ModeControllerTest, AutoStartsInSyncOrThePinAndInitialisesCounters) {
   EXPECT_EQ(controller_->ConnectShard(0), v1::MODE_SYNC);
   EXPECT_EQ(controller_->ConnectShard(1), v1::MODE_GBA);
   EXPECT_THAT(metrics_.initialised, ElementsAre(0, 1));
+}
+
+// A shard's measured staleness cost reaches its policy: the decision status and the efficiency
+// gauge carry it, and a cost high enough keeps a 4x straggler's shard in sync while the other
+// shard, unmeasured, is priced by throughput and leaves.
+TEST_F(ModeControllerTest, TheShardsStalenessCostPricesItsDecision) {
+  Create(Job(v1::MODE_AUTO));
+  controller_->ConnectShard(0);
+  controller_->ConnectShard(1);
+  controller_->SetStalenessCost(0, StalenessCost{.versions = 29,
+                                                 .velocity_squared = 1.0,
+                                                 .velocity_drift_squared = 9.0,
+                                                 .velocity_drift_squared_standard_error = 0.1});
+  controller_->SetStalenessCost(7, StalenessCost{.versions = 1, .velocity_squared = 1.0});
+  for (double t : {8.0, 16.0}) {
+    Steps(8, kOneFourTimesSlower);
+    controller_->Decide(kLoads, t);
+  }
+  v1::ShardStatus status;
+  controller_->FillShardStatus(0, status);
+  // E = E|v|² / (E|v|² + τ²·D²) at the policy's predicted staleness τ.
+  const double tau = status.last_decision().gba_staleness();
+  EXPECT_GT(tau, 0.5);
+  const double efficiency = 1.0 / (1.0 + tau * tau * 9.0);
+  EXPECT_NEAR(status.last_decision().gba_efficiency(), efficiency, 1e-9);
+  EXPECT_EQ(status.last_decision().recommended(), v1::MODE_SYNC);
+  EXPECT_EQ(status.last_decision().reason(), "staleness_cost_exceeds_gain");
+  EXPECT_LT(status.last_decision().goodput_z(), -2);
+  EXPECT_NEAR(metrics_.efficiency[0], efficiency, 1e-9);
+  EXPECT_DOUBLE_EQ(metrics_.efficiency[1], 1.0);
+  EXPECT_THAT(controller_->Modes(), ElementsAre(Pair(0, v1::MODE_SYNC), Pair(1, v1::MODE_GBA)));
 }
 
 // The straggler scenario end to end: the first significant window is held for confirmation,

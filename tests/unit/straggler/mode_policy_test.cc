@@ -160,6 +160,65 @@ TEST_F(ModePolicyTest, HalfTheWorkersTwiceAsSlowSwitchesToGba) {
   EXPECT_NEAR(d.z, 39.026666370202264, 1e-6);
 }
 
+// Goodput as a veto: the same cluster (gba 1.45x sync's throughput at mean staleness N·b/G = 1)
+// stays in sync when the shard measured that a one-version-old gradient is worth half a fresh
+// one (goodput 0.73x sync's, significantly below), and switches when it is worth 0.91 of one, or
+// when the goodputs cannot be told apart (the benefit of the doubt goes to measured throughput).
+TEST_F(ModePolicyTest, MeasuredStalenessCostPricesGbaByGoodput) {
+  cluster_.Steps(8, {1.0, 1.0, 2.0, 2.0}, kComm);
+  const StalenessCost costly{.versions = 29,
+                             .velocity_squared = 1.0,
+                             .velocity_drift_squared = 1.0,
+                             .velocity_drift_squared_standard_error = 0.01};
+  absl::StatusOr<ModeDecision> d =
+      policy_.Decide(cluster_.detector.Assess(), MODE_SYNC, kLoads, costly);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_NEAR(d->gba_staleness, 1.0, 1e-9);
+  EXPECT_NEAR(d->gba_efficiency, 0.5, 1e-9);
+  EXPECT_NEAR(d->gba_samples_per_second, 200 / 1.1 + 200 / 2.1, 1e-9);
+  EXPECT_EQ(d->recommended, MODE_SYNC);
+  EXPECT_FALSE(d->switch_now);
+  EXPECT_EQ(d->reason, "staleness_cost_exceeds_gain");
+  EXPECT_GT(d->z, 2);
+  EXPECT_LT(d->goodput_z, -2);
+  EXPECT_THAT(d->explanation, HasSubstr("(efficiency 0.500 at staleness 1.00)"));
+
+  // The same cost read while in gba takes the shard back to sync.
+  d = policy_.Decide(cluster_.detector.Assess(), MODE_GBA, kLoads, costly);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->recommended, MODE_SYNC);
+  EXPECT_EQ(d->reason, "staleness_cost_exceeds_gain");
+
+  const StalenessCost cheap{.versions = 29,
+                            .velocity_squared = 1.0,
+                            .velocity_drift_squared = 0.1,
+                            .velocity_drift_squared_standard_error = 0.01};
+  d = policy_.Decide(cluster_.detector.Assess(), MODE_SYNC, kLoads, cheap);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_NEAR(d->gba_efficiency, 1 / 1.1, 1e-9);
+  EXPECT_GT(d->goodput_z, 2);
+  EXPECT_EQ(d->recommended, MODE_GBA);
+  EXPECT_TRUE(d->switch_now);
+
+  // Efficiency 1/1.45: gba's goodput equals sync's throughput within noise. Not a veto.
+  const double gain = d->gba_samples_per_second / d->sync_samples_per_second;
+  const StalenessCost even{.versions = 29,
+                           .velocity_squared = 1.0,
+                           .velocity_drift_squared = gain - 1,
+                           .velocity_drift_squared_standard_error = 0.05};
+  d = policy_.Decide(cluster_.detector.Assess(), MODE_SYNC, kLoads, even);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_NEAR(d->goodput_z, 0, 1e-6);
+  EXPECT_EQ(d->recommended, MODE_GBA);
+  EXPECT_EQ(d->reason, "gba_predicted_faster");
+
+  // Not measured yet: priced by throughput alone, and the line says so.
+  d = policy_.Decide(cluster_.detector.Assess(), MODE_SYNC, kLoads, StalenessCost{});
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_DOUBLE_EQ(d->gba_efficiency, 1.0);
+  EXPECT_THAT(d->explanation, HasSubstr(", not measured yet)"));
+}
+
 // (e) A slow shard (every worker's communication 20× longer) and then a cluster-wide compute
 // slowdown (3×) cost throughput but hit every worker alike: sync and GBA stay equal, so the
 // policy never leaves sync, at any step of the transitions.

@@ -49,5 +49,23 @@ TEST(StalenessWeight, StaysPositiveForExtremeStaleness) {
   EXPECT_LT(w, 1e-18);
 }
 
+// StalenessCost: E|v|² / (E|v|² + τ²·D²), 1 until measured, and a negative drift (noise) is 0.
+TEST(StalenessCostTest, EfficiencyFollowsTheFormula) {
+  EXPECT_DOUBLE_EQ(StalenessCost{}.Efficiency(3), 1.0);
+  EXPECT_DOUBLE_EQ(StalenessCost{}.EfficiencyStandardError(3), 0.0);
+  const StalenessCost cost{.versions = 10,
+                           .velocity_squared = 2.0,
+                           .velocity_drift_squared = 0.5,
+                           .velocity_drift_squared_standard_error = 0.1};
+  EXPECT_DOUBLE_EQ(cost.Efficiency(0), 1.0);
+  EXPECT_DOUBLE_EQ(cost.Efficiency(1), 2.0 / 2.5);
+  EXPECT_DOUBLE_EQ(cost.Efficiency(2), 2.0 / 4.0);
+  // dE/dD = −V·τ²/(V + τ²D)²: at τ = 2, 2·4/16 = 0.5 per unit of D, times se 0.1.
+  EXPECT_DOUBLE_EQ(cost.EfficiencyStandardError(2), 0.05);
+  const StalenessCost noise{
+      .versions = 10, .velocity_squared = 2.0, .velocity_drift_squared = -0.3};
+  EXPECT_DOUBLE_EQ(noise.Efficiency(4), 1.0);
+}
+
 }  // namespace
 }  // namespace syncopate
