@@ -253,17 +253,24 @@ absl::StatusOr<ModeDecision> ModePolicy::Decide(const Assessment& assessment, Mo
     // gives the policy hysteresis: entering GBA took a significant gain, leaving takes both the
     // gain and its cause to disappear.
     reason = kReasonStragglerDetected;
-  } else if (d.z > kReturnZ) {
-    // In GBA, no straggler, a lead that is no longer significant but more than one standard
-    // error: inside the hysteresis band, stay. Without the band a true difference sitting near
-    // the entry threshold re-crosses it every other window and the shard flaps (measured on
-    // the straggler benchmark: 8 switches per shard in 37 s).
+  } else if (cost.measured() || d.z > kReturnZ) {
+    // In GBA, no straggler, no significant difference either way: stay.
+    // - With the staleness cost measured, goodput prices what sync keeps (every gradient
+    //   fresh), and it did not say sync is better (staleness_cost_exceeds_gain above): a switch
+    //   back would rest on noise and cost a dwell. Measured on the straggler benchmark's
+    //   scenario a (4 CPU-bound workers on 2 cores, no straggler), returning on ties flapped 7-9
+    //   times per shard in 30 s: sync's idle barrier hides the CPU contention gba's step times
+    //   then show, so each mode's measurements favour the other.
+    // - Unmeasured, a lead that is no longer significant but more than one standard error is
+    //   inside the hysteresis band. Without the band a true difference sitting near the entry
+    //   threshold re-crosses it every other window and the shard flaps (8 switches per shard
+    //   in 37 s, measured on the same benchmark before the band).
     reason = kReasonNoSignificantDifference;
   } else {
-    // In GBA, no straggler, no significant gain: go back to sync. Ties go to sync because the
-    // throughput model does not price what sync keeps — every gradient fresh (τ = 0), the
-    // convergence behaviour the job was tuned with; GBA is only worth its staleness when it is
-    // measurably faster.
+    // In GBA, no straggler, no significant gain, staleness cost not measured yet: go back to
+    // sync. Ties go to sync because the throughput model does not price what sync keeps —
+    // every gradient fresh (τ = 0), the convergence behaviour the job was tuned with; GBA is
+    // only worth its staleness when it is measurably faster.
     d.recommended = v1::MODE_SYNC;
     reason = kReasonStragglersRecovered;
   }

@@ -143,6 +143,37 @@ TEST_F(ModePolicyTest, StragglerRecoveryReturnsToSync) {
   EXPECT_NEAR(d.sync_samples_per_second, 400 / 1.1, 1e-9);
 }
 
+// (c') The same recovery with the staleness cost measured: a tie in throughput no longer sends
+// the shard back by default. It stays in gba when staleness is free (efficiency 1), and returns
+// when goodput says staleness costs more than gba gains.
+TEST_F(ModePolicyTest, WithTheCostMeasuredRecoveryReturnsOnlyWhenGoodputSaysSo) {
+  cluster_.Steps(8, kOneFourTimesSlower, kComm);
+  ASSERT_TRUE(Decide(MODE_SYNC).switch_now);
+  policy_.NotifySwitched(MODE_GBA);
+  cluster_.Steps(8, kHealthy, kComm);
+
+  const StalenessCost free{.versions = 29, .velocity_squared = 1.0};
+  absl::StatusOr<ModeDecision> d =
+      policy_.Decide(cluster_.detector.Assess(), MODE_GBA, kLoads, free);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_THAT(d->stragglers, IsEmpty());
+  EXPECT_DOUBLE_EQ(d->z, 0.0);
+  EXPECT_DOUBLE_EQ(d->gba_efficiency, 1.0);
+  EXPECT_EQ(d->recommended, MODE_GBA);
+  EXPECT_EQ(d->reason, "no_significant_difference");
+
+  const StalenessCost costly{.versions = 29,
+                             .velocity_squared = 1.0,
+                             .velocity_drift_squared = 0.1,
+                             .velocity_drift_squared_standard_error = 0.01};
+  d = policy_.Decide(cluster_.detector.Assess(), MODE_GBA, kLoads, costly);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_LT(d->goodput_z, -2);
+  EXPECT_EQ(d->recommended, MODE_SYNC);
+  EXPECT_TRUE(d->switch_now);
+  EXPECT_EQ(d->reason, "staleness_cost_exceeds_gain");
+}
+
 // (d) Half the workers 2× slower. The detector flags nobody: with two groups of two, every
 // worker sits 0.6745 robust σ from the centre. The cost model still sees it: sync waits for a
 // slow worker, 400/2.1 = 190.5 samples/s; under GBA the slow pair's cycle spans
