@@ -100,21 +100,14 @@ absl::StatusOr<CtrModel> CtrModel::Create(CtrModelOptions options) {
   }
   std::vector<int> widths = options.hidden;
   widths.push_back(1);
-  std::vector<Layer> layers;
   int64_t offset = 0;
-  int inputs = kCtrCategorical * options.embedding_dim + kCtrNumeric;
-  for (const int outputs : widths) {
-    Layer layer{.inputs = inputs, .outputs = outputs, .weight_offset = offset, .bias_offset = 0};
-    offset += static_cast<int64_t>(outputs) * inputs;
-    layer.bias_offset = offset;
-    offset += outputs;
-    layers.push_back(layer);
-    inputs = outputs;
-  }
+  std::vector<DenseLayer> layers =
+      LayOutDenseLayers(kCtrCategorical * options.embedding_dim + kCtrNumeric, widths, offset);
   return CtrModel(options, std::move(layers), offset);
 }
 
-CtrModel::CtrModel(const CtrModelOptions& options, std::vector<Layer> layers, int64_t wide_offset)
+CtrModel::CtrModel(const CtrModelOptions& options, std::vector<DenseLayer> layers,
+                   int64_t wide_offset)
     : architecture_(options.architecture),
       embedding_dim_(options.embedding_dim),
       input_dim_(kCtrCategorical * options.embedding_dim + kCtrNumeric),
@@ -150,22 +143,19 @@ CtrModel::CtrModel(const CtrModelOptions& options, std::vector<Layer> layers, in
     offset += static_cast<int64_t>(embedding_dim_) * kCtrNumeric;
   }
   if (architecture_ == CtrArchitecture::kDcn) {
+    // Each cross layer maps input_dim -> input_dim (x_{l+1} = x_0 ⊙ (W_l·x_l + b_l) + x_l).
+    const std::vector<int> widths(options.cross_layers, input_dim_);
+    cross_ = LayOutDenseLayers(input_dim_, widths, offset);
     for (int l = 0; l < options.cross_layers; ++l) {
       // Glorot, as DCN-v2's reference (TensorFlow Recommenders' Cross layer) initialises W.
       Initializer weight_init;
       weight_init.set_kind(Initializer::GLOROT_UNIFORM);
       weight_init.set_fan_in(input_dim_);
       weight_init.set_fan_out(input_dim_);
-      Layer layer{.inputs = input_dim_,
-                  .outputs = input_dim_,
-                  .weight_offset = offset,
-                  .bias_offset = offset + static_cast<int64_t>(input_dim_) * input_dim_};
       const std::string name = absl::StrCat("cross", l);
       tensors_.push_back(
           {.name = name + "/w", .rows = input_dim_, .cols = input_dim_, .init = weight_init});
       tensors_.push_back({.name = name + "/b", .rows = input_dim_, .cols = 1, .init = zeros});
-      offset = layer.bias_offset + input_dim_;
-      cross_.push_back(layer);
     }
     cross_x_.resize(cross_.size());
     cross_z_.resize(cross_.size());
@@ -242,7 +232,7 @@ void CtrModel::Forward(const float* params, const CtrBatchView& batch, const Bat
     in = cross_x_[l].data();
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& layer = layers_[i];
+    const DenseLayer& layer = layers_[i];
     activations_[i].resize(static_cast<size_t>(layer.outputs) * n);
     const ConstMatrixMap weights(params + layer.weight_offset, layer.outputs, layer.inputs);
     const ConstVectorMap bias(params + layer.bias_offset, layer.outputs);
@@ -389,7 +379,7 @@ absl::StatusOr<float> CtrModel::LossAndGradient(
   // Back through the MLP, down to its inputs (the embeddings need their gradient).
   const float* delta = d_logit.data();
   for (size_t i = layers_.size(); i-- > 0;) {
-    const Layer& layer = layers_[i];
+    const DenseLayer& layer = layers_[i];
     const ConstMatrixMap d_out(delta, layer.outputs, n);
     const float* in_data = i > 0            ? activations_[i - 1].data()
                            : cross_.empty() ? inputs_.data()

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "libs/model/dense_layout.h"
 #include "libs/model/mlp.h"
 #include "syncopate/v1/cluster.pb.h"
 
@@ -119,14 +120,7 @@ class CtrModel {
                        std::span<const float> wide_rows, std::span<float> probabilities);
 
  private:
-  struct Layer {
-    int inputs;
-    int outputs;
-    int64_t weight_offset;
-    int64_t bias_offset;
-  };
-
-  CtrModel(const CtrModelOptions& options, std::vector<Layer> layers, int64_t wide_offset);
+  CtrModel(const CtrModelOptions& options, std::vector<DenseLayer> layers, int64_t wide_offset);
 
   absl::Status Validate(std::span<const float> params, const CtrBatchView& batch,
                         const BatchKeys& keys, std::span<const float> deep_rows,
@@ -145,11 +139,11 @@ class CtrModel {
 
   CtrArchitecture architecture_;
   int embedding_dim_;
-  int input_dim_;              // 26 * embedding_dim + 13
-  std::vector<Layer> layers_;  // hidden layers, then the output layer (1 unit)
-  int64_t wide_offset_;        // of "wide/numeric"
-  int64_t fm_offset_ = -1;     // of "fm/numeric" (kDeepFm)
-  std::vector<Layer> cross_;   // input_dim -> input_dim each (kDcn)
+  int input_dim_;                   // 26 * embedding_dim + 13
+  std::vector<DenseLayer> layers_;  // hidden layers, then the output layer (1 unit)
+  int64_t wide_offset_;             // of "wide/numeric"
+  int64_t fm_offset_ = -1;          // of "fm/numeric" (kDeepFm)
+  std::vector<DenseLayer> cross_;   // input_dim -> input_dim each (kDcn)
   std::vector<FieldPair> crosses_;
   std::vector<DenseTensorSpec> tensors_;
   int64_t num_parameters_ = 0;

@@ -43,22 +43,11 @@ absl::StatusOr<Mlp> Mlp::Create(int input_dim, std::vector<int> hidden, int num_
   }
   widths.push_back(num_classes);
 
-  std::vector<Layer> layers;
-  layers.reserve(widths.size());
   int64_t offset = 0;
-  int inputs = input_dim;
-  for (const int outputs : widths) {
-    Layer layer{.inputs = inputs, .outputs = outputs, .weight_offset = offset, .bias_offset = 0};
-    offset += static_cast<int64_t>(outputs) * inputs;
-    layer.bias_offset = offset;
-    offset += outputs;
-    layers.push_back(layer);
-    inputs = outputs;
-  }
-  return Mlp(input_dim, num_classes, std::move(layers), isa_level);
+  return Mlp(input_dim, num_classes, LayOutDenseLayers(input_dim, widths, offset), isa_level);
 }
 
-Mlp::Mlp(int input_dim, int num_classes, std::vector<Layer> layers, isa::IsaLevel isa_level)
+Mlp::Mlp(int input_dim, int num_classes, std::vector<DenseLayer> layers, isa::IsaLevel isa_level)
     : input_dim_(input_dim),
       num_classes_(num_classes),
       layers_(std::move(layers)),
@@ -66,7 +55,7 @@ Mlp::Mlp(int input_dim, int num_classes, std::vector<Layer> layers, isa::IsaLeve
       kernels_(&MlpKernelsFor(isa_level)) {
   num_parameters_ = 0;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& layer = layers_[i];
+    const DenseLayer& layer = layers_[i];
     Initializer weight_init;
     weight_init.set_kind(Initializer::HE_UNIFORM);
     weight_init.set_fan_in(layer.inputs);
@@ -119,7 +108,7 @@ void Mlp::Forward(const float* params, const float* features, int64_t batch_size
   // with one example per column: mapped as is, never copied.
   const float* inputs = features;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    const Layer& layer = layers_[i];
+    const DenseLayer& layer = layers_[i];
     // ReLU between layers; the output layer stays linear.
     kernels_->dense_forward(params + layer.weight_offset, params + layer.bias_offset, inputs,
                             layer.outputs, layer.inputs, batch_size,
@@ -148,7 +137,7 @@ absl::StatusOr<float> Mlp::LossAndGradient(std::span<const float> params, const 
   const float* delta = activations_.back().data();
   std::vector<float>* free_buffer = &delta_;
   for (size_t i = layers_.size(); i-- > 0;) {
-    const Layer& layer = layers_[i];
+    const DenseLayer& layer = layers_[i];
     // No gradient with respect to the features (i == 0).
     float* d_in = i == 0 ? nullptr : free_buffer->data();
     kernels_->dense_backward(params.data() + layer.weight_offset, delta,

@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "libs/isa/isa.h"
+#include "libs/model/dense_layout.h"
 #include "syncopate/v1/cluster.pb.h"
 
 namespace syncopate::model {
@@ -75,14 +76,7 @@ class Mlp {
   absl::StatusOr<Evaluation> Evaluate(std::span<const float> params, const BatchView& data);
 
  private:
-  struct Layer {
-    int inputs;
-    int outputs;
-    int64_t weight_offset;  // into the flat parameter vector
-    int64_t bias_offset;
-  };
-
-  Mlp(int input_dim, int num_classes, std::vector<Layer> layers, isa::IsaLevel isa_level);
+  Mlp(int input_dim, int num_classes, std::vector<DenseLayer> layers, isa::IsaLevel isa_level);
 
   absl::Status ValidateBatch(const BatchView& batch) const;
   // Sizes the scratch for `batch_size` examples; allocates only when it grows past capacity.
@@ -92,7 +86,7 @@ class Mlp {
 
   int input_dim_;
   int num_classes_;
-  std::vector<Layer> layers_;
+  std::vector<DenseLayer> layers_;
   std::vector<DenseTensorSpec> tensors_;
   int64_t num_parameters_;
   isa::IsaLevel isa_level_;

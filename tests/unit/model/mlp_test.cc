@@ -106,6 +106,28 @@ void ExpectNearGradient(double expected, float actual, int64_t index) {
   EXPECT_NEAR(actual, expected, 1e-5 + 1e-3 * std::abs(expected)) << "coordinate " << index;
 }
 
+// Each layer's weights (outputs x inputs) then its bias, contiguous from the starting offset,
+// each layer's inputs the previous one's outputs; the offset ends past the last bias.
+TEST(DenseLayout, LaysOutWeightsThenBiasesContiguouslyFromTheOffset) {
+  int64_t offset = 10;
+  const std::vector<int> widths = {3, 2};
+  const std::vector<DenseLayer> layers = LayOutDenseLayers(4, widths, offset);
+  ASSERT_EQ(layers.size(), 2u);
+  EXPECT_EQ(layers[0].inputs, 4);
+  EXPECT_EQ(layers[0].outputs, 3);
+  EXPECT_EQ(layers[0].weight_offset, 10);
+  EXPECT_EQ(layers[0].bias_offset, 10 + 12);
+  EXPECT_EQ(layers[1].inputs, 3);
+  EXPECT_EQ(layers[1].outputs, 2);
+  EXPECT_EQ(layers[1].weight_offset, 10 + 12 + 3);
+  EXPECT_EQ(layers[1].bias_offset, 10 + 12 + 3 + 6);
+  EXPECT_EQ(offset, 10 + 12 + 3 + 6 + 2);
+
+  int64_t unchanged = 7;
+  EXPECT_TRUE(LayOutDenseLayers(4, {}, unchanged).empty());
+  EXPECT_EQ(unchanged, 7);
+}
+
 TEST(Mlp, CreateRejectsNonPositiveDims) {
   EXPECT_EQ(Mlp::Create(0, {4}, 3).status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(Mlp::Create(-1, {}, 3).status().code(), absl::StatusCode::kInvalidArgument);
