@@ -86,9 +86,10 @@ TEST(Training, KilledWorkerIsRemovedAndTheRunCompletes) {
 }
 
 // Scenario: mode auto with one worker 4x slower for a stretch in the middle of the run. The
-// shards switch to gba while it straggles and back to sync after it recovers; asserted on
-// GetStatus (the modes the coordinator ordered and why), never on wall-clock speed.
-TEST(Training, AutoSwitchesToGbaForATransientStragglerAndBack) {
+// shards switch to gba while it straggles, and after it recovers they return to sync or stay
+// for the reason the policy gives; asserted on GetStatus (the modes the coordinator ordered and
+// why), never on wall-clock speed.
+TEST(Training, AutoSwitchesToGbaForATransientStragglerAndSettlesAfterIt) {
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
   // The scenario needs the four padded workers to fit in about one core; instrumented code is
   // 2-3x slower, the straggler signal drowns in CPU contention and the 60 s wait times out
@@ -136,16 +137,40 @@ TEST(Training, AutoSwitchesToGbaForATransientStragglerAndBack) {
                 ::testing::AnyOf("straggler_detected", "gba_predicted_faster"));
   }
 
-  auto back_in_sync = WaitFor(
+  // After the recovery the policy holds no straggler. Before the shard has measured its
+  // staleness cost a throughput tie sends it back to sync (stragglers_recovered); once measured,
+  // it leaves gba only when goodput says sync is better (staleness_cost_exceeds_gain) and
+  // otherwise stays (ADR 0007, "Leaving gba"). Either way the last decision must say so with
+  // numbers that support it.
+  auto settled = WaitFor(
       **cluster,
       [&](const v1::ClusterStatus& s) {
-        return all_shards_in(s, v1::MODE_SYNC) && slowdown_of_worker_3(s) < 1.5;
+        if (slowdown_of_worker_3(s) >= 1.5) return false;
+        for (const v1::ShardStatus& shard : s.shards()) {
+          const v1::ModeDecisionStatus& d = shard.last_decision();
+          if (!d.stragglers().empty() || d.seconds() <= 18.0) return false;
+          const bool returned = shard.mode() == v1::MODE_SYNC && shard.switches() >= 2;
+          const bool stays =
+              shard.mode() == v1::MODE_GBA && d.reason() == "no_significant_difference";
+          if (!returned && !stays) return false;
+        }
+        return true;
       },
       absl::Seconds(90));
-  ASSERT_TRUE(back_in_sync.ok()) << back_in_sync.status();
-  for (const v1::ShardStatus& shard : back_in_sync->shards()) {
-    EXPECT_EQ(shard.last_switch().recommended(), v1::MODE_SYNC);
-    EXPECT_GE(shard.switches(), 2);
+  ASSERT_TRUE(settled.ok()) << settled.status();
+  for (const v1::ShardStatus& shard : settled->shards()) {
+    if (shard.mode() == v1::MODE_SYNC) {
+      EXPECT_EQ(shard.last_switch().recommended(), v1::MODE_SYNC);
+      EXPECT_THAT(shard.last_switch().reason(),
+                  ::testing::AnyOf("stragglers_recovered", "staleness_cost_exceeds_gain"));
+    } else {
+      // Staying needs the cost measured (unmeasured, the tie rule would have returned it once
+      // the lead fell within one standard error) and goodput not significantly below sync's.
+      EXPECT_THAT(shard.last_decision().explanation(),
+                  ::testing::Not(::testing::HasSubstr("not measured yet")));
+      EXPECT_GE(shard.last_decision().goodput_z(), -2.0);
+      EXPECT_GE(shard.last_decision().z(), -2.0);
+    }
   }
 }
 
