@@ -12,6 +12,7 @@
 #include "libs/job/partitioner.h"
 #include "libs/shard/shard_core.h"
 #include "libs/sim/event_queue.h"
+#include "libs/sim/processor_sharing.h"
 #include "libs/sim/step_time_model.h"
 #include "libs/tensor/packed.h"
 #include "libs/worker/lease_buffer.h"
@@ -53,11 +54,14 @@ struct SimWorker {
   double held_seconds = 0;
   double pull_seconds = 0;
   double compute_seconds = 0;
+  // With contention: the trainer's thread on the shared cores (compute, sending).
+  std::unique_ptr<CpuThread> thread;
   float loss = 0;
   int64_t examples = 0;  // of the current step
 };
 
-enum class Phase { kRunning, kFinishing, kDone };
+// kFinalEval: every worker has stopped and the final evaluation is under way.
+enum class Phase { kRunning, kFinishing, kFinalEval, kDone };
 
 class Simulation {
  public:
@@ -92,15 +96,20 @@ class Simulation {
 
   // A shard serves one message at a time: `serve` runs once the shard got to it.
   void Serve(size_t shard, int64_t bytes, EventQueue::Action serve);
-  // A message of `bytes` arrives after the network's transit time.
-  void Send(int64_t bytes, EventQueue::Action arrive) {
-    queue_.After(absl::Seconds(timing_.MessageSeconds(bytes)), std::move(arrive));
+  // A message of `bytes` arrives after the network's transit time. With the network on the
+  // shared cores, copying it out is work of the sender's thread (`from`; null for the
+  // coordinator, whose messages are small).
+  void Send(CpuThread* from, int64_t bytes, EventQueue::Action arrive);
+  CpuThread* ThreadOf(const SimWorker& w) const { return w.thread.get(); }
+  CpuThread* ShardThread(size_t shard) const {
+    return shard_threads_.empty() ? nullptr : shard_threads_[shard].get();
   }
   void Fail(absl::Status status) {
     if (error_.ok()) error_ = std::move(status);
   }
   std::vector<float> GatherParameters() const;
-  void Evaluate();
+  // Scores the parameters the shards hold now; `then` runs once the evaluation is recorded.
+  void Evaluate(EventQueue::Action then = nullptr);
   void SchedulePeriodicEval();
   double Now() const { return Seconds(queue_.now()); }
 
@@ -109,6 +118,8 @@ class Simulation {
   StepTimeModel timing_;
   EventQueue queue_;
   VirtualClock clock_;
+  // The machine's shared cores (SimSpec.cpu); null without contention.
+  std::unique_ptr<ProcessorSharing> cpu_;
   absl::Status error_;
 
   std::unique_ptr<workload::Workload> train_;
@@ -121,6 +132,10 @@ class Simulation {
   std::vector<v1::ShardPartition> partitions_;
   std::vector<std::unique_ptr<shard::ShardCore>> shards_;
   std::vector<absl::Duration> shard_busy_until_;
+  // With contention: each shard's serving thread (the real one works under one lock), and the
+  // evaluator's.
+  std::vector<std::unique_ptr<CpuThread>> shard_threads_;
+  std::unique_ptr<CpuThread> evaluator_;
 
   std::vector<SimWorker> workers_;  // never resized after Setup: pull owners point into it
   Phase phase_ = Phase::kRunning;
@@ -181,9 +196,18 @@ absl::Status Simulation::Setup() {
     shards_.push_back(std::move(core));
   }
   shard_busy_until_.assign(num_shards, absl::ZeroDuration());
+  if (timing_.spec().cpu().cores() > 0) {
+    cpu_ = std::make_unique<ProcessorSharing>(&queue_, timing_.spec().cpu().cores());
+    for (size_t s = 0; s < num_shards; ++s) {
+      shard_threads_.push_back(std::make_unique<CpuThread>(cpu_.get()));
+    }
+    for (SimWorker& w : workers_) w.thread = std::make_unique<CpuThread>(cpu_.get());
+    evaluator_ = std::make_unique<CpuThread>(cpu_.get());
+  }
 
+  const absl::Duration startup = absl::Seconds(timing_.spec().startup_seconds());
   for (SimWorker& w : workers_) {
-    queue_.At(absl::ZeroDuration(), [this, &w] { StartStep(w); });
+    queue_.At(startup, [this, &w] { StartStep(w); });
     if (std::optional<v1::WorkerDeath> death = timing_.Death(w.index); death.has_value()) {
       queue_.At(absl::Seconds(death->at_seconds()), [this, &w, d = *death] { Die(w, d); });
     }
@@ -248,7 +272,7 @@ void Simulation::StartStep(SimWorker& w) {
 
 void Simulation::SendLeaseRequest(SimWorker& w) {
   const v1::WorkerMessage message = w.leased.NextRequest();
-  Send(static_cast<int64_t>(message.ByteSizeLong()),
+  Send(ThreadOf(w), static_cast<int64_t>(message.ByteSizeLong()),
        [this, &w, request = message.lease_request()] { OnLeaseRequest(w, request); });
 }
 
@@ -262,7 +286,7 @@ void Simulation::StartPull(SimWorker& w) {
     request.set_request_id(w.next_request_id++);
     request.set_min_version(w.min_versions[s]);
     const int64_t bytes = static_cast<int64_t>(request.ByteSizeLong());
-    Send(bytes, [this, &w, s, bytes, request] {
+    Send(ThreadOf(w), bytes, [this, &w, s, bytes, request] {
       if (w.state != WorkerState::kPulling) return;  // died or stopped on the way
       Serve(s, bytes, [this, &w, s, request] {
         if (w.state != WorkerState::kPulling) return;
@@ -271,7 +295,7 @@ void Simulation::StartPull(SimWorker& w) {
         absl::Status pulled =
             shards_[s]->Pull(puller, request, [this, &w, s](v1::PullResponse response) {
               auto shared = std::make_shared<v1::PullResponse>(std::move(response));
-              Send(static_cast<int64_t>(shared->ByteSizeLong()),
+              Send(ShardThread(s), static_cast<int64_t>(shared->ByteSizeLong()),
                    [this, &w, s, shared] { OnPullReply(w, s, *shared); });
             });
         if (!pulled.ok()) Fail(pulled);
@@ -306,7 +330,8 @@ void Simulation::Compute(SimWorker& w) {
   w.loss = *loss;
   w.examples = static_cast<int64_t>(w.batch.size());
   w.batch.clear();
-  w.compute_seconds = timing_.ComputeSeconds(w.index, w.examples, Now());
+  const StepCompute step = timing_.Compute(w.index, w.examples, Now());
+  w.compute_seconds = step.seconds;
   for (size_t s = 0; s < shards_.size(); ++s) {
     const v1::ShardPartition& p = partitions_[s];
     v1::PushRequest& push = w.pushes[s];
@@ -318,7 +343,24 @@ void Simulation::Compute(SimWorker& w) {
         std::span<const float>(grad_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin())));
   }
   w.state = WorkerState::kComputing;
-  queue_.After(absl::Seconds(w.compute_seconds), [this, &w] { StartPush(w); });
+  if (cpu_ == nullptr) {
+    queue_.After(absl::Seconds(w.compute_seconds), [this, &w] { StartPush(w); });
+    return;
+  }
+  // Trainer::Run pads compute by sleeping (padding - 1) times the compute's measured wall time:
+  // only the unpadded part is CPU work, and contention stretches the sleep along with it.
+  const double padding = std::max(1.0, std::max(1.0, timing_.spec().cpu().compute_padding()) *
+                                           timing_.Slowdown(w.index, Now()));
+  const double cpu_seconds = (step.seconds - step.hiccup_seconds) / padding;
+  const absl::Duration start = queue_.now();
+  w.thread->Run(cpu_seconds, [this, &w, start, padding, step] {
+    if (w.state != WorkerState::kComputing) return;
+    const double busy = Seconds(queue_.now() - start);
+    // What the trainer reports: the padded compute, as a machine of its own would see it.
+    w.compute_seconds = busy * padding + step.hiccup_seconds;
+    queue_.After(absl::Seconds(busy * (padding - 1) + step.hiccup_seconds),
+                 [this, &w] { StartPush(w); });
+  });
 }
 
 void Simulation::StartPush(SimWorker& w) {
@@ -328,13 +370,14 @@ void Simulation::StartPush(SimWorker& w) {
   w.outstanding = static_cast<int>(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) {
     const int64_t bytes = static_cast<int64_t>(w.pushes[s].ByteSizeLong());
-    Send(bytes, [this, &w, s, bytes] {
+    Send(ThreadOf(w), bytes, [this, &w, s, bytes] {
       if (w.state != WorkerState::kPushing) return;  // lost with its dead sender
       Serve(s, bytes, [this, &w, s] {
         if (w.state != WorkerState::kPushing) return;
         const v1::PushAck ack = shards_[s]->Push(w.id, w.pushes[s]);
         w.pushes[s].Clear();
-        Send(static_cast<int64_t>(ack.ByteSizeLong()), [this, &w, s] { OnPushAck(w, s); });
+        Send(ShardThread(s), static_cast<int64_t>(ack.ByteSizeLong()),
+             [this, &w, s] { OnPushAck(w, s); });
       });
     });
   }
@@ -355,7 +398,7 @@ void Simulation::OnPushAck(SimWorker& w, size_t shard) {
   report->set_push_seconds(Seconds(queue_.now() - w.push_start));
   report->set_wait_seconds(w.held_seconds);
   report->set_token(w.tokens[0]);
-  Send(static_cast<int64_t>(message.ByteSizeLong()),
+  Send(ThreadOf(w), static_cast<int64_t>(message.ByteSizeLong()),
        [this, &w, step = message.step()] { OnStepReport(w, step); });
   StartStep(w);
 }
@@ -385,6 +428,7 @@ void Simulation::Stop(SimWorker& w) {
 
 void Simulation::Die(SimWorker& w, const v1::WorkerDeath& death) {
   if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped) return;
+  if (w.thread != nullptr) w.thread->Stop();  // its compute and sends in progress are lost
   w.state = WorkerState::kDead;
   w.batch.clear();
   for (std::string& pulled : w.pulled) std::string().swap(pulled);
@@ -411,7 +455,7 @@ void Simulation::OnLeaseRequest(SimWorker& w, const v1::LeaseRequest& request) {
   if (phase_ != Phase::kRunning || !w.member) return;
   v1::CoordinatorToWorker reply;
   *reply.mutable_lease() = leases_->Acquire(w.id);
-  Send(static_cast<int64_t>(reply.ByteSizeLong()),
+  Send(nullptr, static_cast<int64_t>(reply.ByteSizeLong()),
        [this, &w, lease = reply.lease()] { OnLease(w, lease); });
 }
 
@@ -491,16 +535,36 @@ void Simulation::MaybeDone() {
   for (const SimWorker& w : workers_) {
     if (w.state != WorkerState::kDead && w.state != WorkerState::kStopped) return;
   }
-  // Every worker has stopped: the final evaluation measures what the shards hold now.
-  phase_ = Phase::kDone;
-  result_.wall_seconds = Now();
-  Evaluate();
+  // Every worker has stopped: the final evaluation measures what the shards hold now, and the
+  // job is done once it is in (the real coordinator waits for it).
+  phase_ = Phase::kFinalEval;
+  Evaluate([this] {
+    phase_ = Phase::kDone;
+    result_.wall_seconds = Now();
+  });
+}
+
+void Simulation::Send(CpuThread* from, int64_t bytes, EventQueue::Action arrive) {
+  if (from == nullptr || !timing_.spec().cpu().network_uses_cores()) {
+    queue_.After(absl::Seconds(timing_.MessageSeconds(bytes)), std::move(arrive));
+    return;
+  }
+  // On loopback the bytes are copied and (de)serialised by the machine's cores; the latency is
+  // the wake-ups and the stack, a pure delay.
+  from->Run(timing_.MessageTransferSeconds(bytes), [this, arrive = std::move(arrive)]() mutable {
+    queue_.After(absl::Seconds(timing_.spec().network().latency_seconds()), std::move(arrive));
+  });
 }
 
 void Simulation::Serve(size_t shard, int64_t bytes, EventQueue::Action serve) {
-  const absl::Duration start = std::max(queue_.now(), shard_busy_until_[shard]);
-  shard_busy_until_[shard] = start + absl::Seconds(timing_.ShardServiceSeconds(bytes));
-  queue_.At(shard_busy_until_[shard], std::move(serve));
+  if (cpu_ == nullptr) {
+    const absl::Duration start = std::max(queue_.now(), shard_busy_until_[shard]);
+    shard_busy_until_[shard] = start + absl::Seconds(timing_.ShardServiceSeconds(bytes));
+    queue_.At(shard_busy_until_[shard], std::move(serve));
+    return;
+  }
+  // The same one-at-a-time service, as CPU work of the shard's thread on the shared cores.
+  shard_threads_[shard]->Run(timing_.ShardServiceSeconds(bytes), std::move(serve));
 }
 
 // ---- evaluation ----
@@ -514,9 +578,9 @@ std::vector<float> Simulation::GatherParameters() const {
   return flat;
 }
 
-void Simulation::Evaluate() {
-  // The evaluator reads the newest parameters (no look-ahead) and scores the evaluation set;
-  // in virtual time it takes no time.
+void Simulation::Evaluate(EventQueue::Action then) {
+  // The evaluator reads the newest parameters (no look-ahead) and scores the evaluation set,
+  // which takes SimSpec.evaluation_seconds (0: no virtual time).
   const std::vector<float> params = GatherParameters();
   for (int64_t begin = 0; begin < eval_->eval_size(); begin += eval_->eval_chunk()) {
     eval_->PrepareEval(begin, std::min(eval_->eval_size(), begin + eval_->eval_chunk()));
@@ -524,11 +588,21 @@ void Simulation::Evaluate() {
   }
   absl::StatusOr<model::Evaluation> evaluation = eval_->FinishEval();
   if (!evaluation.ok()) return Fail(evaluation.status());
-  result_.evaluations.push_back(
-      {Now(), result_.examples, evaluation->accuracy, evaluation->mean_loss, evaluation->auc});
-  if (options_.target_accuracy > 0 && !result_.seconds_to_target.has_value() &&
-      evaluation->accuracy >= options_.target_accuracy) {
-    result_.seconds_to_target = Now();
+  auto record = [this, e = *evaluation, examples = result_.examples, then = std::move(then)] {
+    result_.evaluations.push_back({Now(), examples, e.accuracy, e.mean_loss, e.auc});
+    if (options_.target_accuracy > 0 && !result_.seconds_to_target.has_value() &&
+        e.accuracy >= options_.target_accuracy) {
+      result_.seconds_to_target = Now();
+    }
+    if (then) then();
+  };
+  const double seconds = timing_.spec().evaluation_seconds();
+  if (seconds == 0) {
+    record();
+  } else if (evaluator_ != nullptr) {
+    evaluator_->Run(seconds, std::move(record));
+  } else {
+    queue_.After(absl::Seconds(seconds), std::move(record));
   }
 }
 
@@ -536,7 +610,7 @@ void Simulation::SchedulePeriodicEval() {
   const double interval = job_.eval().interval_seconds();
   if (!(interval > 0)) return;
   queue_.After(absl::Seconds(interval), [this] {
-    if (phase_ == Phase::kDone) return;
+    if (phase_ == Phase::kFinalEval || phase_ == Phase::kDone) return;
     Evaluate();
     SchedulePeriodicEval();
   });

@@ -72,6 +72,15 @@ absl::StatusOr<StepTimeModel> StepTimeModel::Create(const v1::SimSpec& spec, int
     return Bad("shard", "must not be negative");
   }
   if (spec.max_virtual_seconds() < 0) return Bad("max_virtual_seconds", "must not be negative");
+  if (!(spec.cpu().cores() >= 0) || !(spec.cpu().compute_padding() >= 0)) {
+    return Bad("cpu", "cores and compute_padding must not be negative");
+  }
+  if (spec.cpu().compute_padding() > 0 && spec.cpu().compute_padding() < 1) {
+    return Bad("cpu.compute_padding", "must be 0 (none) or at least 1");
+  }
+  if (!(spec.startup_seconds() >= 0) || !(spec.evaluation_seconds() >= 0)) {
+    return Bad("startup_seconds and evaluation_seconds", "must not be negative");
+  }
   return StepTimeModel(spec, num_workers, seed);
 }
 
@@ -109,7 +118,7 @@ double StepTimeModel::Slowdown(int index, double now_seconds) const {
   return factor;
 }
 
-double StepTimeModel::ComputeSeconds(int index, int64_t examples, double now_seconds) {
+StepCompute StepTimeModel::Compute(int index, int64_t examples, double now_seconds) {
   const v1::StepTimeSpec& s = spec_.step_time();
   double seconds =
       (s.seconds_per_step() + static_cast<double>(examples) * s.seconds_per_example()) *
@@ -121,11 +130,14 @@ double StepTimeModel::ComputeSeconds(int index, int64_t examples, double now_sec
   const double sigma = s.lognormal_sigma();
   // exp(sigma Z - sigma^2/2) has mean 1: the noise changes the spread, not the mean.
   seconds *= std::exp(sigma * z - sigma * sigma / 2);
+  StepCompute step;
   if (hiccup_draw < s.hiccup_probability()) {
     // Pareto by inverse CDF: x_m * u^(-1/alpha), u uniform in (0, 1).
-    seconds += s.hiccup_scale_seconds() * std::pow(pareto_draw, -1.0 / s.hiccup_alpha());
+    step.hiccup_seconds = s.hiccup_scale_seconds() * std::pow(pareto_draw, -1.0 / s.hiccup_alpha());
+    seconds += step.hiccup_seconds;
   }
-  return seconds;
+  step.seconds = seconds;
+  return step;
 }
 
 std::optional<v1::WorkerDeath> StepTimeModel::Death(int index) const {
@@ -137,13 +149,10 @@ std::optional<v1::WorkerDeath> StepTimeModel::Death(int index) const {
   return first;
 }
 
-double StepTimeModel::MessageSeconds(int64_t bytes) const {
+double StepTimeModel::MessageTransferSeconds(int64_t bytes) const {
   const v1::NetworkSpec& net = spec_.network();
-  double seconds = net.latency_seconds();
-  if (net.bandwidth_bytes_per_second() > 0) {
-    seconds += static_cast<double>(bytes) / net.bandwidth_bytes_per_second();
-  }
-  return seconds;
+  if (!(net.bandwidth_bytes_per_second() > 0)) return 0;
+  return static_cast<double>(bytes) / net.bandwidth_bytes_per_second();
 }
 
 double StepTimeModel::ShardServiceSeconds(int64_t bytes) const {

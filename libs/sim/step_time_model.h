@@ -22,17 +22,28 @@
 
 namespace syncopate::sim {
 
+// One step's compute time, and the part of it that is a hiccup.
+struct StepCompute {
+  double seconds = 0;  // what the worker's step takes on a machine of its own
+  double hiccup_seconds = 0;
+};
+
 class StepTimeModel {
  public:
   // INVALID_ARGUMENT naming the field for negative times, factors <= 0, worker indices outside
   // [0, num_workers), a hiccup probability outside [0, 1] or a hiccup alpha <= 0 where hiccups
-  // are on.
+  // are on, or cpu, startup or evaluation fields below 0.
   static absl::StatusOr<StepTimeModel> Create(const v1::SimSpec& spec, int num_workers,
                                               uint64_t seed);
 
   // Compute-only seconds of a step of worker `index` over `examples` examples that starts at
   // `now_seconds` of virtual time. Draws from the worker's stream.
-  double ComputeSeconds(int index, int64_t examples, double now_seconds);
+  double ComputeSeconds(int index, int64_t examples, double now_seconds) {
+    return Compute(index, examples, now_seconds).seconds;
+  }
+  // The same draw, with its hiccup part apart (under CPU contention only the rest is padded CPU
+  // work).
+  StepCompute Compute(int index, int64_t examples, double now_seconds);
   // The product of the worker's persistent speed factor and the transient slowdowns active at
   // `now_seconds` (no noise).
   double Slowdown(int index, double now_seconds) const;
@@ -40,7 +51,11 @@ class StepTimeModel {
   std::optional<v1::WorkerDeath> Death(int index) const;
 
   // latency + bytes / bandwidth.
-  double MessageSeconds(int64_t bytes) const;
+  double MessageSeconds(int64_t bytes) const {
+    return spec_.network().latency_seconds() + MessageTransferSeconds(bytes);
+  }
+  // bytes / bandwidth (0 for infinite bandwidth).
+  double MessageTransferSeconds(int64_t bytes) const;
   // A shard's time to serve one message of `bytes`.
   double ShardServiceSeconds(int64_t bytes) const;
 

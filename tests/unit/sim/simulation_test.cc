@@ -222,6 +222,126 @@ TEST(Simulation, SyncRunMatchesTheRealAggregatorFedDirectly) {
   EXPECT_EQ(result->applied, 2 * versions);
 }
 
+// cpu.cores 0 is "every process on a machine of its own": the other cpu fields then change
+// nothing, to the last bit, so specs written before the CPU model keep their results.
+TEST(Simulation, ZeroCoresIsTheModelWithoutContentionBitForBit) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_AUTO, 4, 2);
+  options.spec = Clockwork();
+  options.spec.mutable_step_time()->set_lognormal_sigma(0.2);
+  options.spec.add_speeds()->set_worker(3);
+  options.spec.mutable_speeds(0)->set_factor(4);
+  options.job.mutable_eval()->set_interval_seconds(0.5);
+  absl::StatusOr<SimResult> before = RunSimulation(options);
+  ASSERT_TRUE(before.ok()) << before.status();
+  options.spec.mutable_cpu()->set_cores(0);
+  options.spec.mutable_cpu()->set_compute_padding(4);
+  options.spec.mutable_cpu()->set_network_uses_cores(true);
+  absl::StatusOr<SimResult> after = RunSimulation(options);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_TRUE(BitIdentical(before->parameters, after->parameters));
+  EXPECT_EQ(before->wall_seconds, after->wall_seconds);
+  EXPECT_EQ(before->events, after->events);
+  ASSERT_EQ(before->evaluations.size(), after->evaluations.size());
+  EXPECT_EQ(before->final_evaluation().accuracy, after->final_evaluation().accuracy);
+  EXPECT_EQ(before->switches.size(), after->switches.size());
+}
+
+// Processor sharing in a whole run. Four sync workers on one core, compute padded 4x by sleep:
+// released together by each barrier, the four 2.5 ms CPU parts share the core and all end at
+// 10 ms, and each trainer then sleeps 3 x 10 ms, so a round's compute takes 40 ms instead of 10.
+// All CPU (padding 1), the same four 10 ms steps take 40 ms too, but no round can be shorter
+// than the core's 40 ms of work. With enough cores there is no contention at all.
+TEST(Simulation, SharedCoresStretchComputeByProcessorSharing) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_SYNC, 4, 1);
+  options.spec = Clockwork();
+  options.periodic_eval = false;
+  absl::StatusOr<SimResult> alone = RunSimulation(options);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  const double rounds = static_cast<double>(alone->shard_versions[0]);
+
+  options.spec.mutable_cpu()->set_cores(4);
+  absl::StatusOr<SimResult> enough = RunSimulation(options);
+  ASSERT_TRUE(enough.ok()) << enough.status();
+  EXPECT_NEAR(enough->wall_seconds, alone->wall_seconds, 1e-6);
+  EXPECT_EQ(enough->shard_versions, alone->shard_versions);
+
+  options.spec.mutable_cpu()->set_cores(1);
+  options.spec.mutable_cpu()->set_compute_padding(4);
+  absl::StatusOr<SimResult> padded = RunSimulation(options);
+  ASSERT_TRUE(padded.ok()) << padded.status();
+  EXPECT_EQ(padded->shard_versions, alone->shard_versions);
+  // 30 ms more per round: the messages' 4 ms per round stay as they were.
+  EXPECT_NEAR(padded->wall_seconds - alone->wall_seconds, 0.03 * rounds, 0.002 * rounds);
+
+  options.spec.mutable_cpu()->set_compute_padding(1);
+  absl::StatusOr<SimResult> busy = RunSimulation(options);
+  ASSERT_TRUE(busy.ok()) << busy.status();
+  EXPECT_NEAR(busy->wall_seconds, padded->wall_seconds, 0.002 * rounds);
+
+  // gba: the workers drift apart, and four all-CPU workers on one core are bounded by it: every
+  // step is 10 ms of the core's time.
+  options.job.set_mode(v1::MODE_GBA);
+  absl::StatusOr<SimResult> gba = RunSimulation(options);
+  ASSERT_TRUE(gba.ok()) << gba.status();
+  EXPECT_GE(gba->wall_seconds, 0.01 * static_cast<double>(gba->steps) - 0.001);
+}
+
+// With contention everything (compute, messages, shard service, evaluations, a death mid-step)
+// still happens in one order: two runs agree bit for bit.
+TEST(Simulation, ContentionIsDeterministicBitForBit) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_AUTO, 4, 2);
+  options.spec = Clockwork();
+  options.spec.mutable_step_time()->set_seconds_per_example(0.001);
+  options.spec.mutable_step_time()->set_lognormal_sigma(0.3);
+  options.spec.mutable_network()->set_bandwidth_bytes_per_second(2e7);
+  options.spec.mutable_shard()->set_seconds_per_message(0.0005);
+  options.spec.add_speeds()->set_worker(3);
+  options.spec.mutable_speeds(0)->set_factor(4);
+  v1::WorkerDeath* death = options.spec.add_deaths();
+  death->set_worker(1);
+  death->set_at_seconds(0.3);
+  v1::CpuSpec* cpu = options.spec.mutable_cpu();
+  cpu->set_cores(2);
+  cpu->set_compute_padding(4);
+  cpu->set_network_uses_cores(true);
+  options.spec.set_evaluation_seconds(0.02);
+  options.job.mutable_eval()->set_interval_seconds(0.25);
+  absl::StatusOr<SimResult> first = RunSimulation(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<SimResult> second = RunSimulation(options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_TRUE(BitIdentical(first->parameters, second->parameters));
+  EXPECT_EQ(first->wall_seconds, second->wall_seconds);
+  EXPECT_EQ(first->events, second->events);
+  EXPECT_EQ(first->dead_workers, std::vector<int32_t>{2});
+  ASSERT_EQ(first->evaluations.size(), second->evaluations.size());
+  for (size_t i = 0; i < first->evaluations.size(); ++i) {
+    EXPECT_EQ(first->evaluations[i].seconds, second->evaluations[i].seconds);
+    EXPECT_EQ(first->evaluations[i].accuracy, second->evaluations[i].accuracy);
+  }
+}
+
+// The real job's overheads: workers start after a startup, and the job ends once the final
+// evaluation is in. Without contention both add exactly their time to a sync run.
+TEST(Simulation, StartupAndTheFinalEvaluationAddTheirTime) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_SYNC, 2, 1);
+  options.spec = Clockwork();
+  options.periodic_eval = false;
+  absl::StatusOr<SimResult> plain = RunSimulation(options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  options.spec.set_startup_seconds(2);
+  options.spec.set_evaluation_seconds(0.5);
+  absl::StatusOr<SimResult> real_like = RunSimulation(options);
+  ASSERT_TRUE(real_like.ok()) << real_like.status();
+  EXPECT_NEAR(real_like->wall_seconds, plain->wall_seconds + 2.5, 1e-6);
+  EXPECT_NEAR(real_like->final_evaluation().seconds, real_like->wall_seconds, 1e-9);
+  EXPECT_EQ(real_like->final_evaluation().accuracy, plain->final_evaluation().accuracy);
+}
+
 TEST(Simulation, RefusesJobsWithEmbeddingTablesAndBadSpecs) {
   SimOptions options;
   options.job = TinyJob(v1::MODE_SYNC, 2, 1);
@@ -241,6 +361,13 @@ TEST(Simulation, RefusesJobsWithEmbeddingTablesAndBadSpecs) {
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(LoadSimSpecFile("/nonexistent/spec.textproto").status().code(),
             absl::StatusCode::kNotFound);
+  options.job = TinyJob(v1::MODE_SYNC, 2, 1);
+  options.spec = Clockwork();
+  options.spec.mutable_cpu()->set_compute_padding(0.5);  // a sleep cannot be negative
+  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.spec = Clockwork();
+  options.spec.mutable_cpu()->set_cores(-1);
+  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(Simulation, ShippedBenchScenariosParse) {
