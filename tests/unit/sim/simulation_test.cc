@@ -45,6 +45,25 @@ bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }
 
+// Two runs that must agree to the last bit: parameters, clock, events, counts, every
+// evaluation and every switch.
+void ExpectSameRun(const SimResult& a, const SimResult& b) {
+  EXPECT_TRUE(BitIdentical(a.parameters, b.parameters));
+  EXPECT_EQ(a.wall_seconds, b.wall_seconds);
+  EXPECT_EQ(a.events, b.events);
+  EXPECT_EQ(a.examples, b.examples);
+  EXPECT_EQ(a.shard_versions, b.shard_versions);
+  EXPECT_EQ(a.decayed, b.decayed);
+  EXPECT_EQ(a.dead_workers, b.dead_workers);
+  ASSERT_EQ(a.evaluations.size(), b.evaluations.size());
+  for (size_t i = 0; i < a.evaluations.size(); ++i) {
+    EXPECT_EQ(a.evaluations[i].seconds, b.evaluations[i].seconds);
+    EXPECT_EQ(a.evaluations[i].accuracy, b.evaluations[i].accuracy);
+    EXPECT_EQ(a.evaluations[i].loss, b.evaluations[i].loss);
+  }
+  EXPECT_EQ(a.switches.size(), b.switches.size());
+}
+
 TEST(Simulation, SameSeedSameResultBitForBit) {
   SimOptions options;
   options.job = TinyJob(v1::MODE_AUTO, 4, 2);
@@ -65,18 +84,7 @@ TEST(Simulation, SameSeedSameResultBitForBit) {
   absl::StatusOr<SimResult> second = RunSimulation(options);
   ASSERT_TRUE(second.ok()) << second.status();
 
-  EXPECT_TRUE(BitIdentical(first->parameters, second->parameters));
-  EXPECT_EQ(first->wall_seconds, second->wall_seconds);
-  EXPECT_EQ(first->events, second->events);
-  EXPECT_EQ(first->examples, second->examples);
-  EXPECT_EQ(first->shard_versions, second->shard_versions);
-  EXPECT_EQ(first->decayed, second->decayed);
-  ASSERT_EQ(first->evaluations.size(), second->evaluations.size());
-  for (size_t i = 0; i < first->evaluations.size(); ++i) {
-    EXPECT_EQ(first->evaluations[i].accuracy, second->evaluations[i].accuracy);
-    EXPECT_EQ(first->evaluations[i].loss, second->evaluations[i].loss);
-  }
-  ASSERT_EQ(first->switches.size(), second->switches.size());
+  ExpectSameRun(*first, *second);
   // Two epochs of 256 examples: the coordinator stops at 512.
   EXPECT_GE(first->examples, 512);
 
@@ -239,12 +247,7 @@ TEST(Simulation, ZeroCoresIsTheModelWithoutContentionBitForBit) {
   options.spec.mutable_cpu()->set_network_uses_cores(true);
   absl::StatusOr<SimResult> after = RunSimulation(options);
   ASSERT_TRUE(after.ok()) << after.status();
-  EXPECT_TRUE(BitIdentical(before->parameters, after->parameters));
-  EXPECT_EQ(before->wall_seconds, after->wall_seconds);
-  EXPECT_EQ(before->events, after->events);
-  ASSERT_EQ(before->evaluations.size(), after->evaluations.size());
-  EXPECT_EQ(before->final_evaluation().accuracy, after->final_evaluation().accuracy);
-  EXPECT_EQ(before->switches.size(), after->switches.size());
+  ExpectSameRun(*before, *after);
 }
 
 // Processor sharing in a whole run. Four sync workers on one core, compute padded 4x by sleep:
@@ -313,15 +316,8 @@ TEST(Simulation, ContentionIsDeterministicBitForBit) {
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<SimResult> second = RunSimulation(options);
   ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_TRUE(BitIdentical(first->parameters, second->parameters));
-  EXPECT_EQ(first->wall_seconds, second->wall_seconds);
-  EXPECT_EQ(first->events, second->events);
+  ExpectSameRun(*first, *second);
   EXPECT_EQ(first->dead_workers, std::vector<int32_t>{2});
-  ASSERT_EQ(first->evaluations.size(), second->evaluations.size());
-  for (size_t i = 0; i < first->evaluations.size(); ++i) {
-    EXPECT_EQ(first->evaluations[i].seconds, second->evaluations[i].seconds);
-    EXPECT_EQ(first->evaluations[i].accuracy, second->evaluations[i].accuracy);
-  }
 }
 
 // The real job's overheads: workers start after a startup, and the job ends once the final

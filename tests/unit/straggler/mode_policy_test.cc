@@ -29,10 +29,20 @@ const std::vector<double> kOneFourTimesSlower = {1.0, 1.0, 1.0, 4.0};
 
 class ModePolicyTest : public ::testing::Test {
  protected:
-  ModeDecision Decide(v1::Mode current) {
-    absl::StatusOr<ModeDecision> d = policy_.Decide(cluster_.detector.Assess(), current, kLoads);
+  ModeDecision Decide(v1::Mode current, const StalenessCost& cost = {}) {
+    absl::StatusOr<ModeDecision> d =
+        policy_.Decide(cluster_.detector.Assess(), current, kLoads, cost);
     EXPECT_TRUE(d.ok()) << d.status();
     return d.ok() ? *d : ModeDecision{};
+  }
+
+  // A staleness cost measured over a full window, with E|v|² = 1: the efficiency at staleness τ
+  // is 1 / (1 + τ²·drift).
+  static StalenessCost MeasuredCost(double drift, double drift_standard_error) {
+    return {.versions = 29,
+            .velocity_squared = 1.0,
+            .velocity_drift_squared = drift,
+            .velocity_drift_squared_standard_error = drift_standard_error};
   }
 
   SimulatedCluster cluster_;
@@ -152,26 +162,18 @@ TEST_F(ModePolicyTest, WithTheCostMeasuredRecoveryReturnsOnlyWhenGoodputSaysSo) 
   policy_.NotifySwitched(MODE_GBA);
   cluster_.Steps(8, kHealthy, kComm);
 
-  const StalenessCost free{.versions = 29, .velocity_squared = 1.0};
-  absl::StatusOr<ModeDecision> d =
-      policy_.Decide(cluster_.detector.Assess(), MODE_GBA, kLoads, free);
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_THAT(d->stragglers, IsEmpty());
-  EXPECT_DOUBLE_EQ(d->z, 0.0);
-  EXPECT_DOUBLE_EQ(d->gba_efficiency, 1.0);
-  EXPECT_EQ(d->recommended, MODE_GBA);
-  EXPECT_EQ(d->reason, "no_significant_difference");
+  ModeDecision d = Decide(MODE_GBA, MeasuredCost(0.0, 0.0));
+  EXPECT_THAT(d.stragglers, IsEmpty());
+  EXPECT_DOUBLE_EQ(d.z, 0.0);
+  EXPECT_DOUBLE_EQ(d.gba_efficiency, 1.0);
+  EXPECT_EQ(d.recommended, MODE_GBA);
+  EXPECT_EQ(d.reason, "no_significant_difference");
 
-  const StalenessCost costly{.versions = 29,
-                             .velocity_squared = 1.0,
-                             .velocity_drift_squared = 0.1,
-                             .velocity_drift_squared_standard_error = 0.01};
-  d = policy_.Decide(cluster_.detector.Assess(), MODE_GBA, kLoads, costly);
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_LT(d->goodput_z, -2);
-  EXPECT_EQ(d->recommended, MODE_SYNC);
-  EXPECT_TRUE(d->switch_now);
-  EXPECT_EQ(d->reason, "staleness_cost_exceeds_gain");
+  d = Decide(MODE_GBA, MeasuredCost(0.1, 0.01));
+  EXPECT_LT(d.goodput_z, -2);
+  EXPECT_EQ(d.recommended, MODE_SYNC);
+  EXPECT_TRUE(d.switch_now);
+  EXPECT_EQ(d.reason, "staleness_cost_exceeds_gain");
 }
 
 // (d) Half the workers 2× slower. The detector flags nobody: with two groups of two, every
@@ -197,57 +199,40 @@ TEST_F(ModePolicyTest, HalfTheWorkersTwiceAsSlowSwitchesToGba) {
 // when the goodputs cannot be told apart (the benefit of the doubt goes to measured throughput).
 TEST_F(ModePolicyTest, MeasuredStalenessCostPricesGbaByGoodput) {
   cluster_.Steps(8, {1.0, 1.0, 2.0, 2.0}, kComm);
-  const StalenessCost costly{.versions = 29,
-                             .velocity_squared = 1.0,
-                             .velocity_drift_squared = 1.0,
-                             .velocity_drift_squared_standard_error = 0.01};
-  absl::StatusOr<ModeDecision> d =
-      policy_.Decide(cluster_.detector.Assess(), MODE_SYNC, kLoads, costly);
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_NEAR(d->gba_staleness, 1.0, 1e-9);
-  EXPECT_NEAR(d->gba_efficiency, 0.5, 1e-9);
-  EXPECT_NEAR(d->gba_samples_per_second, 200 / 1.1 + 200 / 2.1, 1e-9);
-  EXPECT_EQ(d->recommended, MODE_SYNC);
-  EXPECT_FALSE(d->switch_now);
-  EXPECT_EQ(d->reason, "staleness_cost_exceeds_gain");
-  EXPECT_GT(d->z, 2);
-  EXPECT_LT(d->goodput_z, -2);
-  EXPECT_THAT(d->explanation, HasSubstr("(efficiency 0.500 at staleness 1.00)"));
+  const StalenessCost costly = MeasuredCost(1.0, 0.01);
+  ModeDecision d = Decide(MODE_SYNC, costly);
+  EXPECT_NEAR(d.gba_staleness, 1.0, 1e-9);
+  EXPECT_NEAR(d.gba_efficiency, 0.5, 1e-9);
+  EXPECT_NEAR(d.gba_samples_per_second, 200 / 1.1 + 200 / 2.1, 1e-9);
+  EXPECT_EQ(d.recommended, MODE_SYNC);
+  EXPECT_FALSE(d.switch_now);
+  EXPECT_EQ(d.reason, "staleness_cost_exceeds_gain");
+  EXPECT_GT(d.z, 2);
+  EXPECT_LT(d.goodput_z, -2);
+  EXPECT_THAT(d.explanation, HasSubstr("(efficiency 0.500 at staleness 1.00)"));
 
   // The same cost read while in gba takes the shard back to sync.
-  d = policy_.Decide(cluster_.detector.Assess(), MODE_GBA, kLoads, costly);
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_EQ(d->recommended, MODE_SYNC);
-  EXPECT_EQ(d->reason, "staleness_cost_exceeds_gain");
+  d = Decide(MODE_GBA, costly);
+  EXPECT_EQ(d.recommended, MODE_SYNC);
+  EXPECT_EQ(d.reason, "staleness_cost_exceeds_gain");
 
-  const StalenessCost cheap{.versions = 29,
-                            .velocity_squared = 1.0,
-                            .velocity_drift_squared = 0.1,
-                            .velocity_drift_squared_standard_error = 0.01};
-  d = policy_.Decide(cluster_.detector.Assess(), MODE_SYNC, kLoads, cheap);
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_NEAR(d->gba_efficiency, 1 / 1.1, 1e-9);
-  EXPECT_GT(d->goodput_z, 2);
-  EXPECT_EQ(d->recommended, MODE_GBA);
-  EXPECT_TRUE(d->switch_now);
+  d = Decide(MODE_SYNC, MeasuredCost(0.1, 0.01));
+  EXPECT_NEAR(d.gba_efficiency, 1 / 1.1, 1e-9);
+  EXPECT_GT(d.goodput_z, 2);
+  EXPECT_EQ(d.recommended, MODE_GBA);
+  EXPECT_TRUE(d.switch_now);
 
   // Efficiency 1/1.45: gba's goodput equals sync's throughput within noise. Not a veto.
-  const double gain = d->gba_samples_per_second / d->sync_samples_per_second;
-  const StalenessCost even{.versions = 29,
-                           .velocity_squared = 1.0,
-                           .velocity_drift_squared = gain - 1,
-                           .velocity_drift_squared_standard_error = 0.05};
-  d = policy_.Decide(cluster_.detector.Assess(), MODE_SYNC, kLoads, even);
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_NEAR(d->goodput_z, 0, 1e-6);
-  EXPECT_EQ(d->recommended, MODE_GBA);
-  EXPECT_EQ(d->reason, "gba_predicted_faster");
+  const double gain = d.gba_samples_per_second / d.sync_samples_per_second;
+  d = Decide(MODE_SYNC, MeasuredCost(gain - 1, 0.05));
+  EXPECT_NEAR(d.goodput_z, 0, 1e-6);
+  EXPECT_EQ(d.recommended, MODE_GBA);
+  EXPECT_EQ(d.reason, "gba_predicted_faster");
 
   // Not measured yet: priced by throughput alone, and the line says so.
-  d = policy_.Decide(cluster_.detector.Assess(), MODE_SYNC, kLoads, StalenessCost{});
-  ASSERT_TRUE(d.ok()) << d.status();
-  EXPECT_DOUBLE_EQ(d->gba_efficiency, 1.0);
-  EXPECT_THAT(d->explanation, HasSubstr(", not measured yet)"));
+  d = Decide(MODE_SYNC, StalenessCost{});
+  EXPECT_DOUBLE_EQ(d.gba_efficiency, 1.0);
+  EXPECT_THAT(d.explanation, HasSubstr(", not measured yet)"));
 }
 
 // (e) A slow shard (every worker's communication 20× longer) and then a cluster-wide compute
