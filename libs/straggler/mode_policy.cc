@@ -258,8 +258,9 @@ absl::StatusOr<ModeDecision> ModePolicy::Decide(const Assessment& assessment, Mo
     // - With the staleness cost measured, goodput prices what sync keeps (every gradient
     //   fresh), and it did not say sync is better (staleness_cost_exceeds_gain above): a switch
     //   back would rest on noise and cost a dwell. Measured on the straggler benchmark's
-    //   scenario a (4 CPU-bound workers on 2 cores, no straggler), returning on ties flapped 7-9
-    //   times per shard in 30 s: sync's idle barrier hides the CPU contention gba's step times
+    //   scenario a (4 CPU-bound workers on 2 cores, no straggler), returning on ties flapped 4-9
+    //   times per shard in ~25 s runs (5.6 on average over 5 seeds; 2.2 without the tie rule):
+    //   sync's idle barrier hides the CPU contention gba's step times
     //   then show, so each mode's measurements favour the other.
     // - Unmeasured, a lead that is no longer significant but more than one standard error is
     //   inside the hysteresis band. Without the band a true difference sitting near the entry
