@@ -19,7 +19,7 @@ GradientStatistics::GradientStatistics(double velocity_decay)
       window_(static_cast<size_t>(std::max(warmup_, 8))) {}
 
 void GradientStatistics::AddPush(std::span<const float> gradient, int64_t samples) {
-  if (samples <= 0) return;
+  if (!measures() || samples <= 0) return;
   double squared = 0;
   for (const float x : gradient) squared += static_cast<double>(x) * x;
   push_squared_sum_ += squared;
@@ -28,6 +28,7 @@ void GradientStatistics::AddPush(std::span<const float> gradient, int64_t sample
 }
 
 void GradientStatistics::AddUpdate(std::span<const float> mean, int64_t samples) {
+  if (!measures()) return;
   Version v;
   v.samples = static_cast<double>(samples);
   double mean_squared = 0;

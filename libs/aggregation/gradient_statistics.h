@@ -17,6 +17,15 @@
 // max(that, 8) such versions (8: the straggler detector's smallest window) so it follows the
 // learning-rate schedule, which changes the cost several-fold over a run.
 //
+// Only rules with a velocity (μ > 0: momentum, Nesterov, Adam) are measured. Without one, the
+// same formula reads the raw gradients' change between updates, and it is falsified twice: on the
+// default MLP it predicted an efficiency of 0.37 where gba's measured per-sample cost was ~0.8
+// (ADR 0007), and on DeepFM with Adagrad it read 0.24-0.65 while gba ended level with sync at
+// equal samples (+0.085% AUC [-0.077, +0.246], 5 seeds) and reached the target 1.65x sooner; the
+// estimate's noise around the veto's bound switched auto 1-4 times per shard in those runs. So for
+// μ = 0 the cost stays "not measured" and the policy prices throughput alone (as before the guard);
+// the hot path skips the sums.
+//
 // Thread-safety: thread-compatible. The shard calls it under its own lock.
 #ifndef SYNCOPATE_LIBS_AGGREGATION_GRADIENT_STATISTICS_H_
 #define SYNCOPATE_LIBS_AGGREGATION_GRADIENT_STATISTICS_H_
@@ -32,8 +41,12 @@ namespace syncopate::aggregation {
 
 class GradientStatistics {
  public:
-  // `velocity_decay` is μ in [0, 1).
+  // `velocity_decay` is μ in [0, 1); 0 measures nothing (see above).
   explicit GradientStatistics(double velocity_decay);
+
+  // False for a rule without a velocity: every call below is then a no-op and Current() is
+  // never measured.
+  bool measures() const { return decay_ > 0; }
 
   // A fresh push of the version the next update closes (sync: every admitted push).
   void AddPush(std::span<const float> gradient, int64_t samples);

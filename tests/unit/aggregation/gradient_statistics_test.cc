@@ -52,10 +52,11 @@ TEST(GradientStatisticsTest, NoiseIsRecoveredAndRemovedFromTheDrift) {
   EXPECT_GT(cost.Efficiency(1), 0.99);
 }
 
-// Without momentum and noise, a gradient that flips sign every update: v = ḡ, so |v|² = a² and
-// its change is 2a: a gradient one version old points the wrong way, E(1) = a²/(a² + 4a²) = 0.2.
+// Without noise, a gradient ±a that flips sign every update: the velocity settles at
+// ±a/(1+μ) and changes by 2a/(1+μ) per update, so a gradient one version old points the wrong
+// way, E(1) = 1/(1 + 4) = 0.2 whatever μ (0.1 here: 2 warmup updates).
 TEST(GradientStatisticsTest, AFlippingGradientMakesStalenessExpensive) {
-  GradientStatistics stats(0.0);
+  GradientStatistics stats(0.1);
   for (int k = 0; k < 20; ++k) {
     const std::vector<float> g(kDim, k % 2 == 0 ? 0.1f : -0.1f);
     stats.AddUpdate(g, 64);
@@ -65,6 +66,22 @@ TEST(GradientStatisticsTest, AFlippingGradientMakesStalenessExpensive) {
   EXPECT_NEAR(cost.Efficiency(1), 0.2, 1e-6);
   EXPECT_NEAR(cost.Efficiency(2), 1.0 / 17.0, 1e-6);
   EXPECT_NEAR(cost.velocity_drift_squared_standard_error, 0.0, 1e-9);
+}
+
+// A rule without a velocity is not measured: the same formula on raw gradients is falsified
+// (see the header), so even a flipping gradient leaves the cost unmeasured (efficiency 1).
+TEST(GradientStatisticsTest, ARuleWithoutVelocityIsNotMeasured) {
+  GradientStatistics stats(0.0);
+  EXPECT_FALSE(stats.measures());
+  for (int k = 0; k < 20; ++k) {
+    const std::vector<float> g(kDim, k % 2 == 0 ? 0.1f : -0.1f);
+    stats.AddPush(g, 32);
+    stats.AddPush(g, 32);
+    stats.AddUpdate(g, 64);
+  }
+  EXPECT_FALSE(stats.Current().measured());
+  EXPECT_EQ(stats.Current().Efficiency(1), 1.0);
+  EXPECT_EQ(stats.noise_trace(), 0.0);
 }
 
 // A reset (mode switch, restore) restarts the velocity: no new versions count until it warmed up
