@@ -10,6 +10,9 @@
 //       written per second on the same buffers. Goal >= 0.6.
 //   (c) compute: the worker's step (Mlp::LossAndGradient on the default job's model and local
 //       batch) per example at each ISA level / at the portable baseline. Expected >= 2.5x.
+//   (d) statistics: what the goodput guard's measurement (aggregation::GradientStatistics, run on
+//       every sync push and update) costs / what aggregating the same sync version costs
+//       (GlobalBatchAggregator: 4 pushes and the update), on the default MLP's slice and 16 MiB.
 // Every figure is the median over --rounds rounds; in each round both sides of a ratio run for
 // --seconds each, back to back.
 #include <algorithm>
@@ -28,6 +31,8 @@
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
+#include "libs/aggregation/global_batch_aggregator.h"
+#include "libs/aggregation/gradient_statistics.h"
 #include "libs/coordinator/coordinator_server.h"
 #include "libs/isa/isa.h"
 #include "libs/job/job_spec.h"
@@ -41,7 +46,8 @@
 
 ABSL_FLAG(int, rounds, 5, "Rounds per ratio; every figure is the median over rounds");
 ABSL_FLAG(double, seconds, 0.4, "Seconds each side of a ratio runs per round");
-ABSL_FLAG(std::string, only, "", "Run one part only: wire | apply | compute (default: all)");
+ABSL_FLAG(std::string, only, "",
+          "Run one part only: wire | apply | compute | statistics (default: all)");
 
 namespace syncopate::bench {
 namespace {
@@ -304,6 +310,51 @@ void MeasureCompute(int rounds, double seconds) {
   std::fflush(stdout);
 }
 
+// ---- (d) the goodput guard's measurement ----
+
+void MeasureStatistics(int rounds, double seconds) {
+  constexpr int kWorkers = 4;
+  constexpr int64_t kLocalBatch = 64;
+  // The default MLP (784-256-128-10: 235,146 parameters) is split over 2 shards.
+  for (const size_t size : {size_t{235146 / 2}, (size_t{16} << 20) / sizeof(float)}) {
+    std::vector<std::vector<float>> pushes(kWorkers, std::vector<float>(size));
+    for (int w = 0; w < kWorkers; ++w) {
+      for (size_t i = 0; i < size; ++i) pushes[w][i] = 1e-3f * static_cast<float>((i + w) % 97);
+    }
+    std::vector<float> mean(size);
+    aggregation::GlobalBatchAggregator aggregator(static_cast<int64_t>(size),
+                                                  kWorkers * kLocalBatch, v1::MODE_SYNC);
+    v1::Membership membership;
+    for (int w = 0; w < kWorkers; ++w) membership.add_worker_ids(w);
+    membership.set_local_batch(kLocalBatch);
+    aggregator.SetMembership(membership);
+    const auto aggregate = [&] {
+      for (int w = 0; w < kWorkers; ++w) {
+        aggregator.Push({w, aggregator.version(), kLocalBatch, pushes[w], {}});
+      }
+      aggregator.TakeUpdate(mean);
+    };
+    aggregation::GradientStatistics statistics(0.9);
+    const auto measure = [&] {
+      for (int w = 0; w < kWorkers; ++w) statistics.AddPush(pushes[w], kLocalBatch);
+      statistics.AddUpdate(mean, kWorkers * kLocalBatch);
+    };
+    std::vector<double> ratios, aggregate_times, measure_times;
+    for (int round = 0; round < rounds; ++round) {
+      const double aggregate_time = SecondsPerCall(aggregate, seconds);
+      const double measure_time = SecondsPerCall(measure, seconds);
+      aggregate_times.push_back(aggregate_time);
+      measure_times.push_back(measure_time);
+      ratios.push_back(measure_time / aggregate_time);
+    }
+    std::printf(
+        "statistics %9zu floats: aggregating one sync version (%d pushes + update) %7.3f ms, "
+        "measuring it %7.3f ms; ratio %.2f\n",
+        size, kWorkers, Median(aggregate_times) * 1e3, Median(measure_times) * 1e3, Median(ratios));
+  }
+  std::fflush(stdout);
+}
+
 }  // namespace
 }  // namespace syncopate::bench
 
@@ -319,6 +370,7 @@ int main(int argc, char** argv) {
   std::fflush(stdout);
   if (only.empty() || only == "compute") syncopate::bench::MeasureCompute(rounds, seconds);
   if (only.empty() || only == "apply") syncopate::bench::MeasureApply(rounds, seconds);
+  if (only.empty() || only == "statistics") syncopate::bench::MeasureStatistics(rounds, seconds);
   if (only.empty() || only == "wire") {
     // The default job's MLP (784-256-128-10, 0.9 MiB) and one with a 16 MiB parameter vector
     // (784-5276-10: 795 * 5276 + 10 = 4,194,430 floats).

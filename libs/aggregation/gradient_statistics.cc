@@ -6,6 +6,28 @@
 namespace syncopate::aggregation {
 namespace {
 
+// The sums below run on every sync push and update, on the shard's one aggregation thread. A
+// single double accumulator chains every add on the previous one (about 4 cycles per element);
+// kLanes independent partial sums let the compiler pipeline and vectorise them without
+// reassociating anything (measured by `syncopate-perf-bench --only=statistics`: the single
+// accumulator cost 3.7x the aggregation of the same sync version on the default MLP's slice).
+constexpr size_t kLanes = 8;
+
+double SumOfSquares(std::span<const float> x) {
+  double lanes[kLanes] = {};
+  const size_t whole = x.size() - x.size() % kLanes;
+  for (size_t i = 0; i < whole; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) {
+      const double v = x[i + l];
+      lanes[l] += v * v;
+    }
+  }
+  double sum = 0;
+  for (const double lane : lanes) sum += lane;
+  for (size_t i = whole; i < x.size(); ++i) sum += static_cast<double>(x[i]) * x[i];
+  return sum;
+}
+
 int WarmupUpdates(double decay) {
   if (decay <= 0) return 1;
   return std::max(1, static_cast<int>(std::ceil(std::log(0.05) / std::log(decay))));
@@ -20,9 +42,7 @@ GradientStatistics::GradientStatistics(double velocity_decay)
 
 void GradientStatistics::AddPush(std::span<const float> gradient, int64_t samples) {
   if (!measures() || samples <= 0) return;
-  double squared = 0;
-  for (const float x : gradient) squared += static_cast<double>(x) * x;
-  push_squared_sum_ += squared;
+  push_squared_sum_ += SumOfSquares(gradient);
   push_inverse_samples_sum_ += 1.0 / static_cast<double>(samples);
   ++pushes_;
 }
@@ -31,8 +51,7 @@ void GradientStatistics::AddUpdate(std::span<const float> mean, int64_t samples)
   if (!measures()) return;
   Version v;
   v.samples = static_cast<double>(samples);
-  double mean_squared = 0;
-  for (const float x : mean) mean_squared += static_cast<double>(x) * x;
+  const double mean_squared = SumOfSquares(mean);
   if (pushes_ >= 2 && samples > 0) {
     const double n = static_cast<double>(pushes_);
     v.push_excess = push_squared_sum_ / n - mean_squared;
@@ -47,13 +66,25 @@ void GradientStatistics::AddUpdate(std::span<const float> mean, int64_t samples)
     velocity_.assign(mean.size(), 0.0f);
     velocity_updates_ = 0;
   }
+  // One pass; independent partial sums per lane, as in SumOfSquares.
   const float decay = static_cast<float>(decay_);
-  for (size_t i = 0; i < mean.size(); ++i) {
+  double change_lanes[kLanes] = {};
+  double velocity_lanes[kLanes] = {};
+  const auto step = [&](size_t i, size_t lane) {
     const float next = decay * velocity_[i] + mean[i];
     const double change = static_cast<double>(next) - velocity_[i];
-    v.velocity_change_squared += change * change;
-    v.velocity_squared += static_cast<double>(next) * next;
+    change_lanes[lane] += change * change;
+    velocity_lanes[lane] += static_cast<double>(next) * next;
     velocity_[i] = next;
+  };
+  const size_t whole = mean.size() - mean.size() % kLanes;
+  for (size_t i = 0; i < whole; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) step(i + l, l);
+  }
+  for (size_t i = whole; i < mean.size(); ++i) step(i, 0);
+  for (size_t l = 0; l < kLanes; ++l) {
+    v.velocity_change_squared += change_lanes[l];
+    v.velocity_squared += velocity_lanes[l];
   }
   if (++velocity_updates_ <= warmup_) return;
   versions_.push_back(v);
