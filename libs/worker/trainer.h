@@ -7,7 +7,8 @@
 // A failed pull or push is logged, backed off (rpc::Backoff) and the step started over; the
 // examples of the failed step are not retried. A refusal retrying cannot fix
 // (rpc::IsPermanentError) ends the loop with that error; so does the end of the coordinator
-// channel (UNAVAILABLE: the caller rejoins) and no lease within lease_timeout.
+// channel (UNAVAILABLE) and no lease within lease_timeout (DEADLINE_EXCEEDED). Both are
+// retryable: the caller (WorkerRunner) rejoins.
 //
 // It sees the cluster only through CoordinatorChannel and ParameterStore, so it runs in a unit
 // test against in-memory fakes.

@@ -1,10 +1,10 @@
 // syncopate-worker: a model replica. Pulls parameters from every shard, computes gradients on
 // leased data blocks and pushes them back; reports step times to the coordinator.
 // With --role=evaluator it instead measures the newest parameters on the test set.
-// Wiring only: the loops are libs/worker (Trainer, RunEvaluator).
+// Wiring only: the loops are libs/worker (Trainer, RunEvaluator), the join/rejoin policy and
+// the exit codes are WorkerRunner.
 #include <unistd.h>
 
-#include <algorithm>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,7 +13,7 @@
 #include "glog/logging.h"
 #include "libs/isa/isa.h"
 #include "libs/metrics/metrics_server.h"
-#include "libs/rpc/grpc_util.h"
+#include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/worker/coordinator_session.h"
 #include "libs/worker/evaluator.h"
@@ -21,6 +21,7 @@
 #include "libs/worker/slowdown_schedule.h"
 #include "libs/worker/trainer.h"
 #include "libs/worker/worker_metrics.h"
+#include "libs/worker/worker_runner.h"
 #include "libs/workload/workload.h"
 #include "services/common/security_flags.h"
 
@@ -42,7 +43,7 @@ namespace {
 
 // One life of the role on a welcome: the workload the job names, the parameter client on the
 // shard map, then the loop.
-absl::Status RunRole(CoordinatorSession& session, bool trainer, const std::string& join_token,
+absl::Status RunRole(CoordinatorChannel& session, bool trainer, const std::string& join_token,
                      const SlowdownSchedule& slowdown, WorkerMetrics& metrics) {
   const v1::Welcome& welcome = session.welcome();
   absl::StatusOr<std::unique_ptr<workload::Workload>> model = workload::CreateWorkload(
@@ -68,30 +69,6 @@ absl::Status RunRole(CoordinatorSession& session, bool trainer, const std::strin
   options.wait = wait;
   options.shutdown = shutdown;
   return Trainer(session, **model, client, std::move(options)).Run();
-}
-
-// Joins the job, retrying with backoff while the coordinator is unreachable (not up yet in
-// compose or Kubernetes, or restarting). Null when shutdown was requested or the job is over;
-// exits on a refusal.
-std::unique_ptr<CoordinatorSession> Join(const v1::WorkerHello& hello) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_join_timeout_seconds));
-  rpc::Backoff backoff(absl::Milliseconds(200), absl::Seconds(5));
-  while (!runtime::ShutdownRequested()) {
-    absl::StatusOr<std::unique_ptr<CoordinatorSession>> opened = CoordinatorSession::Open(
-        absl::GetFlag(FLAGS_coordinator), hello, std::max(absl::Seconds(1), give_up - absl::Now()));
-    if (opened.ok()) return *std::move(opened);
-    if (absl::IsOutOfRange(opened.status())) {
-      // The job ended before this worker (re)joined: nothing left to do, which is success.
-      LOG(INFO) << opened.status().message() << ": nothing to do";
-      return nullptr;
-    }
-    if (!rpc::IsRetryable(opened.status())) {
-      runtime::Die(std::string(opened.status().message()), 1);
-    }
-    if (absl::Now() > give_up) runtime::Die("could not join: " + opened.status().ToString(), 1);
-    runtime::WaitForShutdown(backoff.Next());
-  }
-  return nullptr;
 }
 
 int Main() {
@@ -134,29 +111,24 @@ int Main() {
   hello.set_role(role == "worker" ? v1::ROLE_WORKER : v1::ROLE_EVALUATOR);
   hello.set_join_token(security->join_token);
 
-  // Run the role; when the coordinator is lost (it died and is restarting), rejoin under the
-  // same name (which keeps the worker id) and carry on. Every join waits at most
-  // --join_timeout_seconds.
-  for (int joins = 0;; ++joins) {
-    std::unique_ptr<CoordinatorSession> session = Join(hello);
-    if (session == nullptr) return 0;  // shutdown requested, or the job is already over
-    LOG(INFO) << name << (joins == 0 ? " joined" : " rejoined") << " as "
-              << session->welcome().worker_id();
-    // A rejoin (after the coordinator restarted) names the job we were in: a coordinator now
-    // running another job refuses us rather than handing us its model.
-    hello.set_job_id(session->welcome().job().job_id());
-    absl::Status status =
-        RunRole(*session, role == "worker", security->join_token, slowdown, metrics);
-    if (absl::IsUnavailable(status) && !runtime::ShutdownRequested()) {
-      LOG(WARNING) << "lost the coordinator (" << status.message() << "); rejoining";
-      continue;
-    }
-    if (!status.ok()) {
-      LOG(ERROR) << status;
-      return 1;
-    }
-    break;
-  }
+  // Join, run the role, rejoin when it is lost: libs/worker/worker_runner.h decides (and
+  // documents) every exit code.
+  const std::string coordinator = absl::GetFlag(FLAGS_coordinator);
+  WorkerRunnerOptions options;
+  options.join_timeout = absl::Seconds(absl::GetFlag(FLAGS_join_timeout_seconds));
+  options.wait = [](absl::Duration d) { return runtime::WaitForShutdown(d); };
+  options.shutdown = [] { return runtime::ShutdownRequested(); };
+  WorkerRunner runner(
+      [&coordinator](const v1::WorkerHello& hello, absl::Duration timeout)
+          -> absl::StatusOr<std::unique_ptr<CoordinatorChannel>> {
+        return CoordinatorSession::Open(coordinator, hello, timeout);
+      },
+      [&](CoordinatorChannel& session) {
+        return RunRole(session, role == "worker", security->join_token, slowdown, metrics);
+      },
+      std::move(options));
+  const WorkerExit exit = runner.Run(std::move(hello));
+  if (exit.code != 0) runtime::Die(exit.message, exit.code);
   LOG(INFO) << name << " done";
   return 0;
 }
