@@ -69,6 +69,18 @@ class InProcess : public ::testing::Test {
         << "the shard never registered";
   }
 
+  // The welcome can overtake the shard's assignment by a moment (the shard then ends the stream
+  // with UNAVAILABLE, "no partition assigned yet"; seen once in 7 runs on a loaded machine):
+  // connect as the trainer does, again while the error is retryable.
+  static absl::Status ConnectAsAWorker(worker::ParameterClient& client) {
+    absl::Status connected;
+    Eventually([&] {
+      connected = client.Connect(absl::Seconds(10));
+      return !rpc::IsRetryable(connected);
+    });
+    return connected;
+  }
+
   std::unique_ptr<shard::ShardServer> StartShard(int id) {
     shard::ShardServerOptions options;
     options.shard_id = id;
@@ -114,7 +126,7 @@ TEST_F(InProcess, AWorkerIsWelcomedAndParametersFlowOverTheStreams) {
 
   worker::ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER, nullptr,
                                  kToken, welcome.job().job_id());
-  ASSERT_TRUE(client.Connect(absl::Seconds(10)).ok());
+  ASSERT_TRUE(ConnectAsAWorker(client).ok());
   const int64_t size = welcome.shard_map().shards(0).flat_end();
   std::vector<float> params(static_cast<size_t>(size));
   absl::StatusOr<worker::PullStats> pulled = client.PullAll(params, absl::Seconds(10));
@@ -201,7 +213,7 @@ TEST_F(InProcess, BrokenStreamsSurfaceAsRetryableErrors) {
   ASSERT_NE(session, nullptr);
   worker::ParameterClient client(session->welcome().shard_map(), session->welcome().worker_id(),
                                  v1::ROLE_WORKER, nullptr, kToken);
-  ASSERT_TRUE(client.Connect(absl::Seconds(10)).ok());
+  ASSERT_TRUE(ConnectAsAWorker(client).ok());
 
   shard_->Shutdown(absl::Milliseconds(100));
   std::vector<float> params(
