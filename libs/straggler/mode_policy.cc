@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <set>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -172,15 +171,20 @@ absl::StatusOr<ModeDecision> ModePolicy::Decide(const Assessment& assessment, Mo
     return absl::InvalidArgumentError(absl::StrCat("ModePolicy chooses between sync and gba; ",
                                                    ModeName(current), " is neither"));
   }
-  std::set<int32_t> seen;
+  // Duplicates by sorting the ids: one allocation, where a std::set made one per worker, per
+  // shard, per round (16,000 a round at 1,000 workers x 16 shards).
+  std::vector<int32_t> ids;
+  ids.reserve(loads.size());
   for (const WorkerLoad& load : loads) {
     if (load.local_batch <= 0) {
       return absl::InvalidArgumentError(absl::StrCat(
           "worker ", load.worker, ": local batch must be positive, got ", load.local_batch));
     }
-    if (!seen.insert(load.worker).second) {
-      return absl::InvalidArgumentError(absl::StrCat("worker ", load.worker, " listed twice"));
-    }
+    ids.push_back(load.worker);
+  }
+  std::sort(ids.begin(), ids.end());
+  if (auto twice = std::adjacent_find(ids.begin(), ids.end()); twice != ids.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", *twice, " listed twice"));
   }
 
   // The cost model needs every pushing worker's full window: the bottleneck may be exactly the

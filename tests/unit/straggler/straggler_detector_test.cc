@@ -170,6 +170,26 @@ TEST(StragglerDetector, WindowKeepsOnlyTheLastWSamplesWithTheirTimes) {
   EXPECT_EQ(a.Find(0)->oldest_communication_at, absl::InfinitePast());
 }
 
+// 5 workers: W = 10; worker 0's steps take 1, 2, ..., 10 s. Once one worker leaves, W = 8 and
+// worker 0 is judged on its last 8 steps (3..10 s: median 6.5, not 5.5), before it reports again.
+TEST(StragglerDetector, ShrinkingClusterJudgesTheLastWSamples) {
+  FakeClock clock;
+  StragglerDetector detector(&clock);
+  for (int k = 1; k <= 10; ++k) {
+    for (int32_t w = 0; w < 5; ++w) {
+      ASSERT_TRUE(detector.AddStep(w, w == 0 ? k : 1.0).ok());
+    }
+  }
+  EXPECT_DOUBLE_EQ(detector.Assess().Find(0)->median_compute_seconds, 5.5);
+  detector.RemoveWorker(4);
+  const Assessment a = detector.Assess();
+  EXPECT_EQ(a.window, 8);
+  EXPECT_EQ(a.Find(0)->compute_samples, 8);
+  EXPECT_DOUBLE_EQ(a.Find(0)->median_compute_seconds, 6.5);
+  // MAD of 3..10 around 6.5: deviations 0.5, 0.5, 1.5, 1.5, 2.5, 2.5, 3.5, 3.5 -> 2.
+  EXPECT_DOUBLE_EQ(a.Find(0)->compute_sigma_seconds, 1.4826 * 2);
+}
+
 TEST(StragglerDetector, RejectsInvalidTimes) {
   FakeClock clock;
   StragglerDetector detector(&clock);
