@@ -106,7 +106,7 @@ class EchoShard final : public v1::ParameterShard::Service {
 
 // A one-worker, one-shard sync job whose MLP has `hidden` units in one hidden layer (or the
 // default job's two), so a push and a pull each carry that MLP's parameters.
-v1::JobSpec WireJob(std::vector<int> hidden) {
+v1::JobSpec WireJob(const std::vector<int>& hidden) {
   v1::JobSpec job = Check(job::ParseJobSpec(job::DefaultJobText()), "default job");
   job.set_job_id("perf-bench");
   if (!hidden.empty()) {
@@ -126,11 +126,11 @@ struct WireResult {
   double shard_seconds;  // per push + pull (payload up, ack, pull request, payload back)
 };
 
-WireResult MeasureWire(const std::string& label, std::vector<int> hidden, int rounds,
+WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden, int rounds,
                        double seconds) {
   constexpr char kToken[] = "perf-bench";
   coordinator::CoordinatorServerOptions coordinator_options;
-  coordinator_options.core.job = WireJob(std::move(hidden));
+  coordinator_options.core.job = WireJob(hidden);
   // Fashion-MNIST's size; the job never ends here, since no step reports are sent.
   coordinator_options.core.train_examples = 60000;
   coordinator_options.join_token = kToken;
@@ -164,10 +164,11 @@ WireResult MeasureWire(const std::string& label, std::vector<int> hidden, int ro
   // Tiny gradients keep the parameters finite however many steps the benchmark applies.
   const std::vector<float> gradient(size, 1e-9f);
   const auto push_pull = [&] {
-    Check(client.PushAll(gradient, 64, absl::Seconds(60)), "push");
-    Check(client.PullAll(params, absl::Seconds(60)), "pull");
+    Check(client.PushAll(gradient, 64, absl::Seconds(60), nullptr), "push");
+    Check(client.PullAll(params, absl::Seconds(60), /*newest=*/false, nullptr, nullptr), "pull");
   };
-  Check(client.PullAll(params, absl::Seconds(60)), "first pull");
+  Check(client.PullAll(params, absl::Seconds(60), /*newest=*/false, nullptr, nullptr),
+        "first pull");
 
   EchoShard echo_service;
   rpc::StartedServer echo =
@@ -199,8 +200,10 @@ WireResult MeasureWire(const std::string& label, std::vector<int> hidden, int ro
   coordinator->Shutdown(absl::Milliseconds(200));
 
   std::vector<double> ratios;
-  for (int round = 0; round < rounds; ++round)
+  ratios.reserve(rounds);
+  for (int round = 0; round < rounds; ++round) {
     ratios.push_back(echo_times[round] / shard_times[round]);
+  }
   const double mib = static_cast<double>(size * sizeof(float)) / (1 << 20);
   const double echo_s = Median(echo_times), shard_s = Median(shard_times);
   std::printf(
@@ -280,6 +283,7 @@ void MeasureCompute(int rounds, double seconds) {
 
   const std::vector<isa::IsaLevel> levels = isa::SupportedIsaLevels();
   std::vector<model::Mlp> models;
+  models.reserve(levels.size());
   for (const isa::IsaLevel level : levels) {
     models.push_back(Check(model::Mlp::Create(kInput, hidden, kClasses, level), "mlp"));
   }
@@ -296,6 +300,7 @@ void MeasureCompute(int rounds, double seconds) {
   const isa::IsaLevel active = isa::ActiveIsaLevel();
   for (size_t l = 0; l < levels.size(); ++l) {
     std::vector<double> speedups;
+    speedups.reserve(rounds);
     for (int round = 0; round < rounds; ++round) {
       speedups.push_back(per_level[0][round] / per_level[l][round]);
     }
@@ -303,7 +308,7 @@ void MeasureCompute(int rounds, double seconds) {
     std::printf(
         "compute %-8s MLP 784-%d-%d-10, batch %d: %6.3f ms/step, %7.0f examples/s; "
         "x%.2f the baseline%s\n",
-        std::string(isa::IsaLevelName(levels[l])).c_str(), hidden.size() > 0 ? hidden[0] : 0,
+        std::string(isa::IsaLevelName(levels[l])).c_str(), !hidden.empty() ? hidden[0] : 0,
         hidden.size() > 1 ? hidden[1] : 0, batch, step * 1e3, batch / step, Median(speedups),
         levels[l] == active ? " <- dispatched (expected >= 2.5x)" : "");
   }

@@ -21,9 +21,11 @@
 // function. `lhs` may be a declaration: SYNCOPATE_ASSIGN_OR_RETURN(auto x, MakeX());
 #define SYNCOPATE_ASSIGN_OR_RETURN(lhs, rexpr) \
   SYNCOPATE_ASSIGN_OR_RETURN_IMPL_(SYNCOPATE_STATUS_CONCAT_(syncopate_or_, __LINE__), lhs, rexpr)
-#define SYNCOPATE_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, rexpr) \
-  auto tmp = (rexpr);                                     \
-  if (!tmp.ok()) return tmp.status();                     \
-  lhs = std::move(tmp).value()
+// `tmp` is a name being declared and `lhs` may be a declaration: neither can be parenthesized
+// (hence the NOLINTs for bugprone-macro-parentheses).
+#define SYNCOPATE_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, rexpr)                      \
+  auto tmp = (rexpr);                 /* NOLINT(bugprone-macro-parentheses) */ \
+  if (!tmp.ok()) return tmp.status(); /* NOLINT(bugprone-macro-parentheses) */ \
+  lhs = std::move(tmp).value()        /* NOLINT(bugprone-macro-parentheses) */
 
 #endif  // SYNCOPATE_LIBS_COMMON_STATUS_MACROS_H_

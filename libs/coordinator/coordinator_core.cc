@@ -440,7 +440,7 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     if (shard.link != nullptr) {
       return absl::AlreadyExistsError(absl::StrCat("shard ", id, " is already connected"));
     }
-    shard.link = link;
+    shard.link = std::move(link);
     shard.address = hello.address();
     LOG(INFO) << "shard " << id << " registered at " << shard.address;
     v1::CoordinatorToShard message;
@@ -449,7 +449,7 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     *assignment->mutable_partition() = partitions_[id];
     *assignment->mutable_membership() = membership_;
     assignment->set_mode(modes_.ConnectShard(id));
-    out.to_shards.emplace_back(link, std::move(message));
+    out.to_shards.emplace_back(shard.link, std::move(message));
     if (IsUnderway(phase_) && AllShardsConnected()) {
       for (auto& [worker_id, worker] : workers_) {
         if (worker.link != nullptr && !worker.welcomed) Welcome(worker, out);

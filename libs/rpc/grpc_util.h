@@ -69,8 +69,8 @@ bool IsPermanentError(const grpc::Status& status);
 // Jitter"): spreads reconnects of many workers so a restarted shard is not stampeded.
 class Backoff {
  public:
-  Backoff(absl::Duration initial = absl::Milliseconds(100), absl::Duration max = absl::Seconds(5),
-          uint64_t seed = std::random_device{}());
+  explicit Backoff(absl::Duration initial = absl::Milliseconds(100),
+                   absl::Duration max = absl::Seconds(5), uint64_t seed = std::random_device{}());
   absl::Duration Next();
   void Reset() { attempt_ = 0; }
 

@@ -30,7 +30,7 @@ class CoordinatorSession final : public CoordinatorChannel {
   static absl::StatusOr<std::unique_ptr<CoordinatorSession>> Open(const std::string& address,
                                                                   const v1::WorkerHello& hello,
                                                                   absl::Duration timeout);
-  ~CoordinatorSession();
+  ~CoordinatorSession() override;
 
   const v1::Welcome& welcome() const override { return welcome_; }
   bool stop_requested() const override { return stop_requested_.load(); }

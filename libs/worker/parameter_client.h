@@ -83,15 +83,13 @@ class ParameterClient final : public ParameterStore {
   // Pulls every shard's slice into `params` (the full flat vector) and, when `keys` is given
   // (distinct keys per table), the rows of those keys into `rows`, each key from the shard
   // embedding::OwnerShard assigns it.
-  absl::StatusOr<PullStats> PullAll(std::span<float> params, absl::Duration timeout,
-                                    bool newest = false, const TableKeys* keys = nullptr,
-                                    TableRows* rows = nullptr) override;
+  absl::StatusOr<PullStats> PullAll(std::span<float> params, absl::Duration timeout, bool newest,
+                                    const TableKeys* keys, TableRows* rows) override;
   // Pushes each shard its slice of `gradient` (a mean over `samples` examples), computed on
   // the versions of the last pull, and its share of `row_grads` (aligned with the keys of the
   // last pull).
   absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,
-                                    absl::Duration timeout,
-                                    const TableRows* row_grads = nullptr) override;
+                                    absl::Duration timeout, const TableRows* row_grads) override;
 
   int64_t token(size_t shard) const override { return tokens_[shard]; }
   size_t num_shards() const { return shards_.size(); }

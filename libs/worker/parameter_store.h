@@ -48,14 +48,14 @@ class ParameterStore {
   virtual absl::Status Connect(absl::Duration timeout) = 0;
   // Pulls the full flat parameter vector into `params` and, when `keys` is given (distinct keys
   // per table), those rows into `rows`. `newest`: do not wait for a sync barrier (the evaluator).
+  // No default arguments here or in overrides: they bind by the static type (Google style).
   virtual absl::StatusOr<PullStats> PullAll(std::span<float> params, absl::Duration timeout,
-                                            bool newest = false, const TableKeys* keys = nullptr,
-                                            TableRows* rows = nullptr) = 0;
+                                            bool newest, const TableKeys* keys,
+                                            TableRows* rows) = 0;
   // Pushes `gradient` (a mean over `samples` examples, computed on the last pull's versions) and
   // `row_grads` (aligned with the last pull's keys).
   virtual absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,
-                                            absl::Duration timeout,
-                                            const TableRows* row_grads = nullptr) = 0;
+                                            absl::Duration timeout, const TableRows* row_grads) = 0;
   // The version the first shard's parameters came from at the last pull (the next push's token).
   virtual int64_t token(size_t shard) const = 0;
 };

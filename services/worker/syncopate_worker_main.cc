@@ -84,8 +84,9 @@ int Main() {
   if (!absl::GetFlag(FLAGS_slowdown_schedule).empty()) {
     absl::StatusOr<SlowdownSchedule> parsed =
         SlowdownSchedule::Parse(absl::GetFlag(FLAGS_slowdown_schedule));
-    if (!parsed.ok())
+    if (!parsed.ok()) {
       runtime::Die("--slowdown_schedule: " + std::string(parsed.status().message()));
+    }
     slowdown = *parsed;
   }
   absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =

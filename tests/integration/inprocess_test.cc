@@ -129,18 +129,20 @@ TEST_F(InProcess, AWorkerIsWelcomedAndParametersFlowOverTheStreams) {
   ASSERT_TRUE(ConnectAsAWorker(client).ok());
   const int64_t size = welcome.shard_map().shards(0).flat_end();
   std::vector<float> params(static_cast<size_t>(size));
-  absl::StatusOr<worker::PullStats> pulled = client.PullAll(params, absl::Seconds(10));
+  absl::StatusOr<worker::PullStats> pulled =
+      client.PullAll(params, absl::Seconds(10), /*newest=*/false, nullptr, nullptr);
   ASSERT_TRUE(pulled.ok()) << pulled.status();
   ASSERT_NE(shard_->core(), nullptr);
   EXPECT_EQ(params, shard_->core()->Parameters());
   EXPECT_EQ(pulled->versions, std::vector<int64_t>{0});
 
   const std::vector<float> gradient(static_cast<size_t>(size), 1.0f);
-  absl::StatusOr<worker::PushStats> pushed = client.PushAll(gradient, 8, absl::Seconds(10));
+  absl::StatusOr<worker::PushStats> pushed =
+      client.PushAll(gradient, 8, absl::Seconds(10), nullptr);
   ASSERT_TRUE(pushed.ok()) << pushed.status();
   EXPECT_EQ(pushed->applied, 1);
   std::vector<float> after(params.size());
-  pulled = client.PullAll(after, absl::Seconds(10));
+  pulled = client.PullAll(after, absl::Seconds(10), /*newest=*/false, nullptr, nullptr);
   ASSERT_TRUE(pulled.ok()) << pulled.status();
   EXPECT_EQ(pulled->versions, std::vector<int64_t>{1});
   // One step of the job's own optimizer (its rule and its schedule's first rate) on a gradient
@@ -218,7 +220,8 @@ TEST_F(InProcess, BrokenStreamsSurfaceAsRetryableErrors) {
   shard_->Shutdown(absl::Milliseconds(100));
   std::vector<float> params(
       static_cast<size_t>(session->welcome().shard_map().shards(0).flat_end()));
-  absl::StatusOr<worker::PullStats> pulled = client.PullAll(params, absl::Seconds(10));
+  absl::StatusOr<worker::PullStats> pulled =
+      client.PullAll(params, absl::Seconds(10), /*newest=*/false, nullptr, nullptr);
   ASSERT_FALSE(pulled.ok());
   EXPECT_TRUE(rpc::IsRetryable(pulled.status())) << pulled.status();
 
