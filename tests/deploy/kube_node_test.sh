@@ -67,7 +67,9 @@ kn() { k -n "$ns" "$@"; }
 helm() { "$HELM" --kubeconfig="$tmp/cp/kubeconfig" "$@" 2> >(grep -v 'found symbolic link' >&2); }
 
 say "building $IMAGE with podman (docker/Dockerfile)"
-eval "$("$ROOT/docker/podman-setup.sh" | tail -n 1)"
+# 9>&-: the podman service this may start outlives the test; with fd 9 it would hold the node
+# lock forever and the next run would wait its 25 minutes (seen 2026-11-26: a 23-minute stall).
+eval "$("$ROOT/docker/podman-setup.sh" 9>&- | tail -n 1)"
 podman build --pull=never --format docker -f "$ROOT/docker/Dockerfile" -t "$IMAGE" "$ROOT" \
   >"$LOGS/build.log" 2>&1 || { tail -n 30 "$LOGS/build.log"; fail "image build failed"; }
 
