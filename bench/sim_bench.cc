@@ -157,10 +157,10 @@ int Run() {
                             (gba->mean_quality - async->mean_quality) * 100, d.status().message());
       continue;
     }
-    absl::StrAppendFormat(&md,
-                          "\n%s: gba - async accuracy %+.2f points [%+.2f, %+.2f] (>= +0.2: %s)",
-                          scenario, d->estimate * 100, d->low * 100, d->high * 100,
-                          d->low >= 0.002 ? "met" : (d->high < 0.002 ? "not met" : "undecided"));
+    absl::StrAppendFormat(
+        &md, "\n%s: gba - async accuracy %+.2f points [%+.2f, %+.2f] (>= +0.2: %s)", scenario,
+        d->estimate * 100, d->low * 100, d->high * 100,
+        stats::VerdictName(stats::ReadVerdict(*d, stats::Direction::kAtLeast, 0.002)));
   }
   md += "\n";
   std::printf("\n%s", md.c_str());
