@@ -21,8 +21,9 @@
 // same formula reads the raw gradients' change between updates, and it is falsified twice: on the
 // default MLP it predicted an efficiency of 0.37 where gba's measured per-sample cost was ~0.8
 // (ADR 0007), and on DeepFM with Adagrad it read 0.24-0.65 while gba ended level with sync at
-// equal samples (+0.085% AUC [-0.077, +0.246], 5 seeds) and reached the target 1.65x sooner; the
-// estimate's noise around the veto's bound switched auto 1-4 times per shard in those runs. So for
+// equal samples (+0.085% AUC [-0.077, +0.246], 5 seeds) and reached the target in 19.1 s
+// [13.2, 25.1] against sync's 31.5 s [23.9, 39.0]; the estimate's noise around the veto's bound
+// switched auto 1-4 times per shard in those runs (ADR 0007). So for
 // μ = 0 the cost stays "not measured" and the policy prices throughput alone (as before the guard);
 // the hot path skips the sums.
 //
