@@ -2,9 +2,6 @@
 #ifndef SYNCOPATE_TESTS_INTEGRATION_CLUSTER_TEST_UTIL_H_
 #define SYNCOPATE_TESTS_INTEGRATION_CLUSTER_TEST_UTIL_H_
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -18,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
+#include "libs/launch/observe.h"
 
 namespace syncopate::testing {
 
@@ -75,23 +73,9 @@ inline std::string ReadFile(const std::string& path) {
 }
 
 // Sends one HTTP/1.0 request ("GET /metrics", "DELETE /metrics", ...) to 127.0.0.1:port and
-// returns the whole reply (status line, headers, body); empty if nothing listens.
+// returns the whole reply (status line, headers, body); empty if nothing answers within 10 s.
 inline std::string HttpRequest(int port, const std::string& request) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &addr.sin_addr);
-  std::string reply;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string text = request + " HTTP/1.0\r\nHost: localhost\r\nContent-Length: 0\r\n\r\n";
-    (void)!write(fd, text.data(), text.size());
-    char buffer[65536];
-    ssize_t n;
-    while ((n = read(fd, buffer, sizeof(buffer))) > 0) reply.append(buffer, n);
-  }
-  close(fd);
-  return reply;
+  return launch::HttpRequest(port, request, absl::Seconds(10)).value_or("");
 }
 
 // GET http://127.0.0.1:port/metrics (a real scrape of a process's Prometheus endpoint).
@@ -99,12 +83,7 @@ inline std::string ScrapeMetrics(int port) { return HttpRequest(port, "GET /metr
 
 // The value of the first sample line starting with `series` (name plus labels), or -1.
 inline double MetricValue(const std::string& text, const std::string& series) {
-  for (absl::string_view line : absl::StrSplit(text, '\n')) {
-    if (absl::StartsWith(line, series + " ")) {
-      return std::atof(std::string(line.substr(series.size() + 1)).c_str());
-    }
-  }
-  return -1;
+  return launch::MetricValue(text, series).value_or(-1);
 }
 
 }  // namespace syncopate::testing
