@@ -293,6 +293,31 @@ int Main() {
     samples.push_back(std::move(sample));
   }
   note_exits();
+  // KillAndRestart reaps while it waits for its victim, so another child's exit in that moment
+  // would go unnoticed above: every child must still be running now.
+  std::vector<std::string> children = watched;
+  children.push_back("evaluator");
+  double worker_rss = 0;
+  int worker_rss_n = 0;
+  for (int w = 0; w < workers; ++w) {
+    children.push_back(launch::LocalCluster::WorkerName(w));
+    absl::StatusOr<int64_t> rss = launch::ResidentBytes(cluster.processes().Pid(children.back()));
+    if (rss.ok()) {
+      worker_rss += static_cast<double>(*rss) / (1024.0 * 1024.0);
+      ++worker_rss_n;
+    }
+  }
+  run.worker_rss_mib = worker_rss_n > 0 ? worker_rss / worker_rss_n : 0;
+  for (const std::string& name : children) {
+    if (!cluster.processes().Running(name)) {
+      const std::string gone = name + " is not running at the end";
+      if (std::find_if(run.unexpected_exits.begin(), run.unexpected_exits.end(),
+                       [&name](const std::string& e) { return absl::StartsWith(e, name + " "); }) ==
+          run.unexpected_exits.end()) {
+        run.unexpected_exits.push_back(gone);
+      }
+    }
+  }
   // Errors are counted before the shutdown below: what children log while being stopped is
   // not the soak's business.
   CountLogErrors(options.run_dir + "/logs", run);

@@ -194,9 +194,9 @@ std::string SoakSummary(const SoakVerdict& verdict, const SoakRun& run,
                         const SoakCriteria& criteria) {
   std::string out = absl::StrFormat(
       "soak: %s, %d workers x %d shards, gba, %d worker kills; %d examples trained, last "
-      "evaluation %.2f%%\n\n",
+      "evaluation %.2f%%; worker RSS %.1f MiB each (mean at the end)\n\n",
       absl::FormatDuration(absl::Trunc(run.duration, absl::Seconds(1))), run.workers, run.shards,
-      static_cast<int>(run.kills.size()), run.examples, 100 * run.accuracy);
+      static_cast<int>(run.kills.size()), run.examples, 100 * run.accuracy, run.worker_rss_mib);
   absl::StrAppend(&out, "| criterion | measured | goal | verdict |\n|---|---|---|---|\n");
   auto row = [&out](const std::string& what, const std::string& measured, const std::string& goal,
                     bool ok) {

@@ -95,6 +95,7 @@ struct SoakRun {
   std::vector<std::string> first_errors;  // a few of those lines, verbatim
   int64_t examples = 0;
   double accuracy = 0;
+  double worker_rss_mib = 0;  // mean over the workers at the end: how light they were
   bool job_running_at_end = false;
   bool interrupted = false;  // SIGTERM/SIGINT ended it before `duration`
 };

@@ -11,7 +11,12 @@ fail() {
   exit 1
 }
 # The soak stops its own children on SIGTERM; the trap only covers this script failing early.
-trap 'kill "${soak_pid:-0}" 2>/dev/null; rm -rf "$out"' EXIT
+soak_pid=""
+cleanup() {
+  [[ -z $soak_pid ]] || kill "$soak_pid" 2>/dev/null || true
+  rm -rf "$out"
+}
+trap cleanup EXIT
 
 "$1/syncopate-soak" --duration=10m --warmup=2s --kill_every=3s --workers=3 --shards=2 \
   --stragglers=1 --out="$out/out" >"$out/soak.out" 2>&1 &
@@ -30,7 +35,7 @@ kill -0 "$soak_pid" 2>/dev/null && fail "the soak still ran 30 s after SIGTERM"
 wait "$soak_pid"
 code=$?
 set -e
-unset soak_pid
+soak_pid=""
 [[ $code -eq 3 ]] || fail "the soak exited $code after SIGTERM, want 3"
 grep -q "soak: INTERRUPTED" "$out/soak.out" || fail "no interruption verdict"
 grep -q "| shard-1 longest stall |" "$out/soak.out" || fail "no summary table"
