@@ -24,7 +24,7 @@ double RobustSigma(const std::vector<double>& values);
 // non-decreasing f (nullptr: the identity): the values Median and RobustSigma return for the
 // transformed copy, bit for bit, from O(log n) elements instead of O(n) work and a copy.
 // StragglerDetector keeps its windows sorted so that one assessment of N workers with windows of
-// W = 2N steps costs O(N log N), not O(N²) (issue 12: 1,000 workers x 16 shards within 10 ms).
+// W steps costs O(N log W), not O(N·W) (issue 12: 1,000 workers x 16 shards within 10 ms).
 // The MAD is the median of two ascending sequences (the deviations below the centre, read from
 // the centre outwards, and those above it), found by a binary search on how many of the k
 // smallest come from each.

@@ -30,18 +30,29 @@ std::vector<int32_t> Assessment::Stragglers() const {
 
 StragglerDetector::StragglerDetector(Clock* clock) : clock_(clock) {}
 
-// W = max(8, 2N) (docs/design.md §6), fixed by the code, never by the job:
+// W = max(8, ⌈4·log2 N⌉) (docs/design.md §6), fixed by the code, never by the job: 8 up to
+// N = 4, 16 at 16, 24 at 64, 32 at 256, 40 at 1,000, 54 at 10,000.
 // - 8 is the statistical floor. The median of 8 steps ignores up to 3 outlying ones, and its
 //   standard error is √(π/2)·σ/√8 ≈ 0.44σ, so a worker's median moves by well under one noise σ
-//   between windows while a 2× straggler moves it by 100%.
-// - 2N grows the window with the cluster because the verdict is taken N times per assessment at
-//   a fixed cutoff (kStragglerZ): for the cluster-wide false-alarm rate to stay put, each worker's
-//   median must get more precise as N grows. A fixed cutoff absorbs a Bonferroni-style growth of
-//   √(2·ln N) in the largest of N noise z-scores only if the per-worker noise shrinks at least as
-//   fast; 1/√W = 1/√(2N) shrinks faster, with margin. The window is also ModePolicy's minimum
-//   dwell, so larger clusters, where a switch re-forms a barrier across more workers, switch less
-//   often.
-int StragglerDetector::WindowForWorkers(int num_workers) { return std::max(8, 2 * num_workers); }
+//   between windows while a 2× straggler moves it by 100%. It is the design point every real
+//   run (N = 4) was measured at.
+// - The window grows with the cluster because the verdict is taken N times per assessment at a
+//   fixed cutoff (kStragglerZ): the largest of N workers' median noises grows like √(2·ln N)
+//   standard errors (the expected maximum of N normals), so for the worst worker's noise to stay
+//   what it is at the design point, each median's standard error must shrink by the same
+//   factor: 1/√W ∝ 1/√(ln N), i.e. W ∝ ln N, anchored at W = 8 for N = 4 (8 = 4·log2 4).
+//   A window of 2N steps (the rule until 2026-11-26) satisfied this with a large margin but
+//   could not be filled: at 1,000 workers and G = 4,096 each worker takes ~15 steps per epoch of
+//   Fashion-MNIST, so 2N = 2,000 steps (and a second window to confirm) outlasted every run and
+//   auto never left sync (docs/simulation.md); the coordinator also held 128·N bytes per
+//   worker for it, N² in all.
+// - The window is also ModePolicy's minimum dwell (a switch rests on a full window measured in
+//   the current mode, SwitchConfirmation asks for two): ⌈4·log2 N⌉ steps keeps that a handful of
+//   steps per worker at any scale.
+int StragglerDetector::WindowForWorkers(int num_workers) {
+  if (num_workers <= 4) return 8;
+  return std::max(8, static_cast<int>(std::ceil(4 * std::log2(num_workers))));
+}
 
 int StragglerDetector::window() const {
   return WindowForWorkers(static_cast<int>(workers_.size()));

@@ -88,7 +88,7 @@ class StragglerDetector {
   // The clock stamps every sample; it is not owned and must outlive the detector.
   explicit StragglerDetector(Clock* clock);
 
-  // W = max(8, 2N) for N known workers; see the definition for why.
+  // W = max(8, ⌈4·log2 N⌉) for N known workers; see the definition for why.
   static int WindowForWorkers(int num_workers);
   int window() const;
 
@@ -112,7 +112,7 @@ class StragglerDetector {
   };
   // One window: its samples in arrival order, and the same values in ascending order, so that
   // Assess reads a median and a MAD in O(log W) (SummarizeSorted) instead of sorting W values:
-  // with W = 2N that is what keeps one assessment of 1,000 workers near a millisecond.
+  // it keeps one assessment of 1,000 workers well under a millisecond.
   struct Window {
     std::deque<Sample> arrivals;
     std::vector<double> ascending;

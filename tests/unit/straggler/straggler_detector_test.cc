@@ -18,12 +18,15 @@ using ::testing::IsEmpty;
 // error of one worker's log step time (worked out independently of the implementation).
 constexpr double kNoiseFloor = 0.009806101631520747;
 
-TEST(StragglerDetector, WindowIsMaxOfEightAndTwiceTheWorkers) {
+TEST(StragglerDetector, WindowIsEightUpToFourWorkersThenGrowsWithTheirLogarithm) {
   EXPECT_EQ(StragglerDetector::WindowForWorkers(0), 8);
   EXPECT_EQ(StragglerDetector::WindowForWorkers(1), 8);
   EXPECT_EQ(StragglerDetector::WindowForWorkers(4), 8);
-  EXPECT_EQ(StragglerDetector::WindowForWorkers(5), 10);
-  EXPECT_EQ(StragglerDetector::WindowForWorkers(16), 32);
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(5), 10);       // ⌈4·2.32⌉
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(16), 16);      // 4·4
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(64), 24);      // 4·6
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(1000), 40);    // ⌈4·9.97⌉
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(10000), 54);   // ⌈4·13.29⌉
 }
 
 TEST(StragglerDetector, FindsNoStragglerAmongEqualNoisyWorkers) {
