@@ -72,8 +72,8 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
       gba_efficiency_(prometheus::BuildGauge()
                           .Name("syncopate_coordinator_gba_efficiency")
                           .Help("Per-sample efficiency of gba relative to sync at its predicted "
-                                "staleness, from the shard's measured staleness cost (1 = not "
-                                "measured yet); gba goodput = gba throughput x this")
+                                "staleness, from the whole model's measured staleness cost (1 = "
+                                "not measured yet); gba goodput = gba throughput x this")
                           .Register(registry)),
       barrier_waiting_(prometheus::BuildGauge()
                            .Name("syncopate_coordinator_barrier_waiting")

@@ -105,7 +105,9 @@ class ModeController {
   v1::Mode ConnectShard(int32_t shard);
   // The shard's session ended; it is left out of decisions until it connects again.
   void DisconnectShard(int32_t shard);
-  // What the shard measured staleness to cost (its latest report); priced into gba's goodput.
+  // What the shard measured staleness to cost on its slice (its latest report). gba's goodput is
+  // priced with the whole model's cost, StalenessCost::Combine over the slices of the shards the
+  // policy decides for (not pinned), the same for each of them.
   void SetStalenessCost(int32_t shard, const StalenessCost& cost);
 
   // One round over the connected shards of an AUTO job, for the members `loads` (worker id and
@@ -135,7 +137,8 @@ class ModeController {
 
   // Runs the shard's policy and confirmation for one round; true when it switches.
   bool DecideShard(int32_t id, Shard& shard, const Assessment& assessment,
-                   const std::vector<WorkerLoad>& loads, double elapsed_seconds);
+                   const std::vector<WorkerLoad>& loads, const StalenessCost& cost,
+                   double elapsed_seconds);
 
   const v1::JobSpec job_;
   Clock* const clock_;

@@ -66,4 +66,17 @@ double StalenessCost::EfficiencyStandardError(double staleness) const {
          (denominator * denominator);
 }
 
+StalenessCost StalenessCost::Combine(std::span<const StalenessCost> slices) {
+  StalenessCost whole;
+  for (const StalenessCost& slice : slices) {
+    if (!slice.measured()) continue;
+    whole.versions =
+        whole.versions == 0 ? slice.versions : std::min(whole.versions, slice.versions);
+    whole.velocity_squared += slice.velocity_squared;
+    whole.velocity_drift_squared += slice.velocity_drift_squared;
+    whole.velocity_drift_squared_standard_error += slice.velocity_drift_squared_standard_error;
+  }
+  return whole;
+}
+
 }  // namespace syncopate

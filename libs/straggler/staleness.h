@@ -7,6 +7,7 @@
 #define SYNCOPATE_LIBS_STRAGGLER_STALENESS_H_
 
 #include <cstdint>
+#include <span>
 
 namespace syncopate {
 
@@ -43,6 +44,14 @@ struct StalenessCost {
   double Efficiency(double staleness) const;
   // Its standard error from the drift's (first-order; the velocity's own error is far smaller).
   double EfficiencyStandardError(double staleness) const;
+
+  // The whole model's cost from the costs its shards measured on their slices. The squared norms
+  // are sums over parameters, so the model's are the slices' sums; the drift's standard errors
+  // add linearly, because every shard measures on the same global batches and their errors are
+  // correlated (the sum is the bound for fully correlated ones); `versions` is the fewest any
+  // measured slice has. Unmeasured slices are left out; if none is measured, neither is the
+  // result.
+  static StalenessCost Combine(std::span<const StalenessCost> slices);
 };
 
 }  // namespace syncopate

@@ -104,10 +104,11 @@ TEST_F(ModeControllerTest, AutoStartsInSyncOrThePinAndInitialisesCounters) {
   EXPECT_THAT(metrics_.initialised, ElementsAre(0, 1));
 }
 
-// A shard's measured staleness cost reaches its policy: the decision status and the efficiency
-// gauge carry it, and a cost high enough keeps a 4x straggler's shard in sync while the other
-// shard, unmeasured, is priced by throughput and leaves.
-TEST_F(ModeControllerTest, TheShardsStalenessCostPricesItsDecision) {
+// The shards' measured staleness costs reach the policy as the whole model's: the decision
+// status and the efficiency gauge of every shard carry it, and a cost high enough keeps a 4x
+// straggler's shards in sync, all of them, although only shard 0 measured one (shard 1's
+// slice is unmeasured and left out of the sum). Shard 7 is not connected: its cost is ignored.
+TEST_F(ModeControllerTest, TheWholeModelsStalenessCostPricesEveryShardsDecision) {
   Create(Job(v1::MODE_AUTO));
   controller_->ConnectShard(0);
   controller_->ConnectShard(1);
@@ -120,19 +121,47 @@ TEST_F(ModeControllerTest, TheShardsStalenessCostPricesItsDecision) {
     Steps(8, kOneFourTimesSlower);
     controller_->Decide(kLoads, t);
   }
+  for (int shard : {0, 1}) {
+    v1::ShardStatus status;
+    controller_->FillShardStatus(shard, status);
+    // E = E|v|² / (E|v|² + τ²·D²) at the policy's predicted staleness τ.
+    const double tau = status.last_decision().gba_staleness();
+    EXPECT_GT(tau, 0.5);
+    const double efficiency = 1.0 / (1.0 + tau * tau * 9.0);
+    EXPECT_NEAR(status.last_decision().gba_efficiency(), efficiency, 1e-9) << shard;
+    EXPECT_EQ(status.last_decision().recommended(), v1::MODE_SYNC) << shard;
+    EXPECT_EQ(status.last_decision().reason(), "staleness_cost_exceeds_gain") << shard;
+    EXPECT_LT(status.last_decision().goodput_z(), -2) << shard;
+    EXPECT_NEAR(metrics_.efficiency[shard], efficiency, 1e-9) << shard;
+  }
+  EXPECT_THAT(controller_->Modes(), ElementsAre(Pair(0, v1::MODE_SYNC), Pair(1, v1::MODE_SYNC)));
+}
+
+// Two measured slices price gba together: their squared norms add (E = ΣE|v|² / (ΣE|v|² +
+// τ²·ΣD²)), so a slice whose own cost would veto gba (shard 1: D² = 9) is outweighed by a
+// larger slice that measured little drift (shard 0: E|v|² = 20, D² = 0.1), and both shards
+// leave sync together.
+TEST_F(ModeControllerTest, MeasuredSlicesAddUpToTheWholeModelsCost) {
+  Create(Job(v1::MODE_AUTO));
+  controller_->ConnectShard(0);
+  controller_->ConnectShard(1);
+  controller_->SetStalenessCost(0, StalenessCost{.versions = 29,
+                                                 .velocity_squared = 20.0,
+                                                 .velocity_drift_squared = 0.1,
+                                                 .velocity_drift_squared_standard_error = 0.01});
+  controller_->SetStalenessCost(1, StalenessCost{.versions = 12,
+                                                 .velocity_squared = 1.0,
+                                                 .velocity_drift_squared = 9.0,
+                                                 .velocity_drift_squared_standard_error = 0.1});
+  for (double t : {8.0, 16.0}) {
+    Steps(8, kOneFourTimesSlower);
+    controller_->Decide(kLoads, t);
+  }
   v1::ShardStatus status;
-  controller_->FillShardStatus(0, status);
-  // E = E|v|² / (E|v|² + τ²·D²) at the policy's predicted staleness τ.
+  controller_->FillShardStatus(1, status);
   const double tau = status.last_decision().gba_staleness();
-  EXPECT_GT(tau, 0.5);
-  const double efficiency = 1.0 / (1.0 + tau * tau * 9.0);
-  EXPECT_NEAR(status.last_decision().gba_efficiency(), efficiency, 1e-9);
-  EXPECT_EQ(status.last_decision().recommended(), v1::MODE_SYNC);
-  EXPECT_EQ(status.last_decision().reason(), "staleness_cost_exceeds_gain");
-  EXPECT_LT(status.last_decision().goodput_z(), -2);
-  EXPECT_NEAR(metrics_.efficiency[0], efficiency, 1e-9);
-  EXPECT_DOUBLE_EQ(metrics_.efficiency[1], 1.0);
-  EXPECT_THAT(controller_->Modes(), ElementsAre(Pair(0, v1::MODE_SYNC), Pair(1, v1::MODE_GBA)));
+  EXPECT_NEAR(status.last_decision().gba_efficiency(), 21.0 / (21.0 + tau * tau * 9.1), 1e-9);
+  EXPECT_THAT(controller_->Modes(), ElementsAre(Pair(0, v1::MODE_GBA), Pair(1, v1::MODE_GBA)));
 }
 
 // The straggler scenario end to end: the first significant window is held for confirmation,

@@ -2,6 +2,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -65,6 +66,30 @@ TEST(StalenessCostTest, EfficiencyFollowsTheFormula) {
   const StalenessCost noise{
       .versions = 10, .velocity_squared = 2.0, .velocity_drift_squared = -0.3};
   EXPECT_DOUBLE_EQ(noise.Efficiency(4), 1.0);
+}
+
+TEST(StalenessCostTest, CombineAddsTheMeasuredSlicesNorms) {
+  EXPECT_FALSE(StalenessCost::Combine({}).measured());
+  const StalenessCost a{.versions = 10,
+                        .velocity_squared = 2.0,
+                        .velocity_drift_squared = 0.5,
+                        .velocity_drift_squared_standard_error = 0.1};
+  const StalenessCost b{.versions = 4,
+                        .velocity_squared = 6.0,
+                        .velocity_drift_squared = 1.5,
+                        .velocity_drift_squared_standard_error = 0.2};
+  const StalenessCost unmeasured{.versions = 0, .velocity_squared = 100.0};
+  const std::vector<StalenessCost> slices = {a, unmeasured, b};
+  const StalenessCost whole = StalenessCost::Combine(slices);
+  EXPECT_EQ(whole.versions, 4);  // the least-measured slice
+  EXPECT_DOUBLE_EQ(whole.velocity_squared, 8.0);
+  EXPECT_DOUBLE_EQ(whole.velocity_drift_squared, 2.0);
+  EXPECT_DOUBLE_EQ(whole.velocity_drift_squared_standard_error, 0.3);  // correlated: linear
+  // 8 / (8 + 1·2): the whole model's efficiency, not the mean of the slices' (0.8 and 0.8 here,
+  // by construction equal, so the sum changes nothing but the standard error).
+  EXPECT_DOUBLE_EQ(whole.Efficiency(1), 0.8);
+  const std::vector<StalenessCost> none = {unmeasured};
+  EXPECT_FALSE(StalenessCost::Combine(none).measured());
 }
 
 }  // namespace
