@@ -22,11 +22,11 @@ TEST(StragglerDetector, WindowIsEightUpToFourWorkersThenGrowsWithTheirLogarithm)
   EXPECT_EQ(StragglerDetector::WindowForWorkers(0), 8);
   EXPECT_EQ(StragglerDetector::WindowForWorkers(1), 8);
   EXPECT_EQ(StragglerDetector::WindowForWorkers(4), 8);
-  EXPECT_EQ(StragglerDetector::WindowForWorkers(5), 10);       // ⌈4·2.32⌉
-  EXPECT_EQ(StragglerDetector::WindowForWorkers(16), 16);      // 4·4
-  EXPECT_EQ(StragglerDetector::WindowForWorkers(64), 24);      // 4·6
-  EXPECT_EQ(StragglerDetector::WindowForWorkers(1000), 40);    // ⌈4·9.97⌉
-  EXPECT_EQ(StragglerDetector::WindowForWorkers(10000), 54);   // ⌈4·13.29⌉
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(5), 10);      // ⌈4·2.32⌉
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(16), 16);     // 4·4
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(64), 24);     // 4·6
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(1000), 40);   // ⌈4·9.97⌉
+  EXPECT_EQ(StragglerDetector::WindowForWorkers(10000), 54);  // ⌈4·13.29⌉
 }
 
 TEST(StragglerDetector, FindsNoStragglerAmongEqualNoisyWorkers) {
