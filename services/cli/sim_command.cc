@@ -9,6 +9,7 @@
 #include "libs/common/mode_name.h"
 #include "libs/job/job_spec.h"
 #include "libs/runtime/process_runtime.h"
+#include "libs/sim/policy.h"
 #include "libs/sim/simulation.h"
 #include "services/cli/commands.h"
 
@@ -17,11 +18,12 @@ namespace syncopate::cli {
 int RunSim() {
   absl::StatusOr<v1::JobSpec> job = JobFromFlags();
   if (!job.ok()) runtime::Die(absl::StrCat("sim: ", job.status().message()));
-  const std::string policy = absl::GetFlag(FLAGS_policy);
+  std::string policy = absl::GetFlag(FLAGS_policy);
   if (!policy.empty()) {
-    absl::StatusOr<v1::Mode> mode = job::ParseMode(policy);
-    if (!mode.ok()) runtime::Die(absl::StrCat("sim: --policy: ", mode.status().message()));
-    job->set_mode(*mode);
+    job = sim::JobForPolicy(*job, policy);
+    if (!job.ok()) runtime::Die(absl::StrCat("sim: --policy: ", job.status().message()));
+  } else {
+    policy = ModeName(job->mode());
   }
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   job->set_seed(seed);
@@ -56,9 +58,9 @@ int RunSim() {
       "syncopate sim: %s, %d workers, %d shards, seed %lu: virtual wall time %.2f s, %ld "
       "examples, final accuracy %.4f, time to %.2f: %s, %zu switches, %zu deaths, pushes "
       "%ld applied / %ld decayed / %ld dropped / %ld rejected; %ld events in %.1f s real\n",
-      ModeName(job->mode()).c_str(), job->num_workers(), job->num_shards(),
-      static_cast<unsigned long>(seed), result->wall_seconds, static_cast<long>(result->examples),
-      last.accuracy, options.target_accuracy, to_target.c_str(), result->switches.size(),
+      policy.c_str(), job->num_workers(), job->num_shards(), static_cast<unsigned long>(seed),
+      result->wall_seconds, static_cast<long>(result->examples), last.accuracy,
+      options.target_accuracy, to_target.c_str(), result->switches.size(),
       result->dead_workers.size(), static_cast<long>(result->applied),
       static_cast<long>(result->decayed), static_cast<long>(result->dropped),
       static_cast<long>(result->rejected), static_cast<long>(result->events), real_seconds);

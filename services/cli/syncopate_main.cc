@@ -57,7 +57,10 @@ ABSL_FLAG(std::string, teacher, "pairs",
 
 ABSL_FLAG(std::string, sim, "",
           "sim: the simulated cluster's timing, a syncopate.v1.SimSpec text proto (examples/sim/)");
-ABSL_FLAG(std::string, policy, "", "sim: override the job's mode: sync | gba | async | auto");
+ABSL_FLAG(
+    std::string, policy, "",
+    "sim: override the job's mode: sync | gba | async | auto, or async-scaled (async at lr * b/G, "
+    "libs/sim/policy.h)");
 ABSL_FLAG(double, target_accuracy, 0.85,
           "sim: report the virtual time of the first evaluation at or above this accuracy");
 
