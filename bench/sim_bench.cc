@@ -1,7 +1,7 @@
 // `./dev bench --sim`: the aggregation policies in simulation at scale (issue 12, item 4).
 //
 //   syncopate-sim-bench [--workers=16,64,256,1000] [--policies=sync,gba,async,async-scaled,auto]
-//                       [--seeds=3] [--epochs=1] [--global_batch=4096]
+//                       [--seeds=3 --first_seed=1] [--epochs=1] [--global_batch=4096]
 //                       [--sim=examples/sim/scale.textproto] [--stragglers=1 --straggler_factor=4]
 //                       [--target_accuracy=0.8] [--out=DIR]
 //
@@ -37,7 +37,8 @@
 ABSL_FLAG(std::string, workers, "16,64,256,1000", "Cluster sizes N, comma-separated");
 ABSL_FLAG(std::string, policies, "sync,gba,async,async-scaled,auto",
           "Policies, comma-separated: job modes or async-scaled (libs/sim/policy.h)");
-ABSL_FLAG(int, seeds, 3, "Seeds per cell: 1..K");
+ABSL_FLAG(int, seeds, 3, "Seeds per cell: first_seed .. first_seed + K - 1");
+ABSL_FLAG(int, first_seed, 1, "The first seed (to add seeds to an earlier run's)");
 ABSL_FLAG(int, epochs, 1, "Epochs of Fashion-MNIST per run");
 ABSL_FLAG(int64_t, global_batch, 4096, "G for every N (at least the largest N)");
 ABSL_FLAG(std::string, sim, "examples/sim/scale.textproto", "The step-time spec (SimSpec)");
@@ -104,7 +105,8 @@ int Run() {
       speed->set_factor(absl::GetFlag(FLAGS_straggler_factor));
     }
     for (const std::string& policy : policies) {
-      for (int seed = 1; seed <= absl::GetFlag(FLAGS_seeds); ++seed) {
+      const int first_seed = absl::GetFlag(FLAGS_first_seed);
+      for (int seed = first_seed; seed < first_seed + absl::GetFlag(FLAGS_seeds); ++seed) {
         absl::StatusOr<v1::JobSpec> base = job::ParseJobSpec(job::DefaultJobText());
         if (!base.ok()) return Fail(base.status());
         base->set_num_workers(n);
