@@ -9,7 +9,8 @@
 //                            at the learning rate set for G.
 //   async-scaled             async as an async parameter-server user would configure it: the
 //                            learning rate scaled by the linear scaling rule, lr · b/G
-//                            (FairAsyncLearningRate says why, and why momentum stays).
+//                            (FairAsyncLearningRate says why, why momentum stays, and
+//                            that async without momentum measured better).
 //
 // Thread-safety: free functions, thread-safe.
 #ifndef SYNCOPATE_LIBS_SIM_POLICY_H_
