@@ -3,6 +3,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/straggler/mode_policy.h"
 #include "tests/integration/cluster_test_util.h"
 
 namespace syncopate {
@@ -164,10 +165,14 @@ TEST(Training, AutoSwitchesToGbaForATransientStragglerAndSettlesAfterIt) {
       EXPECT_THAT(shard.last_switch().reason(),
                   ::testing::AnyOf("stragglers_recovered", "staleness_cost_exceeds_gain"));
     } else {
-      // Staying needs the cost measured (unmeasured, the tie rule would have returned it once
-      // the lead fell within one standard error) and goodput not significantly below sync's.
-      EXPECT_THAT(shard.last_decision().explanation(),
-                  ::testing::Not(::testing::HasSubstr("not measured yet")));
+      // Staying needs the cost measured, or, unmeasured (the shards can leave sync before ~37
+      // sync updates measured it, as on a loaded machine), gba's lead still above one standard
+      // error (ModePolicy::kReturnZ, the hysteresis band; below it the tie rule would have
+      // returned the shard); and goodput not significantly below sync's.
+      const bool measured =
+          shard.last_decision().explanation().find("not measured yet") == std::string::npos;
+      EXPECT_TRUE(measured || shard.last_decision().z() > ModePolicy::kReturnZ)
+          << shard.last_decision().explanation();
       EXPECT_GE(shard.last_decision().goodput_z(), -2.0);
       EXPECT_GE(shard.last_decision().z(), -2.0);
     }
