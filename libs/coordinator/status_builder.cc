@@ -30,10 +30,7 @@ v1::ShardStatus ShardRow(const v1::ShardPartition& partition, const std::string&
   s.set_mode(report->mode());
   s.set_updates(report->updates());
   *s.mutable_barrier_waiting_for() = report->barrier_waiting_for();
-  s.set_gradients_applied(report->gradients_applied());
-  s.set_gradients_decayed(report->gradients_decayed());
-  s.set_gradients_dropped(report->gradients_dropped());
-  s.set_gradients_rejected(report->gradients_rejected());
+  *s.mutable_gradients() = report->gradients();
   *s.mutable_staleness() = report->staleness();
   return s;
 }

@@ -46,10 +46,7 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
     shard->set_shard(s.shard_id());
     shard->set_version(s.version());
     shard->set_mode(ModeName(s.mode()));
-    shard->set_applied(s.gradients_applied());
-    shard->set_decayed(s.gradients_decayed());
-    shard->set_dropped(s.gradients_dropped());
-    shard->set_rejected(s.gradients_rejected());
+    *shard->mutable_gradients() = s.gradients();
     *shard->mutable_staleness() = s.staleness();
     *shard->mutable_switches() = s.switch_history();
   }

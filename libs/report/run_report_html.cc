@@ -270,9 +270,10 @@ std::string ShardTable(const v1::RunReport& report) {
                                         "dropped", "rejected", "switches"},
                                        "th");
   for (const v1::RunReport::Shard& s : report.shards()) {
+    const v1::GradientCounters& g = s.gradients();
     html += Row({absl::StrCat(s.shard()), absl::StrCat(s.version()), s.mode(),
-                 absl::StrCat(s.applied()), absl::StrCat(s.decayed()), absl::StrCat(s.dropped()),
-                 absl::StrCat(s.rejected()), absl::StrCat(s.switches_size())});
+                 absl::StrCat(g.applied()), absl::StrCat(g.decayed()), absl::StrCat(g.dropped()),
+                 absl::StrCat(g.rejected()), absl::StrCat(s.switches_size())});
   }
   return html + "</table>\n";
 }

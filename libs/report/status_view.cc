@@ -59,8 +59,8 @@ std::string StatusText(const v1::ClusterStatus& s) {
         &out,
         absl::StrFormat("%-6d %-22s %-9s %8d %-6s %9d %8d %9d  %s\n", sh.shard_id(), sh.address(),
                         sh.connected() ? "yes" : "no", sh.version(), ModeName(sh.mode()),
-                        sh.gradients_applied(), sh.gradients_dropped(), sh.gradients_rejected(),
-                        absl::StrJoin(sh.barrier_waiting_for(), ",")));
+                        sh.gradients().applied(), sh.gradients().dropped(),
+                        sh.gradients().rejected(), absl::StrJoin(sh.barrier_waiting_for(), ",")));
   }
   for (const v1::ShardStatus& sh : s.shards()) {
     if (!sh.has_last_decision()) continue;

@@ -143,13 +143,33 @@ ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardM
                   assignment.mode(), /*version=*/0, TableDims(assignment.partition())),
       scratch_gradient_(params_.size()) {}
 
+void ShardCore::CountOutcome(v1::PushOutcome outcome, int64_t staleness) {
+  v1::GradientCounters& counters = counts_.gradients;
+  switch (outcome) {
+    case v1::PUSH_APPLIED:
+      counters.set_applied(counters.applied() + 1);
+      break;
+    case v1::PUSH_DECAYED:
+      counters.set_decayed(counters.decayed() + 1);
+      break;
+    case v1::PUSH_DROPPED:
+      counters.set_dropped(counters.dropped() + 1);
+      break;
+    case v1::PUSH_REJECTED:
+      counters.set_rejected(counters.rejected() + 1);
+      break;
+    default:
+      break;
+  }
+  metrics_->CountOutcome(outcome, staleness);
+}
+
 v1::PushAck ShardCore::Reject(v1::PushAck ack, const absl::Status& status, RejectionReason reason) {
   ack.set_outcome(v1::PUSH_REJECTED);
   ack.set_code(static_cast<int32_t>(status.code()));
   ack.set_message(std::string(status.message()));
   ack.set_version(aggregator_.version());
-  ++counts_.rejected;
-  metrics_->CountOutcome(v1::PUSH_REJECTED, 0);
+  CountOutcome(v1::PUSH_REJECTED, 0);
   metrics_->CountRejection(reason);
   return ack;
 }
@@ -214,20 +234,7 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
     if (aggregator_.mode() == v1::MODE_SYNC && verdict.outcome == v1::PUSH_APPLIED) {
       gradient_statistics_.AddPush(scratch_gradient_, push.samples());
     }
-    switch (verdict.outcome) {
-      case v1::PUSH_APPLIED:
-        ++counts_.applied;
-        break;
-      case v1::PUSH_DECAYED:
-        ++counts_.decayed;
-        break;
-      case v1::PUSH_DROPPED:
-        ++counts_.dropped;
-        break;
-      default:
-        break;
-    }
-    metrics_->CountOutcome(verdict.outcome, verdict.staleness);
+    CountOutcome(verdict.outcome, verdict.staleness);
     ApplyReadyUpdates(&ready);
     ack.set_version(aggregator_.version());
   }

@@ -29,6 +29,7 @@
 #include "libs/shard/rejection_reason.h"
 #include "libs/shard/shard_metrics.h"
 #include "syncopate/v1/checkpoint.pb.h"
+#include "syncopate/v1/cluster.pb.h"
 #include "syncopate/v1/coordinator.pb.h"
 #include "syncopate/v1/shard.pb.h"
 
@@ -44,10 +45,7 @@ struct ShardStats {
   int64_t version = 0;
   v1::Mode mode = v1::MODE_UNSPECIFIED;
   int64_t updates = 0;
-  int64_t applied = 0;
-  int64_t decayed = 0;
-  int64_t dropped = 0;
-  int64_t rejected = 0;
+  v1::GradientCounters gradients;  // pushes by outcome, as reported to the coordinator
   std::vector<int32_t> barrier_waiting_for;
   int64_t pending_pulls = 0;
   int64_t embedding_rows = 0;
@@ -142,6 +140,8 @@ class ShardCore {
   v1::PullResponse MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
                                 const Puller& puller, absl::Time since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Counts one push's outcome in `counts_.gradients` and in the metrics.
+  void CountOutcome(v1::PushOutcome outcome, int64_t staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::PushAck Reject(v1::PushAck ack, const absl::Status& status, RejectionReason reason)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Unpacks and validates the sparse rows of a push into the scratch buffers; on failure the

@@ -144,10 +144,7 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     r->set_mode(stats.mode);
     r->set_updates(stats.updates);
     for (int32_t w : stats.barrier_waiting_for) r->add_barrier_waiting_for(w);
-    r->set_gradients_applied(stats.applied);
-    r->set_gradients_decayed(stats.decayed);
-    r->set_gradients_dropped(stats.dropped);
-    r->set_gradients_rejected(stats.rejected);
+    *r->mutable_gradients() = stats.gradients;
     v1::StalenessCostReport* cost = r->mutable_staleness_cost();
     cost->set_versions(stats.staleness_cost.versions);
     cost->set_velocity_squared(stats.staleness_cost.velocity_squared);

@@ -5,6 +5,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "google/protobuf/descriptor.h"
+#include "google/protobuf/message.h"
 #include "libs/common/status_macros.h"
 #include "libs/coordinator/mode_controller.h"
 #include "libs/data/lease_table.h"
@@ -20,6 +22,17 @@
 
 namespace syncopate::sim {
 namespace {
+
+// Sums every counter by reflection, so a counter added to GradientCounters is summed too.
+void AddCounters(const v1::GradientCounters& from, v1::GradientCounters& to) {
+  const google::protobuf::Descriptor* descriptor = to.GetDescriptor();
+  const google::protobuf::Reflection* reflection = to.GetReflection();
+  for (int i = 0; i < descriptor->field_count(); ++i) {
+    const google::protobuf::FieldDescriptor* field = descriptor->field(i);
+    reflection->SetInt64(&to, field,
+                         reflection->GetInt64(to, field) + reflection->GetInt64(from, field));
+  }
+}
 
 // The real coordinator ticks every 200 ms (services/coordinator); its mode-control round runs
 // on a tick at most every ModeController::kDecisionInterval.
@@ -241,10 +254,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
   for (const auto& shard : shards_) {
     const shard::ShardStats stats = shard->Stats();
     result_.shard_versions.push_back(stats.version);
-    result_.applied += stats.applied;
-    result_.decayed += stats.decayed;
-    result_.dropped += stats.dropped;
-    result_.rejected += stats.rejected;
+    AddCounters(stats.gradients, result_.gradients);
   }
   result_.parameters = GatherParameters();
   return std::move(result_);

@@ -31,6 +31,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "syncopate/v1/cluster.pb.h"
 #include "syncopate/v1/job.pb.h"
 #include "syncopate/v1/sim.pb.h"
 
@@ -68,11 +69,8 @@ struct SimResult {
   double wall_seconds = 0;  // virtual time from the start to the last worker's stop
   int64_t examples = 0;     // examples the coordinator counted from step reports
   int64_t steps = 0;
-  std::vector<int64_t> shard_versions;  // updates applied, per shard
-  int64_t applied = 0;                  // pushes by outcome, over all shards
-  int64_t decayed = 0;
-  int64_t dropped = 0;
-  int64_t rejected = 0;
+  std::vector<int64_t> shard_versions;     // updates applied, per shard
+  v1::GradientCounters gradients;          // pushes by outcome, summed over the shards
   std::vector<SimEvaluation> evaluations;  // periodic ones, then the final one
   std::optional<double> seconds_to_target;
   std::vector<SimSwitch> switches;

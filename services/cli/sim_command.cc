@@ -61,9 +61,11 @@ int RunSim() {
       policy.c_str(), job->num_workers(), job->num_shards(), static_cast<unsigned long>(seed),
       result->wall_seconds, static_cast<long>(result->examples), last.accuracy,
       options.target_accuracy, to_target.c_str(), result->switches.size(),
-      result->dead_workers.size(), static_cast<long>(result->applied),
-      static_cast<long>(result->decayed), static_cast<long>(result->dropped),
-      static_cast<long>(result->rejected), static_cast<long>(result->events), real_seconds);
+      result->dead_workers.size(), static_cast<long>(result->gradients.applied()),
+      static_cast<long>(result->gradients.decayed()),
+      static_cast<long>(result->gradients.dropped()),
+      static_cast<long>(result->gradients.rejected()), static_cast<long>(result->events),
+      real_seconds);
   return 0;
 }
 

@@ -101,7 +101,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     }
   }
   const syncopate::shard::ShardStats stats = core.Stats();
-  Check(stats.applied + stats.decayed + stats.dropped + stats.rejected <= pushes);
+  Check(stats.gradients.applied() + stats.gradients.decayed() + stats.gradients.dropped() +
+            stats.gradients.rejected() <=
+        pushes);
   core.CancelPulls(&owner);
   return 0;
 }

@@ -69,6 +69,7 @@ for key in ("wall_seconds", "examples_per_second"):
 # What report.html plots: the sampled timeline and the shards' staleness histograms.
 assert len(r["timeline"]) >= 2, r["timeline"]
 assert sum(int(b["count"]) for s in r["shards"] for b in s["staleness"]) > 0, r["shards"]
+assert all(int(s["gradients"]["applied"]) > 0 for s in r["shards"]), r["shards"]
 assert r["quality_metric"] == "accuracy", r["quality_metric"]
 PY
 # Secure by default: `syncopate local` generates a join token per run and hands it to its children

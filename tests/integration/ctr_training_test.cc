@@ -75,7 +75,7 @@ TEST(CtrTraining, WideAndDeepLearnsInGba) {
   EXPECT_GE(status->examples(), 60000);
   for (const v1::ShardStatus& shard : status->shards()) {
     EXPECT_EQ(shard.mode(), v1::MODE_GBA);
-    EXPECT_EQ(shard.gradients_rejected(), 0);
+    EXPECT_EQ(shard.gradients().rejected(), 0);
     EXPECT_GT(shard.version(), 60000 / 128 / 2);
   }
   for (const launch::Exit& exit : (*cluster)->Stop()) {

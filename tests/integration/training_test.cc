@@ -30,9 +30,9 @@ TEST(Training, SyncLowersTheLoss) {
     EXPECT_EQ(shard.mode(), v1::MODE_SYNC);
     // Sync: every update consumed one G/2 gradient from each of the 2 members, i.e. one global
     // batch (the last update may be a partial one, released when the workers left).
-    EXPECT_NEAR(static_cast<double>(shard.version()), shard.gradients_applied() / 2.0, 1.0);
+    EXPECT_NEAR(static_cast<double>(shard.version()), shard.gradients().applied() / 2.0, 1.0);
     EXPECT_GE(shard.version(), 12000 / 64);
-    EXPECT_EQ(shard.gradients_rejected(), 0);
+    EXPECT_EQ(shard.gradients().rejected(), 0);
   }
   for (const launch::Exit& exit : (*cluster)->Stop()) {
     EXPECT_TRUE(WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) << exit.Describe();
@@ -52,7 +52,7 @@ TEST(Training, AsyncLowersTheLoss) {
   EXPECT_LT(status->last_eval().loss(), 1.2);
   const v1::ShardStatus& shard = status->shards(0);
   EXPECT_EQ(shard.mode(), v1::MODE_ASYNC);
-  EXPECT_EQ(shard.version(), shard.gradients_applied());
+  EXPECT_EQ(shard.version(), shard.gradients().applied());
 }
 
 // Scenario: a worker SIGKILLed mid-run in sync mode leaves the membership within a bounded

@@ -777,10 +777,10 @@ TEST_F(CoordinatorCoreTest, StatusReportsProgressWorkersAndShards) {
   report.set_mode(v1::MODE_GBA);
   report.set_updates(7);
   report.add_barrier_waiting_for(2);
-  report.set_gradients_applied(11);
-  report.set_gradients_decayed(3);
-  report.set_gradients_dropped(2);
-  report.set_gradients_rejected(1);
+  report.mutable_gradients()->set_applied(11);
+  report.mutable_gradients()->set_decayed(3);
+  report.mutable_gradients()->set_dropped(2);
+  report.mutable_gradients()->set_rejected(1);
   core_->ShardReport(1, report);
   core_->ShardReport(5, report);  // unknown shard: ignored
   clock_.Advance(absl::Seconds(3));
@@ -823,10 +823,10 @@ TEST_F(CoordinatorCoreTest, StatusReportsProgressWorkersAndShards) {
   EXPECT_EQ(s1.mode(), v1::MODE_GBA);
   EXPECT_EQ(s1.updates(), 7);
   EXPECT_THAT(s1.barrier_waiting_for(), ElementsAre(2));
-  EXPECT_EQ(s1.gradients_applied(), 11);
-  EXPECT_EQ(s1.gradients_decayed(), 3);
-  EXPECT_EQ(s1.gradients_dropped(), 2);
-  EXPECT_EQ(s1.gradients_rejected(), 1);
+  EXPECT_EQ(s1.gradients().applied(), 11);
+  EXPECT_EQ(s1.gradients().decayed(), 3);
+  EXPECT_EQ(s1.gradients().dropped(), 2);
+  EXPECT_EQ(s1.gradients().rejected(), 1);
   EXPECT_EQ(s0.flat_end(), s1.flat_begin());
 }
 

@@ -54,10 +54,10 @@ TEST(StatusBuilder, ShardRowCopiesTheReportOnlyOnceRegistered) {
   report.set_mode(v1::MODE_GBA);
   report.set_updates(6);
   report.add_barrier_waiting_for(3);
-  report.set_gradients_applied(1);
-  report.set_gradients_decayed(2);
-  report.set_gradients_dropped(3);
-  report.set_gradients_rejected(4);
+  report.mutable_gradients()->set_applied(1);
+  report.mutable_gradients()->set_decayed(2);
+  report.mutable_gradients()->set_dropped(3);
+  report.mutable_gradients()->set_rejected(4);
   report.add_staleness()->set_count(9);
   v1::ShardStatus row = ShardRow(partition, "h:1", true, &report);
   EXPECT_EQ(row.address(), "h:1");
@@ -66,10 +66,10 @@ TEST(StatusBuilder, ShardRowCopiesTheReportOnlyOnceRegistered) {
   EXPECT_EQ(row.mode(), v1::MODE_GBA);
   EXPECT_EQ(row.updates(), 6);
   EXPECT_THAT(row.barrier_waiting_for(), ElementsAre(3));
-  EXPECT_EQ(row.gradients_applied(), 1);
-  EXPECT_EQ(row.gradients_decayed(), 2);
-  EXPECT_EQ(row.gradients_dropped(), 3);
-  EXPECT_EQ(row.gradients_rejected(), 4);
+  EXPECT_EQ(row.gradients().applied(), 1);
+  EXPECT_EQ(row.gradients().decayed(), 2);
+  EXPECT_EQ(row.gradients().dropped(), 3);
+  EXPECT_EQ(row.gradients().rejected(), 4);
   ASSERT_EQ(row.staleness_size(), 1);
   EXPECT_EQ(row.staleness(0).count(), 9);
 }

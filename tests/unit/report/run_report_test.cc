@@ -45,10 +45,10 @@ v1::ClusterStatus FinishedRun() {
   shard->set_shard_id(0);
   shard->set_version(195);
   shard->set_mode(v1::MODE_GBA);
-  shard->set_gradients_applied(380);
-  shard->set_gradients_decayed(10);
-  shard->set_gradients_dropped(2);
-  shard->set_gradients_rejected(1);
+  shard->mutable_gradients()->set_applied(380);
+  shard->mutable_gradients()->set_decayed(10);
+  shard->mutable_gradients()->set_dropped(2);
+  shard->mutable_gradients()->set_rejected(1);
   v1::EvalStatus* eval = status.add_eval_history();
   eval->set_accuracy(0.85);
   eval->set_loss(0.4);
@@ -69,7 +69,11 @@ TEST(RunReport, CarriesTheRunsNumbers) {
   EXPECT_DOUBLE_EQ(report.workers(1).slowdown(), 4.0);
   EXPECT_FALSE(report.workers(1).alive_at_end());
   EXPECT_EQ(report.shards(0).mode(), "gba");
-  EXPECT_EQ(report.shards(0).decayed(), 10);
+  // The shard's counters as the coordinator reported them (one GradientCounters message).
+  EXPECT_EQ(report.shards(0).gradients().applied(), 380);
+  EXPECT_EQ(report.shards(0).gradients().decayed(), 10);
+  EXPECT_EQ(report.shards(0).gradients().dropped(), 2);
+  EXPECT_EQ(report.shards(0).gradients().rejected(), 1);
   EXPECT_EQ(report.eval_history_size(), 1);
   // Workers without a slowdown entry ran at 1.
   EXPECT_DOUBLE_EQ(BuildRunReport(FinishedRun(), 1, {}).workers(1).slowdown(), 1.0);
@@ -85,6 +89,8 @@ TEST(RunReport, JsonRoundTripsWithTheProtosFieldNames) {
   EXPECT_THAT(*json, HasSubstr("\"state\": \"JOB_DONE\""));
   EXPECT_THAT(*json, HasSubstr("\"examples\": \"50000\"")) << "int64 is a JSON string";
   EXPECT_THAT(*json, HasSubstr("\"alive_at_end\": false"));
+  EXPECT_THAT(*json, HasSubstr("\"gradients\": {"));
+  EXPECT_THAT(*json, HasSubstr("\"decayed\": \"10\""));
   EXPECT_THAT(*json, HasSubstr("\\\"quoted\\\"\\n"));
   v1::RunReport parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(*json, &parsed).ok());

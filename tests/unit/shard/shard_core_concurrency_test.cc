@@ -90,7 +90,8 @@ TEST(ShardCoreConcurrency, PushesPullsAndModeSwitchesFromManyThreads) {
   shard.CancelPulls(&threads);
   const ShardStats stats = shard.Stats();
   EXPECT_EQ(acks.load(), kWorkers * kPushesPerWorker);
-  EXPECT_EQ(stats.applied + stats.decayed + stats.dropped + stats.rejected,
+  EXPECT_EQ(stats.gradients.applied() + stats.gradients.decayed() + stats.gradients.dropped() +
+                stats.gradients.rejected(),
             kWorkers * kPushesPerWorker);
   EXPECT_GT(stats.version, 0);
   EXPECT_GT(pulls_answered.load(), 0);

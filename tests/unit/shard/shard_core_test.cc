@@ -244,7 +244,7 @@ TEST_F(ShardCoreTest, SyncPullIsHeldUntilTheBarrierReleases) {
   ShardStats stats = core->Stats();
   EXPECT_EQ(stats.version, 1);
   EXPECT_EQ(stats.updates, 1);
-  EXPECT_EQ(stats.applied, 2);
+  EXPECT_EQ(stats.gradients.applied(), 2);
   EXPECT_EQ(stats.pending_pulls, 0);
   EXPECT_THAT(stats.barrier_waiting_for, ElementsAre(1, 2));
 }
@@ -300,8 +300,8 @@ TEST_F(ShardCoreTest, StaleTokenInSyncIsDropped) {
   EXPECT_EQ(ack.request_id(), 77);
   EXPECT_EQ(ack.staleness(), 1);
   EXPECT_EQ(ack.version(), 1);
-  EXPECT_EQ(core->Stats().dropped, 1);
-  EXPECT_EQ(core->Stats().rejected, 0);
+  EXPECT_EQ(core->Stats().gradients.dropped(), 1);
+  EXPECT_EQ(core->Stats().gradients.rejected(), 0);
   EXPECT_EQ(Bits(core->Parameters()), Bits(before));
   EXPECT_THAT(core->Stats().barrier_waiting_for, ElementsAre(1, 2));
 }
@@ -357,7 +357,7 @@ TEST_F(ShardCoreTest, InvalidPushesAreRejectedCountedAndNeverApplied) {
     EXPECT_EQ(ack.request_id(), 1000 + rejected - 1);
     EXPECT_EQ(ack.version(), 1);
     ShardStats stats = core->Stats();
-    EXPECT_EQ(stats.rejected, rejected);
+    EXPECT_EQ(stats.gradients.rejected(), rejected);
     EXPECT_EQ(stats.version, 1);
     EXPECT_THAT(stats.barrier_waiting_for, ElementsAre(1, 2)) << "nothing entered the barrier";
     EXPECT_EQ(Bits(core->Parameters()), Bits(before));
@@ -368,15 +368,15 @@ TEST_F(ShardCoreTest, InvalidPushesAreRejectedCountedAndNeverApplied) {
   v1::PushAck dup = core->Push(1, Gradient(1, 2, {100, 100, 100, 100}));
   EXPECT_EQ(dup.outcome(), v1::PUSH_REJECTED);
   EXPECT_EQ(dup.code(), static_cast<int>(absl::StatusCode::kAlreadyExists));
-  EXPECT_EQ(core->Stats().rejected, rejected + 1);
+  EXPECT_EQ(core->Stats().gradients.rejected(), rejected + 1);
   EXPECT_EQ(Bits(core->Parameters()), Bits(before));
 
   // The next barrier sees exactly the two valid gradients: mean = (2*2 + 2*{0,4,-2,6}) / 4.
   EXPECT_EQ(core->Push(2, Gradient(1, 2, {0, 4, -2, 6})).version(), 2);
   EXPECT_THAT(core->Parameters(), ElementsAre(-1.5f, -3.5f, -0.5f, -5.0f));
   ShardStats stats = core->Stats();
-  EXPECT_EQ(stats.applied, 4);
-  EXPECT_EQ(stats.dropped, 0);
+  EXPECT_EQ(stats.gradients.applied(), 4);
+  EXPECT_EQ(stats.gradients.dropped(), 0);
   EXPECT_EQ(stats.updates, 2);
 }
 
@@ -415,8 +415,8 @@ TEST_F(ShardCoreTest, GbaAppliesOnceAGlobalBatchAccumulatesAndDecaysStaleGradien
   // Normalised by the 4 samples, not by the weight: the step is halved. mean = 0.5*2 = 1.
   EXPECT_THAT(core->Parameters(), ElementsAre(-1.5f, -2.5f, -3.5f, -0.5f));
   ShardStats stats = core->Stats();
-  EXPECT_EQ(stats.applied, 4);
-  EXPECT_EQ(stats.decayed, 1);
+  EXPECT_EQ(stats.gradients.applied(), 4);
+  EXPECT_EQ(stats.gradients.decayed(), 1);
   EXPECT_EQ(stats.updates, 4);
 }
 
@@ -540,7 +540,7 @@ TEST_F(ShardCoreTest, CountsOutcomesAndRejectionReasonsInMetrics) {
   EXPECT_EQ(gradients("decayed"), 0.0);
   EXPECT_EQ(gradients("dropped"), 1.0);
   EXPECT_EQ(gradients("rejected"), 6.0);
-  EXPECT_EQ(core->Stats().rejected, 6);
+  EXPECT_EQ(core->Stats().gradients.rejected(), 6);
   for (const char* reason :
        {"non_finite", "wrong_shape", "bad_samples", "not_member", "future_token", "duplicate"}) {
     EXPECT_EQ(MetricValue(registry, "syncopate_shard_rejections_total",
@@ -582,7 +582,7 @@ TEST_F(ShardCoreTest, OversizePushIsRejectedAsResourceExhaustedAndCounted) {
   EXPECT_EQ(ack.version(), 1);
   EXPECT_EQ(Bits(core.Parameters()), Bits(before));
   EXPECT_THAT(core.Stats().barrier_waiting_for, ElementsAre(1, 2)) << "nothing entered the barrier";
-  EXPECT_EQ(core.Stats().rejected, 1);
+  EXPECT_EQ(core.Stats().gradients.rejected(), 1);
   EXPECT_EQ(MetricValue(registry, "syncopate_shard_rejections_total",
                         {{"shard", "1"}, {"reason", "oversize"}}),
             1.0);

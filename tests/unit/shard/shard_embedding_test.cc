@@ -216,7 +216,7 @@ TEST_F(ShardEmbeddingTest, MalformedRowsAreRejectedCountedAndNeverApplied) {
   }
   EXPECT_EQ(*PullRows(*core, mine), before);
   EXPECT_EQ(core->Stats().version, 0);
-  EXPECT_EQ(core->Stats().rejected, static_cast<int64_t>(cases.size()));
+  EXPECT_EQ(core->Stats().gradients.rejected(), static_cast<int64_t>(cases.size()));
   // A pull for another shard's key is refused (and counted) too.
   EXPECT_FALSE(PullRows(*core, theirs).has_value());
   std::map<std::string, double> counted;

@@ -53,7 +53,7 @@ void ExpectSameRun(const SimResult& a, const SimResult& b) {
   EXPECT_EQ(a.events, b.events);
   EXPECT_EQ(a.examples, b.examples);
   EXPECT_EQ(a.shard_versions, b.shard_versions);
-  EXPECT_EQ(a.decayed, b.decayed);
+  EXPECT_EQ(a.gradients.decayed(), b.gradients.decayed());
   EXPECT_EQ(a.dead_workers, b.dead_workers);
   ASSERT_EQ(a.evaluations.size(), b.evaluations.size());
   for (size_t i = 0; i < a.evaluations.size(); ++i) {
@@ -115,7 +115,7 @@ TEST(Simulation, AutoSwitchesToGbaUnderAPersistentStraggler) {
     EXPECT_GT(s.seconds, 0);
   }
   // In gba the straggler's gradients land beyond the staleness threshold and are decayed.
-  EXPECT_GT(result->decayed, 0);
+  EXPECT_GT(result->gradients.decayed(), 0);
 }
 
 TEST(Simulation, AWorkerDyingMidStepNeverHoldsTheSyncBarrier) {
@@ -134,7 +134,7 @@ TEST(Simulation, AWorkerDyingMidStepNeverHoldsTheSyncBarrier) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->dead_workers, std::vector<int32_t>{2});
   EXPECT_GE(result->examples, 512);
-  EXPECT_EQ(result->rejected, 0);
+  EXPECT_EQ(result->gradients.rejected(), 0);
   // The barrier of version 0 waited for the detection (~56 ms), then the three survivors split
   // G = 32 as 11 + 11 + 10 and went on: more than 512 / 32 = 16 updates' worth of time.
   EXPECT_GT(result->wall_seconds, 0.056);
@@ -142,8 +142,8 @@ TEST(Simulation, AWorkerDyingMidStepNeverHoldsTheSyncBarrier) {
   EXPECT_EQ(result->shard_versions[0], result->shard_versions[1]);
   // Nothing the dead worker computed reached a shard: version 0 took the 3 survivors' pushes,
   // every later version too (per shard), and no push was dropped as stale.
-  EXPECT_EQ(result->applied, 2 * 3 * result->shard_versions[0]);
-  EXPECT_EQ(result->dropped, 0);
+  EXPECT_EQ(result->gradients.applied(), 2 * 3 * result->shard_versions[0]);
+  EXPECT_EQ(result->gradients.dropped(), 0);
 }
 
 // The real coordinator waits for workers to come back; with no joins in the simulation that is
@@ -227,7 +227,7 @@ TEST(Simulation, SyncRunMatchesTheRealAggregatorFedDirectly) {
     optimizer->Apply(params, mean, 1.0);
   }
   EXPECT_TRUE(BitIdentical(result->parameters, params));
-  EXPECT_EQ(result->applied, 2 * versions);
+  EXPECT_EQ(result->gradients.applied(), 2 * versions);
 }
 
 // cpu.cores 0 is "every process on a machine of its own": the other cpu fields then change
