@@ -1,12 +1,10 @@
 // `syncopate local`: a whole cluster as child processes on loopback (libs/launch), supervised
-// (libs/launch/supervisor.h), with a progress line every 2 s and the run report at the end
-// (libs/report: report.json, report.md and report.html, whose curves come from the status
-// sampled along the way).
+// with a progress line every 2 s (libs/launch/run_loop.h), optionally scraped by Prometheus
+// (libs/launch/local_prometheus.h), and the run report at the end (libs/report: report.json,
+// report.md and report.html, whose curves come from the status sampled along the way).
 #include <stdlib.h>
-#include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,10 +18,10 @@
 #include "libs/job/job_spec.h"
 #include "libs/launch/launch_flags.h"
 #include "libs/launch/local_cluster.h"
-#include "libs/launch/prometheus_config.h"
+#include "libs/launch/local_prometheus.h"
+#include "libs/launch/run_loop.h"
 #include "libs/launch/supervisor.h"
 #include "libs/report/run_report.h"
-#include "libs/report/run_timeline.h"
 #include "libs/report/status_view.h"
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
@@ -31,40 +29,6 @@
 #include "services/common/security_flags.h"
 
 namespace syncopate::cli {
-namespace {
-
-using launch::LocalCluster;
-
-constexpr char kPrometheusBinary[] = "/usr/bin/prometheus";
-
-// Writes <run_dir>/prometheus.yml for the cluster's metrics ports and, if asked, starts
-// Prometheus on it in `group`. Returns Prometheus' URL, or "" when only the config was written.
-absl::StatusOr<std::string> SetUpPrometheus(const LocalCluster& cluster, const std::string& run_dir,
-                                            bool start, launch::ProcessGroup& group) {
-  const std::string config = run_dir + "/prometheus.yml";
-  {
-    // The alert rules of deploy/prometheus/rules.yml, next to the configuration that loads them.
-    std::ofstream rules(run_dir + "/rules.yml");
-    rules << launch::AlertRules();
-    if (!rules) return absl::UnavailableError("cannot write " + run_dir + "/rules.yml");
-    std::ofstream out(config);
-    out << launch::LocalPrometheusConfig(cluster.metrics_ports(), absl::Seconds(1), "rules.yml");
-    if (!out) return absl::UnavailableError("cannot write " + config);
-  }
-  if (!start) return "";
-  absl::StatusOr<int> port = launch::FreeLoopbackPort();
-  if (!port.ok()) return port.status();
-  const std::string listen = absl::StrCat("127.0.0.1:", *port);
-  absl::StatusOr<pid_t> pid = group.Spawn(
-      {"prometheus",
-       {kPrometheusBinary, "--config.file=" + config,
-        "--storage.tsdb.path=" + run_dir + "/prometheus-data", "--web.listen-address=" + listen},
-       run_dir + "/logs/prometheus.log"});
-  if (!pid.ok()) return pid.status();
-  return "http://" + listen;
-}
-
-}  // namespace
 
 int RunLocal() {
   absl::StatusOr<v1::JobSpec> job = JobFromFlags();
@@ -81,9 +45,10 @@ int RunLocal() {
   }
   std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
   if (bin_dir.empty()) bin_dir = runtime::ExecutableDir();
-  if (absl::GetFlag(FLAGS_prometheus) && access(kPrometheusBinary, X_OK) != 0) {
-    runtime::Die(absl::StrCat("--prometheus: ", kPrometheusBinary,
-                              " not found; install it with: apt-get install prometheus"));
+  if (absl::GetFlag(FLAGS_prometheus)) {
+    if (absl::Status installed = launch::LocalPrometheus::CheckInstalled(); !installed.ok()) {
+      runtime::Die("--prometheus: " + std::string(installed.message()));
+    }
   }
 
   absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
@@ -125,7 +90,8 @@ int RunLocal() {
   if (!absl::GetFlag(FLAGS_resume).empty()) {
     options.restore_dir = absl::GetFlag(FLAGS_resume) + "/checkpoints";
   }
-  absl::StatusOr<std::unique_ptr<LocalCluster>> cluster = LocalCluster::Start(options);
+  absl::StatusOr<std::unique_ptr<launch::LocalCluster>> cluster =
+      launch::LocalCluster::Start(options);
   if (!cluster.ok()) {
     fprintf(stderr, "syncopate local: %s (logs in %s/logs)\n",
             std::string(cluster.status().message()).c_str(), run_dir.c_str());
@@ -144,9 +110,9 @@ int RunLocal() {
   } else {
     printf("no join token: anyone who can reach these ports can join the job\n");
   }
-  launch::ProcessGroup prometheus;  // stopped when this function returns
+  launch::LocalPrometheus prometheus(run_dir);  // stopped when this function returns
   absl::StatusOr<std::string> prometheus_url =
-      SetUpPrometheus(**cluster, run_dir, absl::GetFlag(FLAGS_prometheus), prometheus);
+      prometheus.SetUp((*cluster)->metrics_ports(), absl::GetFlag(FLAGS_prometheus));
   if (!prometheus_url.ok()) {
     fprintf(stderr, "syncopate local: prometheus: %s\n",
             std::string(prometheus_url.status().message()).c_str());
@@ -156,51 +122,39 @@ int RunLocal() {
   }
   fflush(stdout);
 
-  const absl::Time deadline = start + absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
   launch::Supervisor supervisor(**cluster, run_dir);
-  absl::Time next_print = absl::Now();
-  v1::ClusterStatus last;
-  report::RunTimeline timeline;  // the status about once a second, for report.html's curves
+  launch::RunLoopOptions loop;
+  loop.status = [&cluster] { return (*cluster)->Status(); };
+  loop.wait_for_interrupt = runtime::WaitForShutdown;
+  loop.deadline = start + absl::Seconds(absl::GetFlag(FLAGS_timeout_seconds));
+  loop.print = [](const std::string& line) {
+    printf("%s\n", line.c_str());
+    fflush(stdout);
+  };
+  loop.print_error = [](const std::string& line) { fprintf(stderr, "%s\n", line.c_str()); };
+  const launch::RunLoopResult run = launch::SuperviseRun(loop, supervisor, prometheus);
+  const v1::ClusterStatus& last = run.last;
   int exit_code = 0;
-  while (true) {
-    if (runtime::WaitForShutdown(absl::Milliseconds(250))) {
+  switch (run.end) {
+    case launch::RunEnd::kDone:
+      break;
+    case launch::RunEnd::kInterrupted:
       printf("interrupted; stopping the cluster\n");
       exit_code = 130;
       break;
-    }
-    const launch::Supervisor::Round round = supervisor.Check(last.state() == v1::JOB_DONE);
-    for (const std::string& line : round.lines) printf("%s\n", line.c_str());
-    for (const std::string& line : round.errors) fprintf(stderr, "%s\n", line.c_str());
-    if (round.failed) {
+    case launch::RunEnd::kFailed:
       exit_code = 1;
       break;
-    }
-    for (const launch::Exit& exit : prometheus.Reap()) {
-      fprintf(stderr, "syncopate local: prometheus stopped (%s); see %s/logs/prometheus.log\n",
-              exit.Describe().c_str(), run_dir.c_str());
-    }
-    absl::StatusOr<v1::ClusterStatus> status = (*cluster)->Status();
-    if (status.ok()) {
-      last = *status;
-      timeline.Observe(last);
-    }
-    if (absl::Now() >= next_print && status.ok()) {
-      printf("%s\n", report::ProgressLine(last).c_str());
-      fflush(stdout);
-      next_print = absl::Now() + absl::Seconds(2);
-    }
-    if (status.ok() && last.state() == v1::JOB_DONE) break;
-    if (absl::Now() > deadline) {
+    case launch::RunEnd::kTimedOut:
       fprintf(stderr, "syncopate local: timed out after %d s\n",
               absl::GetFlag(FLAGS_timeout_seconds));
       exit_code = 1;
       break;
-    }
   }
   (*cluster)->Stop();
-  prometheus.TerminateAll(absl::Seconds(5));
+  prometheus.Stop();
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
-  v1::RunReport run_report = report::BuildRunReport(last, wall, *slowdowns, timeline.samples());
+  v1::RunReport run_report = report::BuildRunReport(last, wall, *slowdowns, run.timeline);
   run_report.set_quality_metric(report::QualityMetric(*job));
   absl::Status written = report::WriteRunReport(run_dir, run_report);
   if (!written.ok())
