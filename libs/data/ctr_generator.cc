@@ -56,7 +56,7 @@ enum HashTag : uint64_t {
 // The hash every weight comes from: SplitMix64 chained over the seed, the tag and the values.
 template <typename... Ints>
 uint64_t Hash(uint64_t seed, HashTag tag, Ints... values) {
-  uint64_t h = SplitMix64(seed ^ SplitMix64(tag));
+  uint64_t h = DeriveSeed(seed, tag);
   ((h = SplitMix64(h ^ static_cast<uint64_t>(values))), ...);
   return h;
 }

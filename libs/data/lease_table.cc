@@ -15,13 +15,8 @@
 namespace syncopate::data {
 namespace {
 
-// Derives a child seed from a parent seed and a value. SplitMix64 spreads every input bit over the
-// output, so nearby values (epoch 0, 1, 2...) give unrelated seeds. Distinct domain tags keep the
-// epoch-order seeds and the per-block shuffle seeds from ever coinciding for the same (seed,
-// epoch).
-uint64_t DeriveSeed(uint64_t parent, uint64_t value) {
-  return SplitMix64(parent ^ SplitMix64(value));
-}
+// Distinct domain tags keep the epoch-order seeds and the per-block shuffle seeds (DeriveSeed)
+// from ever coinciding for the same (seed, epoch).
 constexpr uint64_t kEpochOrderDomain = 0x6f72646572;    // "order"
 constexpr uint64_t kBlockShuffleDomain = 0x626c6f636b;  // "block"
 

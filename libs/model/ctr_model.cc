@@ -35,7 +35,7 @@ constexpr int kMaxCrossLayers = 16;
 
 uint64_t CategoricalKey(int field, uint64_t value) {
   // Mixing the field first keeps (field, value) pairs whose raw XOR would collide apart.
-  return SplitMix64(value ^ SplitMix64(static_cast<uint64_t>(field) + 1));
+  return DeriveSeed(value, static_cast<uint64_t>(field) + 1);
 }
 
 uint64_t CrossKey(int cross, uint64_t a, uint64_t b) {

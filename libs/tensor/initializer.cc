@@ -27,9 +27,7 @@ uint64_t Fnv1a64(std::string_view text) {
 // The counter base of the tensor's (or table's) splitmix64 sequence. Mixing the name hash before
 // combining it with the seed keeps (seed, name) pairs whose raw XOR would collide from sharing a
 // stream.
-uint64_t StreamKey(uint64_t seed, std::string_view name) {
-  return SplitMix64(seed ^ SplitMix64(Fnv1a64(name)));
-}
+uint64_t StreamKey(uint64_t seed, std::string_view name) { return DeriveSeed(seed, Fnv1a64(name)); }
 
 // Fills `out` with U(-limit, +limit) draws: element i is SplitMix64(stream + first + i), i.e.
 // position first + i of a splitmix64 sequence keyed by `stream`. Unsigned arithmetic: wraps.
@@ -108,7 +106,7 @@ absl::Status InitializeRow(const Initializer& init, uint64_t seed, std::string_v
   SYNCOPATE_ASSIGN_OR_RETURN(const double limit, UniformLimit(init, table_name));
   // Each row gets its own stream base, a mix of the table's stream and the key: rows of nearby
   // keys (1, 2, 3...) are unrelated, and element j of a row is position j of that stream.
-  Fill(init, limit, SplitMix64(StreamKey(seed, table_name) ^ SplitMix64(key)), 0, out);
+  Fill(init, limit, DeriveSeed(StreamKey(seed, table_name), key), 0, out);
   return absl::OkStatus();
 }
 

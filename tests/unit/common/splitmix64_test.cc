@@ -26,5 +26,14 @@ TEST(SplitMix64, IsAConstantExpressionAndWrapsAtTheTop) {
   EXPECT_EQ(SplitMix64(~uint64_t{0}), 0xe4d971771b652c20ull);
 }
 
+// DeriveSeed(p, v) = SplitMix64(p ^ SplitMix64(v)), computed independently (Python, 64-bit
+// wrap). Order matters: the value is mixed before it meets the parent.
+TEST(DeriveSeed, MixesTheValueThenThePair) {
+  static_assert(DeriveSeed(0, 0) == 0xa706dd2f4d197e6full);
+  EXPECT_EQ(DeriveSeed(42, 7), 0x6eab8625df268fbcull);
+  EXPECT_EQ(DeriveSeed(7, 42), 0x16062d6c1339e500ull);
+  EXPECT_EQ(DeriveSeed(42, 7), SplitMix64(42 ^ SplitMix64(7)));
+}
+
 }  // namespace
 }  // namespace syncopate
