@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <utility>
 
 #include "Eigen/Core"
@@ -268,7 +269,8 @@ void CtrModel::ForwardFm(const float* params, const BatchKeys& keys, const float
     sum.setZero();
     double squares = 0;
     for (int f = 0; f < kCtrCategorical; ++f) {
-      const ConstVectorMap u(deep_rows + keys.position[j * kCtrCategorical + f] * e, e);
+      const ConstVectorMap u(
+          deep_rows + static_cast<ptrdiff_t>(keys.position[j * kCtrCategorical + f]) * e, e);
       sum += u;
       squares += u.squaredNorm();
     }
@@ -291,7 +293,7 @@ void CtrModel::BackwardFm(const float* params, const BatchKeys& keys, const floa
   for (int64_t j = 0; j < n; ++j) {
     const ConstVectorMap sum(fm_sum_.data() + j * e, e);
     for (int f = 0; f < kCtrCategorical; ++f) {
-      const int32_t p = keys.position[j * kCtrCategorical + f];
+      const ptrdiff_t p = keys.position[j * kCtrCategorical + f];
       VectorMap(deep_grad + p * e, e) += d_logit[j] * (sum - ConstVectorMap(deep_rows + p * e, e));
     }
     for (int i = 0; i < kCtrNumeric; ++i) {

@@ -108,7 +108,7 @@ absl::Status WriteRunReport(const std::string& run_dir, const v1::RunReport& rep
   for (const auto& [name, text] : {std::pair<std::string, std::string>{"report.json", *json},
                                    {"report.md", RunReportMarkdown(report)},
                                    {"report.html", RunReportHtml(report)}}) {
-    const std::string path = run_dir + "/" + name;
+    const std::string path = absl::StrCat(run_dir, "/", name);
     std::ofstream out(path);
     out << text;
     if (!out.flush()) return absl::UnavailableError("cannot write " + path);

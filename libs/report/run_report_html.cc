@@ -212,8 +212,9 @@ std::string ThroughputFigures(const v1::RunReport& report) {
 
 std::string Row(const std::vector<std::string>& cells, const char* tag = "td") {
   std::string row = "<tr>";
-  for (const std::string& c : cells)
+  for (const std::string& c : cells) {
     absl::StrAppend(&row, "<", tag, ">", XmlEscape(c), "</", tag, ">");
+  }
   return row + "</tr>\n";
 }
 

@@ -2,9 +2,8 @@
 // with a progress line every 2 s (libs/launch/run_loop.h), optionally scraped by Prometheus
 // (libs/launch/local_prometheus.h), and the run report at the end (libs/report: report.json,
 // report.md and report.html, whose curves come from the status sampled along the way).
-#include <stdlib.h>
-
 #include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <string>
@@ -157,8 +156,9 @@ int RunLocal() {
   v1::RunReport run_report = report::BuildRunReport(last, wall, *slowdowns, run.timeline);
   run_report.set_quality_metric(report::QualityMetric(*job));
   absl::Status written = report::WriteRunReport(run_dir, run_report);
-  if (!written.ok())
+  if (!written.ok()) {
     fprintf(stderr, "syncopate local: %s\n", std::string(written.message()).c_str());
+  }
   printf("%s\n", report::ProgressLine(last).c_str());
   if (last.has_last_eval()) {
     printf(

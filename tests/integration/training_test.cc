@@ -1,5 +1,5 @@
 // Real processes on loopback: coordinator, shards, workers and an evaluator train a small MLP.
-#include <signal.h>
+#include <csignal>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"

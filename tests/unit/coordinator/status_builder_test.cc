@@ -104,7 +104,7 @@ TEST(ThroughputWindow, RateOverTheTrailingWindow) {
   EXPECT_EQ(window.Rate(), 0);
   window.Add(t0, 0);
   EXPECT_EQ(window.Rate(), 0) << "one sample";
-  for (int s = 1; s <= 10; ++s) window.Add(t0 + absl::Seconds(s), 100 * s);
+  for (int s = 1; s <= 10; ++s) window.Add(t0 + absl::Seconds(s), int64_t{100} * s);
   EXPECT_DOUBLE_EQ(window.Rate(), 100);
   // A burst in the last second lifts the window's mean: 5 s from 500 to 1500 examples.
   window.Add(t0 + absl::Seconds(11), 1500);

@@ -1,8 +1,6 @@
 #include "libs/launch/run_loop.h"
 
-#include <signal.h>
-
-#include <set>
+#include <csignal>
 #include <string>
 #include <utility>
 #include <vector>

@@ -32,7 +32,8 @@ constexpr int64_t kBegin = 10;
 constexpr int64_t kEnd = 14;
 constexpr float kLearningRate = 0.5f;
 
-v1::Membership Members(std::vector<int32_t> ids, int32_t local_batch, int64_t generation = 1) {
+v1::Membership Members(const std::vector<int32_t>& ids, int32_t local_batch,
+                       int64_t generation = 1) {
   v1::Membership m;
   m.set_generation(generation);
   for (int32_t id : ids) m.add_worker_ids(id);
@@ -90,6 +91,7 @@ std::vector<float> Unpack(const std::string& bytes) {
 
 std::vector<uint32_t> Bits(const std::vector<float>& values) {
   std::vector<uint32_t> bits;
+  bits.reserve(values.size());
   for (float v : values) bits.push_back(std::bit_cast<uint32_t>(v));
   return bits;
 }

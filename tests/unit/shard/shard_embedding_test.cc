@@ -3,6 +3,7 @@
 // checkpoints that restore onto a different number of shards.
 #include <cstdint>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,7 +22,6 @@
 namespace syncopate::shard {
 namespace {
 
-using ::testing::ElementsAre;
 using ::testing::FloatEq;
 using ::testing::Pointwise;
 
@@ -242,10 +242,10 @@ TEST_F(ShardEmbeddingTest, MalformedRowsAreRejectedCountedAndNeverApplied) {
 TEST_F(ShardEmbeddingTest, CheckpointOfTwoShardsRestoresOntoThree) {
   // Train a little on 2 shards, snapshot both, restore onto 3: every row lands on its new
   // owner with its value and optimizer state, and the version carries over.
-  std::vector<std::unique_ptr<ShardCore>> old;
-  for (int s = 0; s < 2; ++s) old.push_back(Make(s, 2, v1::MODE_ASYNC, v1::OptimizerSpec::ADAGRAD));
-  std::vector<uint64_t> keys;
-  for (uint64_t k = 1; k <= 40; ++k) keys.push_back(k);
+  std::vector<std::unique_ptr<ShardCore>> old(2);
+  for (int s = 0; s < 2; ++s) old[s] = Make(s, 2, v1::MODE_ASYNC, v1::OptimizerSpec::ADAGRAD);
+  std::vector<uint64_t> keys(40);
+  std::iota(keys.begin(), keys.end(), uint64_t{1});
   for (int s = 0; s < 2; ++s) {
     std::vector<uint64_t> owned;
     std::vector<float> grad;

@@ -142,7 +142,7 @@ TEST(Simulation, AWorkerDyingMidStepNeverHoldsTheSyncBarrier) {
   EXPECT_EQ(result->shard_versions[0], result->shard_versions[1]);
   // Nothing the dead worker computed reached a shard: version 0 took the 3 survivors' pushes,
   // every later version too (per shard), and no push was dropped as stale.
-  EXPECT_EQ(result->gradients.applied(), 2 * 3 * result->shard_versions[0]);
+  EXPECT_EQ(result->gradients.applied(), int64_t{2} * 3 * result->shard_versions[0]);
   EXPECT_EQ(result->gradients.dropped(), 0);
 }
 
