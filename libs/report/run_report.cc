@@ -55,6 +55,13 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
   return report;
 }
 
+double MeanStaleness(const v1::GradientCounters& gradients) {
+  const int64_t aggregated = gradients.applied() + gradients.decayed();
+  return aggregated > 0
+             ? static_cast<double>(gradients.staleness_sum()) / static_cast<double>(aggregated)
+             : 0.0;
+}
+
 std::string QualityMetric(const v1::JobSpec& job) {
   return job.model().kind() == v1::ModelSpec::MLP ? "accuracy" : "auc";
 }
@@ -95,9 +102,10 @@ std::string RunReportMarkdown(const v1::RunReport& report) {
     absl::StrAppend(&md, absl::StrFormat("| %s | %d | %d | %.4f |\n", w.name(), w.examples(),
                                          w.steps(), w.median_compute_seconds()));
   }
-  absl::StrAppend(&md, "\n| shard | version | mode |\n|---|---|---|\n");
+  absl::StrAppend(&md, "\n| shard | version | mode | mean staleness |\n|---|---|---|---|\n");
   for (const v1::RunReport::Shard& s : report.shards()) {
-    absl::StrAppend(&md, absl::StrFormat("| %d | %d | %s |\n", s.shard(), s.version(), s.mode()));
+    absl::StrAppend(&md, absl::StrFormat("| %d | %d | %s | %.2f |\n", s.shard(), s.version(),
+                                         s.mode(), MeanStaleness(s.gradients())));
   }
   return md;
 }

@@ -23,6 +23,9 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
                              const std::vector<double>& slowdowns,
                              const std::vector<v1::RunReport::Sample>& timeline = {});
 
+// The mean staleness of the pushes a shard aggregated (applied and decayed); 0 when none was.
+double MeanStaleness(const v1::GradientCounters& gradients);
+
 // RunReport.quality_metric for a job: "auc" for click-through-rate models, else "accuracy".
 std::string QualityMetric(const v1::JobSpec& job);
 

@@ -268,13 +268,14 @@ std::string WorkerTable(const v1::RunReport& report) {
 
 std::string ShardTable(const v1::RunReport& report) {
   std::string html = "<table>\n" + Row({"shard", "version", "mode at end", "applied", "decayed",
-                                        "dropped", "rejected", "switches"},
+                                        "dropped", "rejected", "mean staleness", "switches"},
                                        "th");
   for (const v1::RunReport::Shard& s : report.shards()) {
     const v1::GradientCounters& g = s.gradients();
     html += Row({absl::StrCat(s.shard()), absl::StrCat(s.version()), s.mode(),
                  absl::StrCat(g.applied()), absl::StrCat(g.decayed()), absl::StrCat(g.dropped()),
-                 absl::StrCat(g.rejected()), absl::StrCat(s.switches_size())});
+                 absl::StrCat(g.rejected()), absl::StrFormat("%.2f", MeanStaleness(g)),
+                 absl::StrCat(s.switches_size())});
   }
   return html + "</table>\n";
 }

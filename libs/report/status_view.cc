@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "libs/common/mode_name.h"
+#include "libs/report/run_report.h"
 
 namespace syncopate::report {
 namespace {
@@ -51,16 +52,16 @@ std::string StatusText(const v1::ClusterStatus& s) {
                               w.alive() ? "yes" : "no", w.examples(), w.local_batch(),
                               w.median_compute_seconds(), w.last_loss(), slowdown, straggler));
   }
-  absl::StrAppend(&out, absl::StrFormat("\n%-6s %-22s %-9s %8s %-6s %9s %8s %9s  %s\n", "shard",
+  absl::StrAppend(&out, absl::StrFormat("\n%-6s %-22s %-9s %8s %-6s %9s %8s %9s %9s  %s\n", "shard",
                                         "address", "connected", "version", "mode", "applied",
-                                        "dropped", "rejected", "barrier waits for"));
+                                        "dropped", "rejected", "staleness", "barrier waits for"));
   for (const v1::ShardStatus& sh : s.shards()) {
     absl::StrAppend(
-        &out,
-        absl::StrFormat("%-6d %-22s %-9s %8d %-6s %9d %8d %9d  %s\n", sh.shard_id(), sh.address(),
-                        sh.connected() ? "yes" : "no", sh.version(), ModeName(sh.mode()),
-                        sh.gradients().applied(), sh.gradients().dropped(),
-                        sh.gradients().rejected(), absl::StrJoin(sh.barrier_waiting_for(), ",")));
+        &out, absl::StrFormat(
+                  "%-6d %-22s %-9s %8d %-6s %9d %8d %9d %9.2f  %s\n", sh.shard_id(), sh.address(),
+                  sh.connected() ? "yes" : "no", sh.version(), ModeName(sh.mode()),
+                  sh.gradients().applied(), sh.gradients().dropped(), sh.gradients().rejected(),
+                  MeanStaleness(sh.gradients()), absl::StrJoin(sh.barrier_waiting_for(), ",")));
   }
   for (const v1::ShardStatus& sh : s.shards()) {
     if (!sh.has_last_decision()) continue;

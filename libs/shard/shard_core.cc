@@ -148,9 +148,11 @@ void ShardCore::CountOutcome(v1::PushOutcome outcome, int64_t staleness) {
   switch (outcome) {
     case v1::PUSH_APPLIED:
       counters.set_applied(counters.applied() + 1);
+      counters.set_staleness_sum(counters.staleness_sum() + staleness);
       break;
     case v1::PUSH_DECAYED:
       counters.set_decayed(counters.decayed() + 1);
+      counters.set_staleness_sum(counters.staleness_sum() + staleness);
       break;
     case v1::PUSH_DROPPED:
       counters.set_dropped(counters.dropped() + 1);

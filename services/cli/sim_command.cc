@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "libs/common/mode_name.h"
 #include "libs/job/job_spec.h"
+#include "libs/report/run_report.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/sim/policy.h"
 #include "libs/sim/simulation.h"
@@ -57,15 +58,16 @@ int RunSim() {
   printf(
       "syncopate sim: %s, %d workers, %d shards, seed %lu: virtual wall time %.2f s, %ld "
       "examples, final accuracy %.4f, time to %.2f: %s, %zu switches, %zu deaths, pushes "
-      "%ld applied / %ld decayed / %ld dropped / %ld rejected; %ld events in %.1f s real\n",
+      "%ld applied / %ld decayed / %ld dropped / %ld rejected, mean staleness %.2f; %ld events "
+      "in %.1f s real\n",
       policy.c_str(), job->num_workers(), job->num_shards(), static_cast<unsigned long>(seed),
       result->wall_seconds, static_cast<long>(result->examples), last.accuracy,
       options.target_accuracy, to_target.c_str(), result->switches.size(),
       result->dead_workers.size(), static_cast<long>(result->gradients.applied()),
       static_cast<long>(result->gradients.decayed()),
       static_cast<long>(result->gradients.dropped()),
-      static_cast<long>(result->gradients.rejected()), static_cast<long>(result->events),
-      real_seconds);
+      static_cast<long>(result->gradients.rejected()), report::MeanStaleness(result->gradients),
+      static_cast<long>(result->events), real_seconds);
   return 0;
 }
 

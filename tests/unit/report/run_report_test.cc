@@ -49,6 +49,7 @@ v1::ClusterStatus FinishedRun() {
   shard->mutable_gradients()->set_decayed(10);
   shard->mutable_gradients()->set_dropped(2);
   shard->mutable_gradients()->set_rejected(1);
+  shard->mutable_gradients()->set_staleness_sum(195);
   v1::EvalStatus* eval = status.add_eval_history();
   eval->set_accuracy(0.85);
   eval->set_loss(0.4);
@@ -81,6 +82,16 @@ TEST(RunReport, CarriesTheRunsNumbers) {
 
 // report.json is the proto's JSON mapping: it parses back to the same report, keeps the proto's
 // field names, and prints every field (zeros too).
+TEST(RunReport, MeanStalenessIsOverTheAggregatedPushes) {
+  // 195 versions of staleness over 380 applied + 10 decayed pushes (dropped and rejected ones
+  // were never aggregated).
+  const v1::RunReport report = BuildRunReport(FinishedRun(), 12.5, {1.0, 4.0});
+  EXPECT_DOUBLE_EQ(MeanStaleness(report.shards(0).gradients()), 0.5);
+  EXPECT_THAT(RunReportMarkdown(report), HasSubstr("| 0 | 195 | gba | 0.50 |"));
+  EXPECT_THAT(RunReportHtml(report), HasSubstr("<td>0.50</td>"));
+  EXPECT_DOUBLE_EQ(MeanStaleness(v1::GradientCounters()), 0.0);
+}
+
 TEST(RunReport, JsonRoundTripsWithTheProtosFieldNames) {
   const v1::RunReport report = BuildRunReport(FinishedRun(), 12.5, {1.0, 4.0});
   absl::StatusOr<std::string> json = RunReportJson(report);

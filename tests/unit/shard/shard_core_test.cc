@@ -419,6 +419,8 @@ TEST_F(ShardCoreTest, GbaAppliesOnceAGlobalBatchAccumulatesAndDecaysStaleGradien
   ShardStats stats = core->Stats();
   EXPECT_EQ(stats.gradients.applied(), 4);
   EXPECT_EQ(stats.gradients.decayed(), 1);
+  // Four fresh pushes and one three versions stale.
+  EXPECT_EQ(stats.gradients.staleness_sum(), 3);
   EXPECT_EQ(stats.updates, 4);
 }
 
