@@ -10,8 +10,9 @@
 // 64 (27.6 ms; examples/sim/scale.textproto's step), log-normal noise sigma 0.2, Pareto hiccups
 // (2% of steps, alpha 1.5, 20 ms scale: a heavy tail) and one straggler in 200 at 3x (5 of
 // 1,000). Communication (pull + push) is 10% of the step, with the same noise. Before anything
-// is timed every worker has reported 2N + 1 steps, so the detector's windows (W = 2N steps per
-// worker) are full and every round runs the policy over full windows.
+// is timed every worker has reported W + 1 steps, so the detector's windows
+// (W = StragglerDetector::WindowForWorkers(N) steps per worker) are full and every round runs the
+// policy over full windows.
 //
 // - BM_CoordinatorRound/N: one round = 500 ms of the workers' step reports (untimed, ~16 per
 //   worker), then CoordinatorCore::Tick (timed): the coordinator's periodic work, whose
@@ -47,6 +48,7 @@
 #include "libs/coordinator/mode_controller.h"
 #include "libs/job/job_spec.h"
 #include "libs/sim/step_time_model.h"
+#include "libs/straggler/straggler_detector.h"
 #include "syncopate/v1/sim.pb.h"
 
 namespace syncopate::bench {
@@ -198,9 +200,10 @@ struct Cluster {
     *message.mutable_step() = step;
     core->WorkerMessage(ids[index], message);
   }
-  // Every worker fills its detector window (W = 2N steps) and one more.
+  // Every worker fills its detector window (W steps) and one more.
   void FillWindows(int n) {
-    workers.RunSteps(2 * n + 1, [this](int i, const v1::StepReport& s) { Report(i, s); });
+    workers.RunSteps(StragglerDetector::WindowForWorkers(n) + 1,
+                     [this](int i, const v1::StepReport& s) { Report(i, s); });
   }
 
   FakeClock clock;
@@ -222,8 +225,8 @@ class QuietSetup {
 };
 
 // One running cluster per N with full windows, shared by the benchmarks and their repetitions
-// (Google Benchmark calls a benchmark several times to size its iterations; filling 1,000
-// windows of 2,000 steps takes seconds). Never destroyed.
+// (Google Benchmark calls a benchmark several times to size its iterations; filling the windows
+// of 1,000 workers takes a while). Never destroyed.
 Cluster& FilledCluster(int n) {
   static auto* const clusters = new std::map<int, std::unique_ptr<Cluster>>();
   std::unique_ptr<Cluster>& cluster = (*clusters)[n];
@@ -260,7 +263,8 @@ struct Controller {
   explicit Controller(int n) : workers(n, &clock), modes(AutoJob(n), &clock) {
     for (int s = 0; s < kShards; ++s) modes.ConnectShard(s);
     for (int i = 0; i < n; ++i) loads.push_back({i, kLocalBatch});
-    workers.RunSteps(2 * n + 1, [this](int i, const v1::StepReport& s) { modes.AddStep(i, s); });
+    workers.RunSteps(StragglerDetector::WindowForWorkers(n) + 1,
+                     [this](int i, const v1::StepReport& s) { modes.AddStep(i, s); });
   }
   FakeClock clock;
   Workers workers;
@@ -327,7 +331,7 @@ void BM_CoordinatorMemory(benchmark::State& state) {
     state.counters["registered_bytes_per_worker"] =
         static_cast<double>(registered - before) / n - generator;
     state.counters["bytes_per_worker"] = static_cast<double>(full - before) / n - generator;
-    state.counters["window_steps"] = 2.0 * n;
+    state.counters["window_steps"] = StragglerDetector::WindowForWorkers(n);
   }
 }
 
