@@ -247,6 +247,12 @@ absl::StatusOr<SimResult> Simulation::Run() {
                                                       " s of virtual time (", result_.examples,
                                                       " of ", target_examples_, " examples done)"));
     }
+    if (options_.stop_requested && queue_.executed() % kStopPollEvents == 0 &&
+        options_.stop_requested()) {
+      return absl::CancelledError(absl::StrCat("stopped at ", Now(), " s of virtual time (",
+                                               result_.examples, " of ", target_examples_,
+                                               " examples done)"));
+    }
     queue_.RunNext();
     if (!error_.ok()) return error_;
   }

@@ -25,6 +25,7 @@
 #define SYNCOPATE_LIBS_SIM_SIMULATION_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -48,7 +49,14 @@ struct SimOptions {
   bool periodic_eval = true;
   // Time to target is the first evaluation at or above this accuracy (0: not tracked).
   double target_accuracy = 0;
+  // Polled every kStopPollEvents events; once it returns true the run ends with CANCELLED
+  // (`syncopate sim` passes runtime::ShutdownRequested, so SIGTERM and Ctrl-C stop a long run).
+  // Empty: never stopped. Not part of the result: a run that is not stopped is unaffected.
+  std::function<bool()> stop_requested;
 };
+
+// How many events run between two polls of SimOptions::stop_requested: ~1-10 ms of real time.
+inline constexpr int64_t kStopPollEvents = 1024;
 
 struct SimEvaluation {
   double seconds = 0;  // virtual time of the evaluation
@@ -89,8 +97,9 @@ absl::StatusOr<v1::SimSpec> ParseSimSpec(absl::string_view text);
 absl::StatusOr<v1::SimSpec> LoadSimSpecFile(const std::string& path);
 
 // Runs the job to its stop condition. INVALID_ARGUMENT for a bad spec or job, UNIMPLEMENTED for
-// a model with embedding tables, DEADLINE_EXCEEDED past spec.max_virtual_seconds, INTERNAL if the
-// cluster stalls (no event left before the job is done: a bug, reported with the state).
+// a model with embedding tables, DEADLINE_EXCEEDED past spec.max_virtual_seconds, CANCELLED once
+// options.stop_requested says so, INTERNAL if the cluster stalls (no event left before the job is
+// done: a bug, reported with the state).
 absl::StatusOr<SimResult> RunSimulation(const SimOptions& options);
 
 }  // namespace syncopate::sim

@@ -39,7 +39,11 @@ int RunSim() {
   options.timing_seed = seed;
   options.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
   const absl::Time start = absl::Now();
+  options.stop_requested = [] { return runtime::ShutdownRequested(); };
   absl::StatusOr<sim::SimResult> result = sim::RunSimulation(options);
+  if (absl::IsCancelled(result.status())) {
+    runtime::Die(absl::StrCat("sim: interrupted: ", result.status().message()), 130);
+  }
   if (!result.ok()) runtime::Die(absl::StrCat("sim: ", result.status().message()), 1);
   const double real_seconds = absl::ToDoubleSeconds(absl::Now() - start);
 

@@ -163,6 +163,28 @@ TEST(Simulation, EveryWorkerDeadEndsAtTheVirtualTimeLimit) {
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
 }
 
+TEST(Simulation, AStopRequestEndsTheRunCancelled) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_SYNC, 2, 1);
+  options.job.mutable_stop()->set_epochs(20);  // well over kStopPollEvents events
+  options.spec = Clockwork();
+  options.periodic_eval = false;
+  int polls = 0;
+  options.stop_requested = [&polls] { return ++polls == 2; };
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  EXPECT_EQ(result.status().code(), absl::StatusCode::kCancelled) << result.status();
+  // Polled at event 0 and again kStopPollEvents later, where it said stop.
+  EXPECT_EQ(polls, 2);
+
+  options.stop_requested = [] { return false; };
+  absl::StatusOr<SimResult> unstopped = RunSimulation(options);
+  ASSERT_TRUE(unstopped.ok()) << unstopped.status();
+  options.stop_requested = nullptr;
+  absl::StatusOr<SimResult> plain = RunSimulation(options);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  ExpectSameRun(*unstopped, *plain);
+}
+
 // The end-to-end check: a simulated sync run produces exactly the parameters the real
 // aggregator and optimizer produce when fed the same batches directly. Two workers, one shard,
 // no noise: worker 1 is always one event ahead of worker 2, so the coordinator hands out leases
