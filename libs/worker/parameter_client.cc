@@ -4,7 +4,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "libs/common/status_macros.h"
-#include "libs/embedding/owner_shard.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/tensor/packed.h"
 
@@ -143,8 +142,7 @@ ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1:
       tokens_(map.shards_size(), 0),
       min_versions_(map.shards_size(), 0),
       modes_(map.shards_size(), v1::MODE_UNSPECIFIED),
-      table_dims_(std::move(table_dims)),
-      routed_(map.shards_size()) {
+      routing_(map.shards_size(), std::move(table_dims)) {
   for (const v1::ShardEndpoint& endpoint : map.shards()) {
     shards_.push_back(
         std::make_unique<ShardConnection>(endpoint, worker_id, role, join_token, job_id));
@@ -166,46 +164,20 @@ absl::Status ParameterClient::Connect(absl::Duration timeout) {
 absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl::Duration timeout,
                                                    bool newest, const TableKeys* keys,
                                                    TableRows* rows) {
-  const size_t tables = keys == nullptr ? 0 : keys->size();
-  if (tables != 0 && (tables != table_dims_.size() || rows == nullptr)) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("pull of ", tables, " tables; the client has ", table_dims_.size()));
+  if (keys != nullptr && !keys->empty() && rows == nullptr) {
+    return absl::InvalidArgumentError("a pull of rows needs somewhere to put them");
   }
-  // Route every key to its owner; remember where each came from, for the rows and the push.
-  const int32_t num_shards = static_cast<int32_t>(shards_.size());
-  for (size_t s = 0; s < shards_.size(); ++s) routed_[s].assign(tables, {});
-  for (size_t t = 0; t < tables; ++t) {
-    const std::vector<uint64_t>& table_keys = (*keys)[t];
-    for (size_t k = 0; k < table_keys.size(); ++k) {
-      routed_[embedding::OwnerShard(table_keys[k], num_shards)][t].push_back(
-          static_cast<uint32_t>(k));
-    }
-  }
-  routed_keys_ = keys == nullptr ? TableKeys{} : *keys;
+  // Route every key to its owner; the routing remembers where each came from, for the rows and
+  // the push.
+  SYNCOPATE_RETURN_IF_ERROR(routing_.Route(keys));
   std::vector<int64_t> ids(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) {
-    std::vector<v1::SparseRows> wanted;
-    std::vector<uint64_t> shard_keys;
-    for (size_t t = 0; t < tables; ++t) {
-      if (routed_[s][t].empty()) continue;
-      shard_keys.clear();
-      for (uint32_t k : routed_[s][t]) shard_keys.push_back((*keys)[t][k]);
-      v1::SparseRows& request = wanted.emplace_back();
-      request.set_table(static_cast<int32_t>(t));
-      request.set_keys(tensor::PackKeys(shard_keys));
-    }
-    absl::StatusOr<int64_t> id =
-        shards_[s]->SendPull(newest ? 0 : min_versions_[s], std::move(wanted));
+    absl::StatusOr<int64_t> id = shards_[s]->SendPull(newest ? 0 : min_versions_[s],
+                                                      routing_.Requests(static_cast<int32_t>(s)));
     if (!id.ok()) return id.status();
     ids[s] = *id;
   }
-  if (rows != nullptr) {
-    rows->resize(tables);
-    for (size_t t = 0; t < tables; ++t) {
-      (*rows)[t].resize((*keys)[t].size() * static_cast<size_t>(table_dims_[t]));
-    }
-  }
-  std::vector<float> values;
+  if (rows != nullptr) routing_.ShapeRows(*rows);
   PullStats stats;
   for (size_t s = 0; s < shards_.size(); ++s) {
     absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(ids[s], timeout, abort_);
@@ -216,23 +188,11 @@ absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl
         pull.values(),
         params.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
     if (!unpacked.ok()) return unpacked;
-    size_t asked = 0;
-    for (size_t t = 0; t < tables; ++t) asked += routed_[s][t].empty() ? 0 : 1;
-    if (static_cast<size_t>(pull.sparse_size()) != asked) {
-      return absl::DataLossError(absl::StrCat("shard ", s, " answered ", pull.sparse_size(),
-                                              " tables of rows; ", asked, " were asked for"));
-    }
-    for (const v1::SparseRows& got : pull.sparse()) {
-      const size_t t = static_cast<size_t>(got.table());
-      if (t >= tables) return absl::DataLossError("shard answered rows of a table not asked for");
-      const size_t dim = static_cast<size_t>(table_dims_[t]);
-      const std::vector<uint32_t>& positions = routed_[s][t];
-      values.resize(positions.size() * dim);
-      SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(got.values(), values));
-      for (size_t k = 0; k < positions.size(); ++k) {
-        std::copy_n(values.begin() + static_cast<std::ptrdiff_t>(k * dim), dim,
-                    (*rows)[t].begin() + static_cast<std::ptrdiff_t>(positions[k] * dim));
-      }
+    if (rows != nullptr) {
+      SYNCOPATE_RETURN_IF_ERROR(
+          routing_.ScatterRows(static_cast<int32_t>(s), pull.sparse(), *rows));
+    } else if (pull.sparse_size() != 0) {
+      return absl::DataLossError(absl::StrCat("shard ", s, " answered rows nobody asked for"));
     }
     tokens_[s] = pull.version();
     modes_[s] = pull.mode();
@@ -246,10 +206,13 @@ absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl
 absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradient, int64_t samples,
                                                    absl::Duration timeout,
                                                    const TableRows* row_grads) {
-  const size_t tables = row_grads == nullptr ? 0 : row_grads->size();
-  if (tables != routed_keys_.size()) {
-    return absl::InvalidArgumentError(absl::StrCat("push of ", tables, " tables of rows; the last ",
-                                                   "pull routed ", routed_keys_.size()));
+  // Each shard's rows, split before anything is sent: a gradient of the wrong shape is refused
+  // whole, never pushed to some shards only.
+  const TableRows none;
+  std::vector<std::vector<v1::SparseRows>> sparse(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    SYNCOPATE_RETURN_IF_ERROR(routing_.SplitGradients(
+        static_cast<int32_t>(s), row_grads == nullptr ? none : *row_grads, sparse[s]));
   }
   PushStats stats;
   std::vector<size_t> pending(shards_.size());
@@ -263,27 +226,8 @@ absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradie
       const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
       std::string bytes = tensor::PackFloats(
           gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
-      std::vector<v1::SparseRows> sparse;
-      for (size_t t = 0; t < tables; ++t) {
-        const std::vector<uint32_t>& positions = routed_[s][t];
-        if (positions.empty()) continue;
-        const size_t dim = static_cast<size_t>(table_dims_[t]);
-        std::vector<uint64_t> shard_keys;
-        std::vector<float> shard_rows;
-        shard_keys.reserve(positions.size());
-        shard_rows.reserve(positions.size() * dim);
-        for (uint32_t k : positions) {
-          shard_keys.push_back(routed_keys_[t][k]);
-          const auto row = (*row_grads)[t].begin() + static_cast<std::ptrdiff_t>(k * dim);
-          shard_rows.insert(shard_rows.end(), row, row + static_cast<std::ptrdiff_t>(dim));
-        }
-        v1::SparseRows& out = sparse.emplace_back();
-        out.set_table(static_cast<int32_t>(t));
-        out.set_keys(tensor::PackKeys(shard_keys));
-        out.set_values(tensor::PackFloats(shard_rows));
-      }
       absl::StatusOr<int64_t> id =
-          shards_[s]->SendPush(tokens_[s], samples, std::move(bytes), std::move(sparse));
+          shards_[s]->SendPush(tokens_[s], samples, std::move(bytes), sparse[s]);
       if (!id.ok()) return id.status();
       ids.emplace_back(s, *id);
     }

@@ -24,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "libs/rpc/client_stream.h"
+#include "libs/worker/key_routing.h"
 #include "libs/worker/parameter_store.h"
 #include "syncopate/v1/shard.grpc.pb.h"
 
@@ -103,10 +104,8 @@ class ParameterClient final : public ParameterStore {
   std::vector<int64_t> tokens_;        // version of the last pulled parameters
   std::vector<int64_t> min_versions_;  // what the next pull waits for
   std::vector<v1::Mode> modes_;
-  const std::vector<int32_t> table_dims_;
-  // The last pull's keys by shard: routed_[shard][table] lists positions into keys[table].
-  std::vector<std::vector<std::vector<uint32_t>>> routed_;
-  TableKeys routed_keys_;
+  // The last pull's keys, routed to their owners: the push splits its row gradients the same way.
+  KeyRouting routing_;
 };
 
 }  // namespace syncopate::worker
