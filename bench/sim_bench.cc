@@ -121,7 +121,7 @@ int Run() {
         options.job = *job;
         options.spec = spec;
         options.timing_seed = static_cast<uint64_t>(seed);
-        options.target_accuracy = report.target_accuracy;
+        options.target_quality = report.target_accuracy;
         const absl::Time start = absl::Now();
         absl::StatusOr<sim::SimResult> result = sim::RunSimulation(options);
         if (!result.ok()) return Fail(result.status());

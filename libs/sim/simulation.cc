@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <optional>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -12,11 +13,13 @@
 #include "libs/data/lease_table.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/partitioner.h"
+#include "libs/report/run_report.h"
 #include "libs/shard/shard_core.h"
 #include "libs/sim/event_queue.h"
 #include "libs/sim/processor_sharing.h"
 #include "libs/sim/step_time_model.h"
 #include "libs/tensor/packed.h"
+#include "libs/worker/key_routing.h"
 #include "libs/worker/lease_buffer.h"
 #include "libs/workload/workload.h"
 
@@ -61,7 +64,11 @@ struct SimWorker {
   std::vector<v1::Mode> modes;
   std::vector<std::string> pulled;      // packed values of this step's pull, per shard
   std::vector<v1::PushRequest> pushes;  // this step's gradient, per shard
-  int outstanding = 0;                  // replies still expected in this phase
+  // The batch's embedding keys routed to their shards (ParameterClient's routing), and the
+  // rows pulled for them; empty for a dense model.
+  std::optional<worker::KeyRouting> routing;
+  workload::TableRows rows;
+  int outstanding = 0;  // replies still expected in this phase
   absl::Duration pull_start;
   absl::Duration push_start;
   double held_seconds = 0;
@@ -123,6 +130,9 @@ class Simulation {
   std::vector<float> GatherParameters() const;
   // Scores the parameters the shards hold now; `then` runs once the evaluation is recorded.
   void Evaluate(EventQueue::Action then = nullptr);
+  // The evaluator's pull of the routed chunk into params_ and eval_rows_; `answered` says every
+  // shard answered at once (an evaluator's pull is never held).
+  absl::Status EvaluatorPull(bool& answered);
   void SchedulePeriodicEval();
   double Now() const { return Seconds(queue_.now()); }
 
@@ -137,10 +147,14 @@ class Simulation {
 
   std::unique_ptr<workload::Workload> train_;
   std::unique_ptr<workload::Workload> eval_;
+  std::optional<worker::KeyRouting> evaluator_routing_;
+  workload::TableRows eval_rows_;
+  int64_t evaluator_request_id_ = 0;
   std::vector<float> params_;  // scratch: one worker's pulled parameters
   std::vector<float> grad_;    // scratch: its gradient
-  workload::TableRows no_rows_;
   workload::TableRows row_grads_;
+  std::vector<v1::SparseRows> sparse_;  // scratch: one shard's share of the row gradients
+  bool has_tables_ = false;
 
   std::vector<v1::ShardPartition> partitions_;
   std::vector<std::unique_ptr<shard::ShardCore>> shards_;
@@ -162,10 +176,8 @@ class Simulation {
 
 absl::Status Simulation::Setup() {
   SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(job_));
-  if (!layout.tables.empty()) {
-    return absl::UnimplementedError(
-        "the simulator runs dense models only; this job has embedding tables");
-  }
+  has_tables_ = !layout.tables.empty();
+  result_.quality_metric = report::QualityMetric(job_);
   SYNCOPATE_ASSIGN_OR_RETURN(const int64_t train_examples, workload::CountTrainExamples(job_));
   // What the coordinator does to the job before anyone sees it (CoordinatorCore::Create).
   job::ResolveSchedule(job_, train_examples);
@@ -178,6 +190,7 @@ absl::Status Simulation::Setup() {
   SYNCOPATE_ASSIGN_OR_RETURN(train_, workload::CreateWorkload(job_, workload::Purpose::kTrain));
   SYNCOPATE_ASSIGN_OR_RETURN(eval_, workload::CreateWorkload(job_, workload::Purpose::kEvaluate));
   params_.resize(static_cast<size_t>(train_->num_parameters()));
+  evaluator_routing_.emplace(static_cast<int32_t>(partitions_.size()), eval_->table_dims());
   grad_.resize(params_.size());
 
   // Every worker is there from the start (the real job waits for num_workers).
@@ -195,6 +208,7 @@ absl::Status Simulation::Setup() {
     w.modes.assign(num_shards, v1::MODE_UNSPECIFIED);
     w.pulled.resize(num_shards);
     w.pushes.resize(num_shards);
+    w.routing.emplace(static_cast<int32_t>(num_shards), train_->table_dims());
     membership_.add_worker_ids(w.id);
   }
   membership_.set_local_batch(job_.global_batch() / n);
@@ -260,6 +274,7 @@ absl::StatusOr<SimResult> Simulation::Run() {
   for (const auto& shard : shards_) {
     const shard::ShardStats stats = shard->Stats();
     result_.shard_versions.push_back(stats.version);
+    result_.embedding_rows += stats.embedding_rows;
     AddCounters(stats.gradients, result_.gradients);
   }
   result_.parameters = GatherParameters();
@@ -282,6 +297,14 @@ void Simulation::StartStep(SimWorker& w) {
       return;
     }
     w.leased.Take(w.local_batch, w.batch);
+    if (has_tables_) {
+      // Trainer::Run: the rows to pull depend on the batch, so it is prepared before the pull.
+      // The workload is shared by every simulated worker, so Compute prepares it again.
+      train_->PrepareTrain(w.batch);
+      if (absl::Status routed = w.routing->Route(&train_->keys()); !routed.ok()) {
+        return Fail(routed);
+      }
+    }
   }
   StartPull(w);
 }
@@ -297,10 +320,14 @@ void Simulation::StartPull(SimWorker& w) {
   w.pull_start = queue_.now();
   w.held_seconds = 0;
   w.outstanding = static_cast<int>(shards_.size());
+  w.routing->ShapeRows(w.rows);
   for (size_t s = 0; s < shards_.size(); ++s) {
     v1::PullRequest request;
     request.set_request_id(w.next_request_id++);
     request.set_min_version(w.min_versions[s]);
+    for (v1::SparseRows& rows : w.routing->Requests(static_cast<int32_t>(s))) {
+      *request.add_sparse() = std::move(rows);
+    }
     const int64_t bytes = static_cast<int64_t>(request.ByteSizeLong());
     Send(ThreadOf(w), bytes, [this, &w, s, bytes, request] {
       if (w.state != WorkerState::kPulling) return;  // died or stopped on the way
@@ -322,6 +349,11 @@ void Simulation::StartPull(SimWorker& w) {
 
 void Simulation::OnPullReply(SimWorker& w, size_t shard, v1::PullResponse& response) {
   if (w.state != WorkerState::kPulling) return;
+  if (absl::Status scattered =
+          w.routing->ScatterRows(static_cast<int32_t>(shard), response.sparse(), w.rows);
+      !scattered.ok()) {
+    return Fail(scattered);
+  }
   w.pulled[shard] = std::move(*response.mutable_values());
   w.tokens[shard] = response.version();
   w.modes[shard] = response.mode();
@@ -339,10 +371,12 @@ void Simulation::Compute(SimWorker& w) {
     std::string().swap(w.pulled[s]);  // 1,000 workers x the model would not fit twice
     if (!unpacked.ok()) return Fail(unpacked);
   }
-  // The real model's real gradient on the real batch; only its duration is modelled.
+  // The real model's real gradient on the real batch and its pulled rows; only its duration is
+  // modelled.
   train_->PrepareTrain(w.batch);
-  absl::StatusOr<float> loss = train_->TrainStep(params_, no_rows_, grad_, row_grads_);
+  absl::StatusOr<float> loss = train_->TrainStep(params_, w.rows, grad_, row_grads_);
   if (!loss.ok()) return Fail(loss.status());
+  workload::TableRows().swap(w.rows);
   w.loss = *loss;
   w.examples = static_cast<int64_t>(w.batch.size());
   w.batch.clear();
@@ -357,6 +391,12 @@ void Simulation::Compute(SimWorker& w) {
     push.set_samples(w.examples);
     push.set_gradient(tensor::PackFloats(
         std::span<const float>(grad_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin())));
+    if (absl::Status split =
+            w.routing->SplitGradients(static_cast<int32_t>(s), row_grads_, sparse_);
+        !split.ok()) {
+      return Fail(split);
+    }
+    for (v1::SparseRows& rows : sparse_) *push.add_sparse() = std::move(rows);
   }
   w.state = WorkerState::kComputing;
   if (cpu_ == nullptr) {
@@ -447,6 +487,7 @@ void Simulation::Die(SimWorker& w, const v1::WorkerDeath& death) {
   if (w.thread != nullptr) w.thread->Stop();  // its compute and sends in progress are lost
   w.state = WorkerState::kDead;
   w.batch.clear();
+  workload::TableRows().swap(w.rows);
   for (std::string& pulled : w.pulled) std::string().swap(pulled);
   for (v1::PushRequest& push : w.pushes) push.Clear();
   result_.dead_workers.push_back(w.id);
@@ -594,20 +635,65 @@ std::vector<float> Simulation::GatherParameters() const {
   return flat;
 }
 
+absl::Status Simulation::EvaluatorPull(bool& answered) {
+  answered = false;
+  evaluator_routing_->ShapeRows(eval_rows_);
+  int pending = static_cast<int>(shards_.size());
+  absl::Status status;
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    v1::PullRequest request;  // min_version 0: the newest parameters, never held
+    request.set_request_id(++evaluator_request_id_);
+    for (v1::SparseRows& rows : evaluator_routing_->Requests(static_cast<int32_t>(s))) {
+      *request.add_sparse() = std::move(rows);
+    }
+    const shard::Puller puller{&evaluator_routing_, /*worker=*/0, /*trains=*/false};
+    SYNCOPATE_RETURN_IF_ERROR(
+        shards_[s]->Pull(puller, request, [&, s](const v1::PullResponse& response) {
+          const v1::ShardPartition& p = partitions_[s];
+          absl::Status unpacked = tensor::UnpackFloatsInto(
+              response.values(),
+              std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin()));
+          if (unpacked.ok()) {
+            unpacked = evaluator_routing_->ScatterRows(static_cast<int32_t>(s), response.sparse(),
+                                                       eval_rows_);
+          }
+          if (status.ok()) status = unpacked;
+          --pending;
+        }));
+  }
+  answered = pending == 0;
+  if (!answered) {
+    // Never expected (min_version 0 is always due), but a held pull must not outlive the
+    // callback's captures.
+    for (auto& shard : shards_) shard->CancelPulls(&evaluator_routing_);
+  }
+  return status;
+}
+
 void Simulation::Evaluate(EventQueue::Action then) {
-  // The evaluator reads the newest parameters (no look-ahead) and scores the evaluation set,
-  // which takes SimSpec.evaluation_seconds (0: no virtual time).
-  const std::vector<float> params = GatherParameters();
+  // RunEvaluator, chunk by chunk: route the chunk's keys, pull the newest parameters (no
+  // look-ahead) and those rows from every shard as an evaluator (rows never touched read as
+  // their initial value and are not created), score. Scoring takes SimSpec.evaluation_seconds
+  // (0: no virtual time); the pulls take no shard time.
   for (int64_t begin = 0; begin < eval_->eval_size(); begin += eval_->eval_chunk()) {
     eval_->PrepareEval(begin, std::min(eval_->eval_size(), begin + eval_->eval_chunk()));
-    if (absl::Status scored = eval_->ScoreEval(params, no_rows_); !scored.ok()) return Fail(scored);
+    if (absl::Status routed = evaluator_routing_->Route(&eval_->keys()); !routed.ok()) {
+      return Fail(routed);
+    }
+    bool answered = false;
+    if (absl::Status pulled = EvaluatorPull(answered); !pulled.ok()) return Fail(pulled);
+    if (!answered) return Fail(absl::InternalError("a shard held the evaluator's pull"));
+    if (absl::Status scored = eval_->ScoreEval(params_, eval_rows_); !scored.ok()) {
+      return Fail(scored);
+    }
   }
   absl::StatusOr<model::Evaluation> evaluation = eval_->FinishEval();
   if (!evaluation.ok()) return Fail(evaluation.status());
   auto record = [this, e = *evaluation, examples = result_.examples, then = std::move(then)] {
-    result_.evaluations.push_back({Now(), examples, e.accuracy, e.mean_loss, e.auc});
-    if (options_.target_accuracy > 0 && !result_.seconds_to_target.has_value() &&
-        e.accuracy >= options_.target_accuracy) {
+    const double quality = result_.quality_metric == "auc" ? e.auc : e.accuracy;
+    result_.evaluations.push_back({Now(), examples, e.accuracy, e.mean_loss, e.auc, quality});
+    if (options_.target_quality > 0 && !result_.seconds_to_target.has_value() &&
+        quality >= options_.target_quality) {
       result_.seconds_to_target = Now();
     }
     if (then) then();

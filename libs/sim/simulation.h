@@ -16,8 +16,13 @@
 // Same options, same result, bit for bit: there is no thread, no wall clock and no hash-order
 // dependence, and every random draw derives from the seeds.
 //
-// Limits (docs/simulation.md): dense models only (a job with embedding tables is UNIMPLEMENTED);
-// evaluation is instantaneous in virtual time; no worker joins, no shard or coordinator faults.
+// Models with embedding tables (wide & deep, DeepFM, DCN) run as the real worker runs them: the
+// batch's keys are known before the pull (Workload::PrepareTrain), routed to their owner shards
+// by worker::KeyRouting (ParameterClient's own routing), pulled and pushed as SparseRows; the
+// evaluator reads rows from each shard without creating them, as the real one does.
+//
+// Limits (docs/simulation.md): evaluation takes no shard time; no worker joins, no shard or
+// coordinator faults.
 //
 // Thread-safety: RunSimulation is thread-safe (each call owns its state); the workload factory,
 // when given, is called on the calling thread.
@@ -47,8 +52,9 @@ struct SimOptions {
   // Evaluate every job.eval().interval_seconds of virtual time and at the end; off, only the end
   // is evaluated (tests that need no curve).
   bool periodic_eval = true;
-  // Time to target is the first evaluation at or above this accuracy (0: not tracked).
-  double target_accuracy = 0;
+  // Time to target is the first evaluation whose quality (SimEvaluation::quality, the job's
+  // report::QualityMetric: accuracy, or AUC for CTR models) is at or above this (0: not tracked).
+  double target_quality = 0;
   // Polled every kStopPollEvents events; once it returns true the run ends with CANCELLED
   // (`syncopate sim` passes runtime::ShutdownRequested, so SIGTERM and Ctrl-C stop a long run).
   // Empty: never stopped. Not part of the result: a run that is not stopped is unaffected.
@@ -64,6 +70,7 @@ struct SimEvaluation {
   double accuracy = 0;
   double loss = 0;
   double auc = 0;
+  double quality = 0;  // the job's quality metric: `accuracy`, or `auc` for CTR models
 };
 
 struct SimSwitch {
@@ -80,12 +87,15 @@ struct SimResult {
   std::vector<int64_t> shard_versions;     // updates applied, per shard
   v1::GradientCounters gradients;          // pushes by outcome, summed over the shards
   std::vector<SimEvaluation> evaluations;  // periodic ones, then the final one
+  std::string quality_metric;              // report::QualityMetric(job): "accuracy" or "auc"
   std::optional<double> seconds_to_target;
   std::vector<SimSwitch> switches;
   std::vector<int32_t> dead_workers;  // worker ids (1..N), in order of death
   int64_t events = 0;
   // The final parameters, flat (all shards' ranges in order).
   std::vector<float> parameters;
+  // Embedding rows the shards hold at the end (created by training pulls and pushes).
+  int64_t embedding_rows = 0;
 
   const SimEvaluation& final_evaluation() const { return evaluations.back(); }
 };
@@ -96,10 +106,9 @@ absl::StatusOr<v1::SimSpec> ParseSimSpec(absl::string_view text);
 // NOT_FOUND for a missing file; errors name the path.
 absl::StatusOr<v1::SimSpec> LoadSimSpecFile(const std::string& path);
 
-// Runs the job to its stop condition. INVALID_ARGUMENT for a bad spec or job, UNIMPLEMENTED for
-// a model with embedding tables, DEADLINE_EXCEEDED past spec.max_virtual_seconds, CANCELLED once
-// options.stop_requested says so, INTERNAL if the cluster stalls (no event left before the job is
-// done: a bug, reported with the state).
+// Runs the job to its stop condition. INVALID_ARGUMENT for a bad spec or job, DEADLINE_EXCEEDED
+// past spec.max_virtual_seconds, CANCELLED once options.stop_requested says so, INTERNAL if the
+// cluster stalls (no event left before the job is done: a bug, reported with the state).
 absl::StatusOr<SimResult> RunSimulation(const SimOptions& options);
 
 }  // namespace syncopate::sim

@@ -39,6 +39,7 @@ ABSL_DECLARE_FLAG(uint64_t, teacher_seed);
 ABSL_DECLARE_FLAG(std::string, sim);
 ABSL_DECLARE_FLAG(std::string, policy);
 ABSL_DECLARE_FLAG(double, target_accuracy);
+ABSL_DECLARE_FLAG(double, target_auc);
 ABSL_DECLARE_FLAG(std::string, teacher);
 
 namespace syncopate::cli {

@@ -37,7 +37,11 @@ int RunSim() {
   options.job = *job;
   options.spec = *spec;
   options.timing_seed = seed;
-  options.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
+  // Time to target in the job's own quality metric: AUC for the CTR models, else accuracy.
+  const std::string metric = report::QualityMetric(*job);
+  const bool auc = metric == "auc";
+  options.target_quality =
+      auc ? absl::GetFlag(FLAGS_target_auc) : absl::GetFlag(FLAGS_target_accuracy);
   const absl::Time start = absl::Now();
   options.stop_requested = [] { return runtime::ShutdownRequested(); };
   absl::StatusOr<sim::SimResult> result = sim::RunSimulation(options);
@@ -48,8 +52,13 @@ int RunSim() {
   const double real_seconds = absl::ToDoubleSeconds(absl::Now() - start);
 
   for (const sim::SimEvaluation& e : result->evaluations) {
-    printf("eval  %8.2f s  %9ld examples  accuracy %.4f  loss %.4f\n", e.seconds,
-           static_cast<long>(e.examples), e.accuracy, e.loss);
+    if (auc) {
+      printf("eval  %8.2f s  %9ld examples  auc %.4f  accuracy %.4f  loss %.4f\n", e.seconds,
+             static_cast<long>(e.examples), e.auc, e.accuracy, e.loss);
+    } else {
+      printf("eval  %8.2f s  %9ld examples  accuracy %.4f  loss %.4f\n", e.seconds,
+             static_cast<long>(e.examples), e.accuracy, e.loss);
+    }
   }
   for (const sim::SimSwitch& s : result->switches) {
     printf("switch %7.2f s  shard %d -> %s (%s)\n", s.seconds, s.shard, ModeName(s.mode).c_str(),
@@ -61,12 +70,12 @@ int RunSim() {
                                     : std::string("not reached");
   printf(
       "syncopate sim: %s, %d workers, %d shards, seed %lu: virtual wall time %.2f s, %ld "
-      "examples, final accuracy %.4f, time to %.2f: %s, %zu switches, %zu deaths, pushes "
+      "examples, final %s %.4f, time to %.*f: %s, %zu switches, %zu deaths, pushes "
       "%ld applied / %ld decayed / %ld dropped / %ld rejected, mean staleness %.2f; %ld events "
       "in %.1f s real\n",
       policy.c_str(), job->num_workers(), job->num_shards(), static_cast<unsigned long>(seed),
-      result->wall_seconds, static_cast<long>(result->examples), last.accuracy,
-      options.target_accuracy, to_target.c_str(), result->switches.size(),
+      result->wall_seconds, static_cast<long>(result->examples), metric.c_str(), last.quality,
+      auc ? 4 : 2, options.target_quality, to_target.c_str(), result->switches.size(),
       result->dead_workers.size(), static_cast<long>(result->gradients.applied()),
       static_cast<long>(result->gradients.decayed()),
       static_cast<long>(result->gradients.dropped()),

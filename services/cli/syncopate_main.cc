@@ -62,7 +62,11 @@ ABSL_FLAG(
     "sim: override the job's mode: sync | gba | async | auto, or async-scaled (async at lr * b/G, "
     "libs/sim/policy.h)");
 ABSL_FLAG(double, target_accuracy, 0.85,
-          "sim: report the virtual time of the first evaluation at or above this accuracy");
+          "sim: report the virtual time of the first evaluation at or above this accuracy (jobs "
+          "whose quality metric is accuracy: the MLP)");
+ABSL_FLAG(double, target_auc, 0.77,
+          "sim: report the virtual time of the first evaluation at or above this test AUC (jobs "
+          "whose quality metric is AUC: the CTR models; --target_accuracy does not apply to them)");
 
 int main(int argc, char** argv) {
   std::vector<char*> args = syncopate::runtime::InitProcess(
@@ -75,6 +79,7 @@ int main(int argc, char** argv) {
       "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments]\n"
       "  sim     simulate the job in virtual time with the real shard, model and mode policy:\n"
       "          --sim=SPEC [--job=JOB] [--seed=N] [--policy=sync|gba|async|auto]\n"
+      "          [--target_accuracy=A (MLP) | --target_auc=A (CTR models)]\n"
       "Security (every binary): --tls_cert/--tls_key/--tls_ca turn on mTLS; --join_token_file\n"
       "(or --join_token) sets the shared join token; `local` generates one per run unless\n"
       "--insecure_no_join_token (see docs/operations.md).");

@@ -46,6 +46,16 @@ grep -q "teacher=segments" "$tmp/datagen.out" || fail "datagen printed '$(cat "$
 awk -F'\t' 'NF != 40 { bad = 1 } END { exit bad }' "$tmp/segments.tsv" ||
   fail "datagen --teacher=segments wrote a line without 40 fields"
 
+# `syncopate sim` of the wide & deep example on that file: AUC is the job's quality and target.
+sed -e "s|data/ctr/train.tsv.gz|$tmp/ctr.gz|" -e "s|data/ctr/test.tsv.gz|$tmp/ctr.gz|" \
+  "$root/examples/ctr_wdl.textproto" >"$tmp/ctr_wdl.textproto"
+"$bin" sim --job="$tmp/ctr_wdl.textproto" --sim="$root/examples/sim/scale.textproto" --epochs=1 \
+  --policy=sync --target_auc=0.5 >"$tmp/sim.out" 2>&1 ||
+  { cat "$tmp/sim.out"; fail "syncopate sim of a CTR job exited non-zero"; }
+grep -q "^eval .* auc 0\.[0-9]*  accuracy" "$tmp/sim.out" || fail "sim printed no AUC: $(cat "$tmp/sim.out")"
+grep -q "final auc 0\.[0-9]*, time to 0\.5000: " "$tmp/sim.out" ||
+  fail "sim's summary lacks the final AUC: $(tail -n 1 "$tmp/sim.out")"
+
 # A small job end to end: exit 0, both reports, an accuracy well above chance.
 "$bin" local --job="$root/examples/fashion_mnist_mlp.textproto" --workers=2 --shards=1 \
   --epochs=1 --train_limit=4000 --test_limit=1000 --run_dir="$tmp/run" >"$tmp/local.out" 2>&1 ||

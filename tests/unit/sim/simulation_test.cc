@@ -1,6 +1,5 @@
 #include "libs/sim/simulation.h"
 
-#include <cstring>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -11,6 +10,7 @@
 #include "libs/optim/optimizer.h"
 #include "libs/tensor/initializer.h"
 #include "libs/workload/workload.h"
+#include "tests/unit/sim/sim_test_util.h"
 
 namespace syncopate::sim {
 namespace {
@@ -32,51 +32,10 @@ v1::JobSpec TinyJob(v1::Mode mode, int workers, int shards) {
   return job;
 }
 
-// 10 ms per step and 1 ms per message, nothing random: events happen in an order a test can
-// reason about.
-v1::SimSpec Clockwork() {
-  v1::SimSpec spec;
-  spec.mutable_step_time()->set_seconds_per_step(0.01);
-  spec.mutable_network()->set_latency_seconds(0.001);
-  return spec;
-}
-
-bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
-  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
-}
-
-// Two runs that must agree to the last bit: parameters, clock, events, counts, every
-// evaluation and every switch.
-void ExpectSameRun(const SimResult& a, const SimResult& b) {
-  EXPECT_TRUE(BitIdentical(a.parameters, b.parameters));
-  EXPECT_EQ(a.wall_seconds, b.wall_seconds);
-  EXPECT_EQ(a.events, b.events);
-  EXPECT_EQ(a.examples, b.examples);
-  EXPECT_EQ(a.shard_versions, b.shard_versions);
-  EXPECT_EQ(a.gradients.decayed(), b.gradients.decayed());
-  EXPECT_EQ(a.dead_workers, b.dead_workers);
-  ASSERT_EQ(a.evaluations.size(), b.evaluations.size());
-  for (size_t i = 0; i < a.evaluations.size(); ++i) {
-    EXPECT_EQ(a.evaluations[i].seconds, b.evaluations[i].seconds);
-    EXPECT_EQ(a.evaluations[i].accuracy, b.evaluations[i].accuracy);
-    EXPECT_EQ(a.evaluations[i].loss, b.evaluations[i].loss);
-  }
-  EXPECT_EQ(a.switches.size(), b.switches.size());
-}
-
 TEST(Simulation, SameSeedSameResultBitForBit) {
   SimOptions options;
   options.job = TinyJob(v1::MODE_AUTO, 4, 2);
-  options.spec = Clockwork();
-  v1::StepTimeSpec* step = options.spec.mutable_step_time();
-  step->set_seconds_per_example(0.001);
-  step->set_lognormal_sigma(0.3);
-  step->set_hiccup_probability(0.05);
-  step->set_hiccup_scale_seconds(0.02);
-  step->set_hiccup_alpha(1.5);
-  v1::WorkerSpeed* slow = options.spec.add_speeds();
-  slow->set_worker(3);
-  slow->set_factor(4);
+  options.spec = NoisyWithAStraggler();
   options.timing_seed = 11;
   options.job.mutable_eval()->set_interval_seconds(0.5);
   absl::StatusOr<SimResult> first = RunSimulation(options);
@@ -225,14 +184,8 @@ TEST(Simulation, SyncRunMatchesTheRealAggregatorFedDirectly) {
   membership.set_local_batch(16);
   aggregator.SetMembership(membership);
   // Each worker visits its leases' examples in order; leases alternate between the workers.
-  data::LeaseTable leases = *data::LeaseTable::Create(64, 32, job.seed());
-  std::vector<std::vector<int64_t>> stream(2);
-  while (static_cast<int64_t>(stream[1].size()) < versions * 16) {
-    for (int w = 0; w < 2; ++w) {
-      std::vector<int64_t> order = data::LeaseExampleOrder(leases.Acquire(w + 1));
-      stream[w].insert(stream[w].end(), order.begin(), order.end());
-    }
-  }
+  const std::vector<std::vector<int64_t>> stream =
+      AlternatingLeaseStreams(64, 32, job.seed(), versions * 16);
   auto model = *workload::CreateWorkload(job, workload::Purpose::kTrain);
   std::vector<float> grad(params.size()), mean(params.size());
   workload::TableRows rows, row_grads;
@@ -360,20 +313,13 @@ TEST(Simulation, StartupAndTheFinalEvaluationAddTheirTime) {
   EXPECT_EQ(real_like->final_evaluation().accuracy, plain->final_evaluation().accuracy);
 }
 
-TEST(Simulation, RefusesJobsWithEmbeddingTablesAndBadSpecs) {
+TEST(Simulation, RefusesBadSpecs) {
   SimOptions options;
   options.job = TinyJob(v1::MODE_SYNC, 2, 1);
   options.spec = Clockwork();
   options.spec.add_speeds()->set_worker(2);  // the job has workers 0 and 1
   options.spec.mutable_speeds(0)->set_factor(2);
   EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
-
-  absl::StatusOr<v1::JobSpec> wdl =
-      job::LoadJobSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/ctr_wdl.textproto");
-  ASSERT_TRUE(wdl.ok()) << wdl.status();
-  options.job = *wdl;
-  options.spec = Clockwork();
-  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kUnimplemented);
 
   EXPECT_EQ(ParseSimSpec("step_time { seconds_per_step: }").status().code(),
             absl::StatusCode::kInvalidArgument);
