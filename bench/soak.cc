@@ -14,10 +14,10 @@
 // a 10k-example subset in blocks of 100, and G = 16 x workers (16 examples per worker step), so
 // 64 worker processes plus the shards fit two shared cores and each one's resident set is tens
 // of MiB, not the full data set's hundreds.
-#include <signal.h>
 #include <sys/wait.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -88,7 +88,7 @@ std::string StragglerSchedule(int index, int stragglers, double factor, absl::Du
   const double period = 60, slow = 15;
   const double offset = period * index / std::max(1, stragglers);
   std::vector<std::string> steps;
-  if (offset > 0) steps.push_back("0s:1");
+  if (offset > 0) steps.emplace_back("0s:1");
   for (double t = offset; t < absl::ToDoubleSeconds(until) + period; t += period) {
     steps.push_back(absl::StrFormat("%.0fs:%g", t, factor));
     steps.push_back(absl::StrFormat("%.0fs:1", t + slow));
@@ -296,7 +296,7 @@ int Main() {
   // KillAndRestart reaps while it waits for its victim, so another child's exit in that moment
   // would go unnoticed above: every child must still be running now.
   std::vector<std::string> children = watched;
-  children.push_back("evaluator");
+  children.emplace_back("evaluator");
   double worker_rss = 0;
   int worker_rss_n = 0;
   for (int w = 0; w < workers; ++w) {

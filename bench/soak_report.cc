@@ -164,7 +164,7 @@ SoakVerdict Judge(const std::vector<SoakSample>& samples, const SoakRun& run,
                                            g.process, 100 * g.growth, g.baseline_mib, g.final_mib));
     }
   }
-  if (v.stalls.empty()) v.failures.push_back("no shard version was ever read");
+  if (v.stalls.empty()) v.failures.emplace_back("no shard version was ever read");
   for (const Stall& s : v.stalls) {
     if (s.first_update == absl::InfiniteDuration()) {
       v.failures.push_back(absl::StrCat(s.shard, ": its version never advanced"));
@@ -178,15 +178,17 @@ SoakVerdict Judge(const std::vector<SoakSample>& samples, const SoakRun& run,
         absl::StrCat(key.first, ": ", count, " unexplained '", key.second, "' rejections"));
   }
   for (const auto& [process, count] : run.log_errors) {
-    if (count > 0)
+    if (count > 0) {
       v.failures.push_back(absl::StrCat(process, ": ", count, " ERROR lines in its log"));
+    }
   }
   for (const std::string& exit : run.unexpected_exits) {
     v.failures.push_back("unexpected exit: " + exit);
   }
-  for (const std::string& kill : run.kill_failures)
+  for (const std::string& kill : run.kill_failures) {
     v.failures.push_back("fault injection: " + kill);
-  if (!run.job_running_at_end) v.failures.push_back("the job was not running at the end");
+  }
+  if (!run.job_running_at_end) v.failures.emplace_back("the job was not running at the end");
   return v;
 }
 

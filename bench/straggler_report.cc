@@ -387,8 +387,9 @@ std::string ResultsMarkdown(const Selection& selection, const std::vector<CellSu
     absl::StrAppendFormat(&md, "| %s | %s | **%s** | %s |\n", g.goal, g.scenario,
                           stats::VerdictName(g.verdict), g.evidence);
   }
-  if (verdicts.empty())
+  if (verdicts.empty()) {
     md += "| (no goal applies to the selected scenarios and policies) | | | |\n";
+  }
   bool any_mlp = false;
   for (const CellSummary& c : cells) any_mlp = any_mlp || !IsCtr(c.scenario);
   if (any_mlp) {
