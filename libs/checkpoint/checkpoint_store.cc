@@ -5,6 +5,7 @@
 #include <zlib.h>
 
 #include <algorithm>
+#include <cinttypes>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -50,13 +51,13 @@ std::vector<FileName> ListCheckpoints(const std::string& dir) {
     // shard-<id>-of-<S>-v<version>.ckpt, and nothing else (temporary files end differently).
     const std::string name = entry.path().filename().string();
     int shard = 0, shards = 0, consumed = 0;
-    long long version = 0;
-    if (std::sscanf(name.c_str(), "shard-%d-of-%d-v%lld.ckpt%n", &shard, &shards, &version,
+    int64_t version = 0;
+    if (std::sscanf(name.c_str(), "shard-%d-of-%d-v%" SCNd64 ".ckpt%n", &shard, &shards, &version,
                     &consumed) != 3 ||
         consumed != static_cast<int>(name.size())) {
       continue;
     }
-    files.push_back({shard, shards, static_cast<int64_t>(version), entry.path().string()});
+    files.push_back({shard, shards, version, entry.path().string()});
   }
   // Newest first.
   std::sort(files.begin(), files.end(),
@@ -139,8 +140,9 @@ absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path) 
 absl::Status CheckpointStore::Save(const v1::ShardCheckpoint& checkpoint) {
   std::error_code error;
   std::filesystem::create_directories(dir_, error);
-  if (error)
+  if (error) {
     return absl::UnavailableError(absl::StrCat("cannot create ", dir_, ": ", error.message()));
+  }
   const std::string path =
       absl::StrFormat("%s/shard-%d-of-%d-v%012d.ckpt", dir_, checkpoint.shard_id(),
                       checkpoint.num_shards(), checkpoint.version());
@@ -175,8 +177,10 @@ absl::StatusOr<std::vector<v1::ShardCheckpoint>> CheckpointStore::LoadLatestLayo
     best_version_by_layout.emplace(file.num_shards, file.version);
   }
   std::vector<std::pair<int64_t, int>> layouts;
-  for (const auto& [shards, version] : best_version_by_layout)
+  layouts.reserve(best_version_by_layout.size());
+  for (const auto& [shards, version] : best_version_by_layout) {
     layouts.emplace_back(version, shards);
+  }
   std::sort(layouts.rbegin(), layouts.rend());
   for (const auto& [version, num_shards] : layouts) {
     std::vector<v1::ShardCheckpoint> set;

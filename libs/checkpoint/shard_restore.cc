@@ -18,8 +18,9 @@ absl::Status CheckSlices(const v1::ShardCheckpoint& source) {
     const uint64_t bytes = static_cast<uint64_t>(from.length()) * sizeof(float);
     bool sound = from.length() >= 0 && from.tensor_offset() >= 0 &&
                  from.tensor_offset() <= INT64_MAX - from.length() && from.values().size() == bytes;
-    for (const std::string& vector : from.optimizer_state())
+    for (const std::string& vector : from.optimizer_state()) {
       sound = sound && vector.size() == bytes;
+    }
     if (!sound) {
       return absl::DataLossError(absl::StrCat("checkpoint slice of ", from.tensor(),
                                               " is inconsistent (length ", from.length(), ", ",
@@ -93,8 +94,9 @@ absl::Status RestoreRows(const v1::ShardCheckpoint& source, const v1::ShardAssig
     const uint64_t bytes = static_cast<uint64_t>(keys.size()) * dim * sizeof(float);
     bool sound =
         from.values().size() == bytes && static_cast<size_t>(from.optimizer_state_size()) == slots;
-    for (const std::string& vector : from.optimizer_state())
+    for (const std::string& vector : from.optimizer_state()) {
       sound = sound && vector.size() == bytes;
+    }
     if (!sound) {
       return absl::DataLossError(absl::StrCat("checkpoint rows of table '", from.table(),
                                               "' are inconsistent with their ", keys.size(),
