@@ -211,8 +211,9 @@ absl::StatusOr<CtrDataset> ReadCriteoTsv(const std::string& path, int64_t limit)
     }
     pending.erase(0, consumed);
     // A line that is already too long fails now rather than after the whole file is buffered.
-    if (!parser.full() && pending.size() > kMaxLineBytes)
+    if (!parser.full() && pending.size() > kMaxLineBytes) {
       return with_path(parser.ParseLine(pending));
+    }
   }
   if (!parser.full() && !pending.empty()) {
     if (absl::Status parsed = parser.ParseLine(pending); !parsed.ok()) return with_path(parsed);

@@ -5,7 +5,6 @@
 #include <cerrno>
 #include <cstring>
 #include <string>
-#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -26,12 +25,12 @@ absl::StatusOr<GzFile> OpenGzFile(const std::string& path, const char* mode,
   switch (errnum) {
     case ENOENT:
     case ENOTDIR:
-      return absl::NotFoundError(std::move(message));
+      return absl::NotFoundError(message);
     case EACCES:
     case EPERM:
-      return absl::PermissionDeniedError(std::move(message));
+      return absl::PermissionDeniedError(message);
     default:
-      return absl::UnknownError(std::move(message));
+      return absl::UnknownError(message);
   }
 }
 

@@ -92,15 +92,16 @@ absl::Status ReadExactly(IdxStream& stream, absl::string_view what, int64_t tota
 // Reads `count` big-endian u32 values (the IDX header is big-endian regardless of the host).
 absl::StatusOr<std::vector<uint32_t>> ReadBigEndianU32s(IdxStream& stream, absl::string_view what,
                                                         int count) {
+  const int64_t num_bytes = int64_t{4} * count;
   std::vector<uint8_t> bytes;
-  bytes.reserve(4 * count);
+  bytes.reserve(num_bytes);
   SYNCOPATE_RETURN_IF_ERROR(
-      ReadExactly(stream, what, 4 * count, [&bytes](const uint8_t* data, int64_t size) {
+      ReadExactly(stream, what, num_bytes, [&bytes](const uint8_t* data, int64_t size) {
         bytes.insert(bytes.end(), data, data + size);
       }));
   std::vector<uint32_t> values(count);
   for (int i = 0; i < count; ++i) {
-    const uint8_t* b = &bytes[4 * i];
+    const uint8_t* b = &bytes[size_t{4} * i];
     values[i] = (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | b[3];
   }
   return values;
