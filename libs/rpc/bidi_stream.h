@@ -48,16 +48,16 @@ class BidiStream : public grpc::ServerBidiReactor<Request, Response> {
 
   // Finishes the stream with `status` after queued writes drain. Later calls are ignored.
   void Close(grpc::Status status) {
-    bool finish_now = false;
     {
       absl::MutexLock lock(&mu_);
       if (finish_requested_) return;
       finish_requested_ = true;
-      final_status_ = std::move(status);
-      finish_now = !writing_;
-      if (finish_now) status = final_status_;
+      if (writing_) {  // OnWriteDone finishes with it once the queue has drained
+        final_status_ = std::move(status);
+        return;
+      }
     }
-    if (finish_now) this->Finish(std::move(status));
+    this->Finish(std::move(status));
   }
 
   bool closed() const {
