@@ -1,7 +1,7 @@
 #include "libs/launch/local_cluster.h"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): SIGKILL is POSIX, not in <csignal>
 #include <unistd.h>
 
 #include <filesystem>
@@ -26,7 +26,7 @@ absl::StatusOr<int> LocalCluster::StartChild(const std::string& name, std::vecto
   if (child.argv.empty()) child = {argv, port_key, 0, essential};
   std::filesystem::remove(ready);
   argv.push_back("--ready_file=" + ready);
-  argv.push_back("--metrics_listen=127.0.0.1:0");
+  argv.emplace_back("--metrics_listen=127.0.0.1:0");
   argv.insert(argv.end(), security_flags_.begin(), security_flags_.end());
   SYNCOPATE_RETURN_IF_ERROR(
       processes_

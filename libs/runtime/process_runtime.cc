@@ -1,7 +1,7 @@
 #include "libs/runtime/process_runtime.h"
 
 #include <pthread.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): sigset_t, sigwait are POSIX
 #include <unistd.h>
 
 #include <cstdio>
