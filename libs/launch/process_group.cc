@@ -1,7 +1,7 @@
 #include "libs/launch/process_group.h"
 
 #include <fcntl.h>
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): kill, sigset_t are POSIX
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
