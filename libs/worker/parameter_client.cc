@@ -136,8 +136,6 @@ ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1:
                                  std::function<bool()> abort, const std::string& join_token,
                                  const std::string& job_id, std::vector<int32_t> table_dims)
     : map_(map),
-      worker_id_(worker_id),
-      role_(role),
       abort_(std::move(abort)),
       tokens_(map.shards_size(), 0),
       min_versions_(map.shards_size(), 0),

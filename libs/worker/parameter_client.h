@@ -98,8 +98,6 @@ class ParameterClient final : public ParameterStore {
  private:
   std::vector<std::unique_ptr<ShardConnection>> shards_;
   const v1::ShardMap map_;
-  const int32_t worker_id_;
-  const v1::Role role_;
   const std::function<bool()> abort_;
   std::vector<int64_t> tokens_;        // version of the last pulled parameters
   std::vector<int64_t> min_versions_;  // what the next pull waits for
