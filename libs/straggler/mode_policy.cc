@@ -250,7 +250,9 @@ absl::StatusOr<ModeDecision> ModePolicy::Decide(const Assessment& assessment, Mo
   } else if (gba_better) {
     d.recommended = v1::MODE_GBA;
     reason = d.stragglers.empty() ? kReasonGbaPredictedFaster : kReasonStragglerDetected;
-  } else if (current == v1::MODE_SYNC) {
+  } else if (current == v1::MODE_SYNC) {  // NOLINT(bugprone-branch-clone): see the comment
+    // In sync, no significant difference: stay. The tie in GBA below ends with the same reason
+    // for a different case; the branches stay apart so that each case keeps its why.
     reason = kReasonNoSignificantDifference;
   } else if (!d.stragglers.empty()) {
     // In GBA with a straggler still flagged: stay. Leaving needs the straggler gone too, which
