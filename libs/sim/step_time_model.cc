@@ -158,8 +158,9 @@ double StepTimeModel::MessageTransferSeconds(int64_t bytes) const {
 double StepTimeModel::ShardServiceSeconds(int64_t bytes) const {
   const v1::ShardTimingSpec& shard = spec_.shard();
   double seconds = shard.seconds_per_message();
-  if (shard.bytes_per_second() > 0)
+  if (shard.bytes_per_second() > 0) {
     seconds += static_cast<double>(bytes) / shard.bytes_per_second();
+  }
   return seconds;
 }
 

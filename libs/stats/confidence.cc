@@ -161,8 +161,9 @@ absl::StatusOr<Interval> FiellerRatioInterval(const std::vector<double>& a,
   SYNCOPATE_RETURN_IF_ERROR(CheckTwoSamples(a, b, confidence));
   const auto [mean_a, u] = MeanAndSquaredError(a);
   const auto [mean_b, v] = MeanAndSquaredError(b);
-  if (mean_b == 0)
+  if (mean_b == 0) {
     return absl::FailedPreconditionError("a ratio needs a non-zero denominator mean");
+  }
   const double ratio = mean_a / mean_b;
   // ā − R·b̄ has variance u + R²v; its degrees of freedom at the point estimate R = ā/b̄.
   const double df = WelchDegreesOfFreedom(u, a.size(), ratio * ratio * v, b.size());

@@ -21,8 +21,9 @@ int RunDatagen(const std::vector<char*>& args) {
     runtime::Die(kind.empty() ? "datagen: missing kind (expected: datagen ctr)"
                               : "datagen: unknown kind '" + kind + "' (expected ctr)");
   }
-  if (args.size() > 3)
+  if (args.size() > 3) {
     runtime::Die(absl::StrCat("datagen ctr: unexpected argument '", args[3], "'"));
+  }
   const int64_t rows = absl::GetFlag(FLAGS_rows);
   if (rows < 1) runtime::Die(absl::StrCat("datagen ctr: --rows must be >= 1, got ", rows));
   const std::string out = absl::GetFlag(FLAGS_out);

@@ -16,8 +16,9 @@ absl::StatusOr<v1::JobSpec> JobFromFlags() {
   if (absl::GetFlag(FLAGS_workers) > 0) job->set_num_workers(absl::GetFlag(FLAGS_workers));
   if (absl::GetFlag(FLAGS_shards) > 0) job->set_num_shards(absl::GetFlag(FLAGS_shards));
   if (absl::GetFlag(FLAGS_epochs) > 0) job->mutable_stop()->set_epochs(absl::GetFlag(FLAGS_epochs));
-  if (absl::GetFlag(FLAGS_global_batch) > 0)
+  if (absl::GetFlag(FLAGS_global_batch) > 0) {
     job->set_global_batch(absl::GetFlag(FLAGS_global_batch));
+  }
   if (absl::GetFlag(FLAGS_train_limit) >= 0) {
     job->mutable_dataset()->set_train_limit(absl::GetFlag(FLAGS_train_limit));
   }
