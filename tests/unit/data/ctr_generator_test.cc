@@ -91,6 +91,8 @@ TEST(CtrTeacher, SameSeedSameTeacherAndDifferentSeedDifferentWeights) {
     const double p_a = a.Sample(rng_a, numeric_a, categorical_a);
     const double p_b = b.Sample(rng_b, numeric_b, categorical_b);
     ASSERT_EQ(p_a, p_b);
+    // Bit-identical (NaN marks a missing value, and NaN != NaN): memcmp is the point here.
+    // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
     ASSERT_EQ(std::memcmp(numeric_a, numeric_b, sizeof(numeric_a)), 0);
     ASSERT_EQ(std::memcmp(categorical_a, categorical_b, sizeof(categorical_a)), 0);
     ASSERT_EQ(p_a, a.Probability(numeric_a, categorical_a));
@@ -158,6 +160,8 @@ TEST_F(CtrGeneratorTest, FileRoundTripsTheSampledRowsPlainAndGzip) {
       const float label = static_cast<double>(rng() >> 11) * 0x1.0p-53 < p ? 1.0f : 0.0f;
       positives += label != 0 ? 1 : 0;
       ASSERT_EQ(read->labels[i], label) << "row " << i;
+      // Bit-identical, NaNs (missing values) included: memcmp, not ==.
+      // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
       ASSERT_EQ(std::memcmp(read->numeric_row(i), numeric, sizeof(numeric)), 0) << "row " << i;
       ASSERT_EQ(std::memcmp(read->categorical_row(i), categorical, sizeof(categorical)), 0)
           << "row " << i;
