@@ -38,8 +38,9 @@ void CheckConsistent(const CtrDataset& d, int64_t limit) {
   Check(d.categorical.size() == static_cast<size_t>(d.size) * syncopate::data::kCriteoCategorical);
   for (float label : d.labels) Check(label == 0.0f || label == 1.0f);
   for (float x : d.numeric) Check(std::isnan(x) || x == std::floor(x));
-  for (uint64_t c : d.categorical)
+  for (uint64_t c : d.categorical) {
     Check(c == syncopate::data::kMissingCategory || c < (1ULL << 60));
+  }
 }
 
 bool SameRows(const CtrDataset& a, const CtrDataset& b) {

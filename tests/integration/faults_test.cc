@@ -1,5 +1,5 @@
 // Fault scenarios with real processes: a process is SIGKILLed mid-run and the run completes.
-#include <signal.h>
+#include <signal.h>  // NOLINT(modernize-deprecated-headers): SIGKILL is POSIX, not in <csignal>
 #include <sys/wait.h>
 
 #include <set>

@@ -1,7 +1,7 @@
 // report.html as a person sees it: a report of a known run is rendered by headless Chromium
 // (Debian's `chromium`, which ./dev installs) and the screenshot is checked pixel by pixel: every
 // chart is on the page, and its curves and bars are where the run's numbers put them.
-#include <stdlib.h>
+#include <stdlib.h>  // NOLINT(modernize-deprecated-headers): mkdtemp is POSIX, not in <cstdlib>
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,8 +123,8 @@ bool DecodePng(const std::string& file, Image& image, std::string& why) {
       cur[i] = static_cast<uint8_t>(row[1 + i] + predictor);
     }
     for (int x = 0; x < image.width; ++x) {
-      image.pixels[static_cast<size_t>(y) * image.width + x] = {
-          cur[x * channels], cur[x * channels + 1], cur[x * channels + 2]};
+      const size_t at = static_cast<size_t>(x) * channels;
+      image.pixels[static_cast<size_t>(y) * image.width + x] = {cur[at], cur[at + 1], cur[at + 2]};
     }
     std::swap(prev, cur);
   }
@@ -227,7 +227,7 @@ v1::RunReport KnownRun() {
   for (int t = 0; t <= 40; t += 5) {
     v1::EvalStatus* e = r.add_eval_history();
     e->set_seconds_at_eval(t);
-    e->set_examples_at_eval(t * 2700);
+    e->set_examples_at_eval(int64_t{2700} * t);
     e->set_accuracy(0.88 - 0.58 * std::exp(-t / 8.0));
     e->set_loss(0.35 + 1.5 * std::exp(-t / 8.0));
   }
@@ -242,7 +242,7 @@ v1::RunReport KnownRun() {
   for (int t = 0; t <= 40; ++t) {
     v1::RunReport::Sample* s = r.add_timeline();
     s->set_seconds(t);
-    s->set_examples(t * 2700);
+    s->set_examples(int64_t{2700} * t);
     for (int w = 0; w < 3; ++w) {
       v1::RunReport::Sample::Worker* worker = s->add_workers();
       worker->set_name(absl::StrCat("worker-", w));
