@@ -10,7 +10,7 @@ namespace {
 
 using ::testing::ElementsAre;
 
-v1::Membership Members(std::vector<int32_t> ids, int32_t local_batch) {
+v1::Membership Members(const std::vector<int32_t>& ids, int32_t local_batch) {
   v1::Membership m;
   for (int32_t id : ids) m.add_worker_ids(id);
   m.set_local_batch(local_batch);

@@ -10,7 +10,7 @@
 namespace syncopate::bench {
 namespace {
 
-constexpr int64_t kMiB = 1024 * 1024;
+constexpr int64_t kMiB = int64_t{1024} * 1024;
 
 // One sample a second for `seconds`, with `rss(t)` MiB for the coordinator and a shard whose
 // version advances every second.

@@ -159,6 +159,7 @@ TEST(Verdicts, AutoSlowerThanAFixedPolicyIsNotMet) {
 
 TEST(Verdicts, CensoredMixesAndSingleRunsAreUndecided) {
   std::vector<RunResult> runs;
+  runs.reserve(4);
   for (int s = 0; s < 3; ++s) runs.push_back(CrossingRun("b", "sync", s + 1, 40 + s, 0.86));
   runs.push_back(CrossingRun("b", "auto", 1, 18, 0.86));
   runs.push_back(CrossingRun("b", "auto", 2, 18.5, 0.86));

@@ -11,7 +11,7 @@ namespace syncopate::checkpoint {
 namespace {
 
 std::string TempDir(const std::string& name) {
-  const std::string dir = absl::StrCat(testing::TempDir(), "/ckpt-", name, "-", getpid());
+  std::string dir = absl::StrCat(testing::TempDir(), "/ckpt-", name, "-", getpid());
   std::filesystem::remove_all(dir);
   return dir;
 }

@@ -2,6 +2,7 @@
 // shard (tests/unit/checkpoint/shard_restore_test.cc covers it through ShardCore end to end).
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -38,7 +39,7 @@ class RestoreShardTest : public ::testing::Test {
     c.set_optimizer("momentum");
     c.set_version(version);
     c.set_optimizer_steps(version * 2);
-    AddSlice(c, tensor, offset, values);
+    AddSlice(c, tensor, offset, std::move(values));
     return c;
   }
   static void AddSlice(v1::ShardCheckpoint& c, const std::string& tensor, int64_t offset,

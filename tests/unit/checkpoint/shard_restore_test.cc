@@ -67,6 +67,7 @@ TEST(ShardRestore, ThreeShardsRestoreOntoTwoAndFiveExactly) {
   auto three = Shards(Job(), 3, clock);
   Train(three, 5);
   std::vector<v1::ShardCheckpoint> checkpoints;
+  checkpoints.reserve(three.size());
   for (const auto& s : three) checkpoints.push_back(s->Snapshot());
   const std::vector<float> trained = Flat(three);
 

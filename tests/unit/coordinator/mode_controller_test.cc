@@ -51,7 +51,7 @@ class RecordingMetrics : public ModeControlMetrics {
 
 class ModeControllerTest : public ::testing::Test {
  protected:
-  void Create(v1::JobSpec job) {
+  void Create(const v1::JobSpec& job) {
     controller_ = std::make_unique<ModeController>(job, &clock_, &metrics_);
   }
 

@@ -24,7 +24,7 @@ v1::CoordinatorProgress Progress(int64_t examples) {
 }
 
 std::string FreshDir(const std::string& name) {
-  const std::string dir = absl::StrCat(::testing::TempDir(), "/journal-", name, "-", getpid());
+  std::string dir = absl::StrCat(::testing::TempDir(), "/journal-", name, "-", getpid());
   std::filesystem::remove_all(dir);
   return dir;
 }

@@ -275,8 +275,9 @@ TEST_F(CriteoFileTest, CorruptAndTruncatedGzipAreDataLoss) {
   const std::string gz((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   ASSERT_GT(gz.size(), 1000u);
   std::string corrupt = gz;
-  for (size_t i = gz.size() / 2; i < gz.size() / 2 + 64; ++i)
+  for (size_t i = gz.size() / 2; i < gz.size() / 2 + 64; ++i) {
     corrupt[i] = static_cast<char>(~corrupt[i]);
+  }
   absl::StatusOr<CtrDataset> damaged = ReadCriteoTsv(WritePlain("corrupt.gz", corrupt), 0);
   EXPECT_EQ(damaged.status().code(), absl::StatusCode::kDataLoss) << damaged.status();
   EXPECT_THAT(damaged.status().message(), HasSubstr("corrupt.gz"));

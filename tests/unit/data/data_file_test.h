@@ -29,13 +29,13 @@ class DataFileTest : public ::testing::Test {
   std::string PathOf(const std::string& name) const { return (dir_ / name).string(); }
 
   std::string WritePlain(const std::string& name, const std::string& bytes) {
-    const std::string path = PathOf(name);
+    std::string path = PathOf(name);
     std::ofstream(path, std::ios::binary) << bytes;
     return path;
   }
 
   std::string WriteGzip(const std::string& name, const std::string& bytes) {
-    const std::string path = PathOf(name);
+    std::string path = PathOf(name);
     gzFile file = gzopen(path.c_str(), "wb");
     EXPECT_NE(file, nullptr);
     EXPECT_EQ(gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())),

@@ -36,6 +36,7 @@ std::vector<int> VisitCounts(const std::vector<DataLease>& leases, int64_t num_e
 
 std::vector<int64_t> Begins(const std::vector<DataLease>& leases) {
   std::vector<int64_t> begins;
+  begins.reserve(leases.size());
   for (const DataLease& lease : leases) begins.push_back(lease.begin());
   return begins;
 }
@@ -95,7 +96,7 @@ TEST(LeaseTable, ShufflesBlockOrderDifferentlyPerEpoch) {
     for (int i = 0; i < 100; ++i) epoch.push_back(table.Acquire(0));
   }
   std::vector<int64_t> sorted_begins(100);
-  for (int i = 0; i < 100; ++i) sorted_begins[i] = i * 100;
+  for (int i = 0; i < 100; ++i) sorted_begins[i] = int64_t{100} * i;
   EXPECT_THAT(Begins(epochs[0]), Not(ElementsAreArray(sorted_begins)));
   EXPECT_THAT(Begins(epochs[0]), Not(ElementsAreArray(Begins(epochs[1]))));
   EXPECT_THAT(Begins(epochs[0]), ::testing::UnorderedElementsAreArray(sorted_begins));
@@ -123,6 +124,7 @@ TEST(LeaseTable, SameSeedGivesSameLeases) {
 TEST(LeaseTable, BlockOrderIsPinnedForSeed) {
   LeaseTable table = MakeTable(1000, 100, 2024);
   std::vector<DataLease> leases;
+  leases.reserve(10);
   for (int i = 0; i < 10; ++i) leases.push_back(table.Acquire(0));
   // Cross-checked against an independent Python SplitMix64 + mt19937_64 + Fisher-Yates.
   EXPECT_THAT(Begins(leases),

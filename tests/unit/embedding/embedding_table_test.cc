@@ -322,8 +322,9 @@ TEST(EmbeddingTable, MillionRowsCostAtMostOneAndAHalfTimesTheirRawBytes) {
   std::unique_ptr<EmbeddingTable> table = Table(TableSpec(16), rule.get());
   std::vector<float> row(16);
   constexpr int64_t kRows = 1000000;
-  for (int64_t i = 0; i < kRows; ++i)
+  for (int64_t i = 0; i < kRows; ++i) {
     table->Pull(static_cast<uint64_t>(i) * 0x9e3779b97f4a7c15ull, row);
+  }
   ASSERT_EQ(table->size(), kRows);
   EXPECT_EQ(table->raw_bytes(), kRows * 16 * 2 * 4);
   EXPECT_LE(table->memory_bytes(), table->raw_bytes() * 3 / 2)

@@ -32,7 +32,8 @@ TEST(OwnerShard, SpreadsConsecutiveKeysEvenly) {
     ++counts[shard];
   }
   // Binomial(100000, 1/8): 12500 +- 105 (one standard deviation); 5% is about 6 of them.
-  for (int count : counts) EXPECT_NEAR(count, kKeys / kShards, kKeys / kShards * 0.05);
+  constexpr double kExpected = static_cast<double>(kKeys) / kShards;
+  for (int count : counts) EXPECT_NEAR(count, kExpected, kExpected * 0.05);
 }
 
 TEST(OwnerShard, NonPositiveShardCountIsNotADivisionByZero) {

@@ -230,7 +230,7 @@ TEST_P(CtrModelTest, TablesAndTensorsDescribeTheLayout) {
       EXPECT_EQ(model_->num_parameters(), kWdl);
       break;
     case CtrArchitecture::kDeepFm:  // one 3-wide vector per numeric column
-      EXPECT_EQ(model_->num_parameters(), kWdl + 13 * 3);
+      EXPECT_EQ(model_->num_parameters(), kWdl + int64_t{13} * 3);
       break;
     case CtrArchitecture::kDcn:  // two full-rank cross layers
       EXPECT_EQ(model_->num_parameters(), kWdl + 2 * (kInput * kInput + kInput));

@@ -42,8 +42,9 @@ Dataset RandomDataset(int input_dim, int num_classes, int64_t size, uint64_t see
   for (int64_t i = 0; i < size * input_dim; ++i) {
     data.features.push_back(static_cast<float>(Uniform(rng, -1, 1)));
   }
-  for (int64_t i = 0; i < size; ++i)
+  for (int64_t i = 0; i < size; ++i) {
     data.labels.push_back(static_cast<int32_t>(rng() % num_classes));
+  }
   return data;
 }
 
@@ -73,7 +74,8 @@ double ReferenceLoss(const std::vector<int>& widths, const std::vector<double>& 
       std::vector<double> next(outputs);
       for (int r = 0; r < outputs; ++r) {
         double z = params[offset + static_cast<int64_t>(outputs) * inputs + r];
-        for (int c = 0; c < inputs; ++c) z += params[offset + r + c * outputs] * activation[c];
+        for (int c = 0; c < inputs; ++c)
+          z += params[offset + r + static_cast<int64_t>(c) * outputs] * activation[c];
         next[r] = (l + 2 < widths.size()) ? std::max(z, 0.0) : z;
       }
       offset += static_cast<int64_t>(outputs) * inputs + outputs;
@@ -375,7 +377,7 @@ Dataset BlobDataset(int64_t size, uint64_t seed) {
   constexpr int kDim = 20;
   constexpr int kClasses = 10;
   std::mt19937_64 centre_rng(1234);  // the same centres for every split
-  std::vector<double> centres(kDim * kClasses);
+  std::vector<double> centres(size_t{kDim} * kClasses);
   for (double& c : centres) c = Uniform(centre_rng, -1, 1);
   std::mt19937_64 rng(seed);
   Dataset data;

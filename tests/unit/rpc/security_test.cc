@@ -39,7 +39,7 @@ TlsOptions Files(std::string cert, std::string key, std::string ca) {
 }
 
 std::string WriteTemp(const std::string& name, const std::string& contents) {
-  const std::string path = ::testing::TempDir() + "/" + name;
+  std::string path = ::testing::TempDir() + "/" + name;
   std::ofstream(path) << contents;
   return path;
 }

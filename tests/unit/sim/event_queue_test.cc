@@ -36,16 +36,16 @@ TEST(EventQueue, EventsScheduledByAnEventRunAfterItAndAfterEarlierTies) {
   EventQueue queue;
   std::vector<std::string> order;
   queue.At(absl::Seconds(1), [&] {
-    order.push_back("first");
+    order.emplace_back("first");
     // Same time as "second", scheduled later: runs after it. A time in the past means now.
-    queue.After(absl::ZeroDuration(), [&] { order.push_back("spawned now"); });
+    queue.After(absl::ZeroDuration(), [&] { order.emplace_back("spawned now"); });
     queue.At(absl::ZeroDuration(), [&] {
-      order.push_back("spawned in the past");
+      order.emplace_back("spawned in the past");
       EXPECT_EQ(queue.now(), absl::Seconds(1));
     });
-    queue.After(absl::Seconds(1), [&] { order.push_back("spawned later"); });
+    queue.After(absl::Seconds(1), [&] { order.emplace_back("spawned later"); });
   });
-  queue.At(absl::Seconds(1), [&] { order.push_back("second"); });
+  queue.At(absl::Seconds(1), [&] { order.emplace_back("second"); });
   while (queue.RunNext()) {
   }
   EXPECT_EQ(order, (std::vector<std::string>{"first", "second", "spawned now",

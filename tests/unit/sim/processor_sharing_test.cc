@@ -37,7 +37,7 @@ TEST(ProcessorSharing, FourEqualJobsOnTwoCoresTakeTwiceTheirSoloTime) {
   ProcessorSharing cpu(&queue, 2);
   std::vector<std::pair<int, double>> done;
   for (int i = 0; i < 4; ++i) {
-    cpu.Start(1.0, [&, i] { done.push_back({i, Now(queue)}); });
+    cpu.Start(1.0, [&, i] { done.emplace_back(i, Now(queue)); });
   }
   EXPECT_DOUBLE_EQ(cpu.Rate(), 0.5);
   RunAll(queue);
@@ -141,9 +141,9 @@ TEST(CpuThread, RunsItsWorkOneAtATimeInOrderWhileOtherThreadsShareTheCores) {
   ProcessorSharing cpu(&queue, 1);
   CpuThread thread(&cpu);
   std::vector<std::pair<char, double>> done;
-  thread.Run(0.5, [&] { done.push_back({'X', Now(queue)}); });
-  thread.Run(0.5, [&] { done.push_back({'Y', Now(queue)}); });
-  cpu.Start(1.0, [&] { done.push_back({'Z', Now(queue)}); });
+  thread.Run(0.5, [&] { done.emplace_back('X', Now(queue)); });
+  thread.Run(0.5, [&] { done.emplace_back('Y', Now(queue)); });
+  cpu.Start(1.0, [&] { done.emplace_back('Z', Now(queue)); });
   EXPECT_EQ(cpu.running(), 2);  // X and Z: Y waits for X
   RunAll(queue);
   ASSERT_EQ(done.size(), 3u);

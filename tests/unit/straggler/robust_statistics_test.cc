@@ -54,6 +54,7 @@ TEST(SummarizeSorted, EqualsMedianAndRobustSigmaExactly) {
       EXPECT_EQ(plain.median, Median(values)) << n << " " << kind;
       EXPECT_EQ(plain.robust_sigma, RobustSigma(values)) << n << " " << kind;
       std::vector<double> logs;
+      logs.reserve(values.size());
       for (double v : values) logs.push_back(std::log(v));
       const SortedSummary logged = SummarizeSorted(ascending, [](double x) { return std::log(x); });
       EXPECT_EQ(logged.median, Median(logs)) << n << " " << kind;

@@ -41,7 +41,7 @@ FakeCoordinator::Reply ThreeLeasesThenStop() {
       coordinator.Stop();
       return;
     }
-    coordinator.Queue(Lease(leases + 1, 10 * leases, 10 * leases + 10));
+    coordinator.Queue(Lease(leases + 1, int64_t{10} * leases, int64_t{10} * leases + 10));
     ++leases;
   };
 }
