@@ -74,8 +74,9 @@ double ReferenceLoss(const std::vector<int>& widths, const std::vector<double>& 
       std::vector<double> next(outputs);
       for (int r = 0; r < outputs; ++r) {
         double z = params[offset + static_cast<int64_t>(outputs) * inputs + r];
-        for (int c = 0; c < inputs; ++c)
+        for (int c = 0; c < inputs; ++c) {
           z += params[offset + r + static_cast<int64_t>(c) * outputs] * activation[c];
+        }
         next[r] = (l + 2 < widths.size()) ? std::max(z, 0.0) : z;
       }
       offset += static_cast<int64_t>(outputs) * inputs + outputs;
