@@ -601,12 +601,11 @@ void CoordinatorCore::DecideModes(Outbox& out) {
     options_.metrics->SetSlowdown(it->second.name, a.slowdown, a.straggler);
   }
   options_.metrics->SetStragglers(static_cast<int>(round.assessment.Stragglers().size()));
-  for (SetModeCommand& command : round.commands) {
+  for (const SetModeCommand& command : round.commands) {
     auto it = shards_.find(command.shard);
     if (it == shards_.end() || it->second.link == nullptr) continue;
     v1::CoordinatorToShard message;
-    message.mutable_set_mode()->set_mode(command.mode);
-    message.mutable_set_mode()->set_reason(std::move(command.reason));
+    *message.mutable_set_mode() = command.ToProto();
     out.to_shards.emplace_back(it->second.link, std::move(message));
   }
 }

@@ -1,6 +1,7 @@
 #include "libs/coordinator/coordinator_metrics.h"
 
 #include "libs/straggler/mode_policy.h"
+#include "libs/straggler/switch_confirmation.h"
 
 namespace syncopate::coordinator {
 
@@ -111,7 +112,8 @@ void CoordinatorMetrics::InitModePolicy(int shard) {
   for (absl::string_view reason :
        {kReasonPinned, kReasonInsufficientData, kReasonHoldMinDwell, kReasonNoSignificantDifference,
         kReasonStragglerDetected, kReasonGbaPredictedFaster, kReasonSyncPredictedFaster,
-        kReasonStalenessCostExceedsGain, kReasonStragglersRecovered}) {
+        kReasonStalenessCostExceedsGain, kReasonStragglersRecovered, kReasonAwaitingConfirmation,
+        kReasonTrainingLossRose, kReasonTrainingLossBackoff}) {
     const prometheus::Labels labels = {{"shard", std::to_string(shard)},
                                        {"reason", std::string(reason)}};
     decisions_.Add(labels);

@@ -2,9 +2,12 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/str_format.h"
 #include "glog/logging.h"
 #include "libs/common/mode_name.h"
 
@@ -24,6 +27,15 @@ double FiniteZ(double z) { return std::isfinite(z) ? z : (z > 0 ? 1e9 : -1e9); }
 
 }  // namespace
 
+v1::SetMode SetModeCommand::ToProto() const {
+  v1::SetMode message;
+  message.set_mode(mode);
+  message.set_reason(reason);
+  message.set_keep_rollback_point(keep_rollback_point);
+  message.set_roll_back(roll_back);
+  return message;
+}
+
 ModeControlMetrics* ModeControlMetrics::NoOp() {
   static auto* const kNoOp = new NoOpModeControlMetrics();
   return kNoOp;
@@ -33,13 +45,20 @@ ModeController::ModeController(const v1::JobSpec& job, Clock* clock, ModeControl
     : job_(job),
       clock_(clock),
       metrics_(metrics != nullptr ? metrics : ModeControlMetrics::NoOp()),
-      detector_(clock) {}
+      detector_(clock),
+      loss_guard_(static_cast<int64_t>(StragglerDetector::WindowForWorkers(job.num_workers())) *
+                  std::max(1, job.num_workers())) {}
 
 void ModeController::AddStep(int32_t worker, const v1::StepReport& step) {
   if (step.compute_seconds() <= 0) return;
   detector_.AddStep(worker, step.compute_seconds()).IgnoreError();
   detector_.AddCommunication(worker, std::max(0.0, step.pull_seconds() + step.push_seconds()))
       .IgnoreError();
+  if (job_.mode() == v1::MODE_AUTO) loss_guard_.Add(step.loss());
+}
+
+bool ModeController::Managed(const Shard& shard) {
+  return shard.policy != nullptr && shard.connected && !shard.policy->pinned().has_value();
 }
 
 void ModeController::RemoveWorker(int32_t worker) { detector_.RemoveWorker(worker); }
@@ -103,17 +122,82 @@ ModeRound ModeController::Decide(const std::vector<WorkerLoad>& loads, double el
   // prediction is the same for every shard already (the same workers and detector).
   std::vector<StalenessCost> slices;
   for (const auto& [id, shard] : shards_) {
-    if (shard.policy != nullptr && shard.connected && !shard.policy->pinned().has_value()) {
+    if (Managed(shard)) {
       slices.push_back(shard.staleness_cost);
     }
   }
   const StalenessCost whole_model = StalenessCost::Combine(slices);
+
+  // The LossGuard first: a significant rise of the training loss in gba sends every policy
+  // shard back to sync now, and this round decides nothing else.
+  loss_guard_.SetWindow(
+      static_cast<int64_t>(StragglerDetector::WindowForWorkers(static_cast<int>(loads.size()))) *
+      static_cast<int64_t>(loads.size()));
+  const std::optional<LossGuard::Verdict> verdict = loss_guard_.Check();
+  if (verdict.has_value()) VLOG(1) << "loss guard: " << verdict->explanation;
+  if (verdict.has_value() && verdict->tripped) {
+    loss_guard_.BackOff(elapsed_seconds);
+    const std::string explanation =
+        absl::StrFormat("%s; gba held back until the job has run %.1f s (trip %d)",
+                        verdict->explanation, loss_guard_.retry_at_seconds(), loss_guard_.trips());
+    for (auto& [id, shard] : shards_) {
+      if (!Managed(shard) || shard.mode != v1::MODE_GBA) continue;
+      ForceSwitch(id, shard, v1::MODE_SYNC, kReasonTrainingLossRose, explanation, elapsed_seconds);
+      round.commands.push_back({.shard = id,
+                                .mode = shard.mode,
+                                .reason = std::string(kReasonTrainingLossRose),
+                                .roll_back = true});
+    }
+    loss_guard_.LeaveGba();
+    return round;
+  }
+
   for (auto& [id, shard] : shards_) {
     if (shard.policy == nullptr || !shard.connected) continue;
     if (!DecideShard(id, shard, round.assessment, loads, whole_model, elapsed_seconds)) continue;
-    round.commands.push_back({id, shard.mode, shard.last_switch.reason()});
+    // Entering gba: the shard keeps the point the LossGuard may send it back to.
+    round.commands.push_back({.shard = id,
+                              .mode = shard.mode,
+                              .reason = shard.last_switch.reason(),
+                              .keep_rollback_point = shard.mode == v1::MODE_GBA});
   }
+
+  // The guard follows the job: in gba while any policy shard is.
+  const bool in_gba = std::any_of(shards_.begin(), shards_.end(), [](const auto& entry) {
+    return Managed(entry.second) && entry.second.mode == v1::MODE_GBA;
+  });
+  if (in_gba && !loss_guard_.in_gba()) loss_guard_.EnterGba();
+  if (!in_gba && loss_guard_.in_gba()) loss_guard_.LeaveGba();
   return round;
+}
+
+void ModeController::ForceSwitch(int32_t id, Shard& shard, v1::Mode mode, absl::string_view reason,
+                                 const std::string& explanation, double elapsed_seconds) {
+  v1::ModeDecisionStatus& d = shard.last_decision;
+  d.set_current(shard.mode);
+  d.set_recommended(mode);
+  d.set_switched(true);
+  d.set_close_call(false);
+  d.set_reason(std::string(reason));
+  d.set_explanation(explanation);
+  d.set_seconds(elapsed_seconds);
+  metrics_->CountDecision(id, d.reason());
+  // A candidate the policy was confirming was measured before the switch.
+  shard.confirmation = SwitchConfirmation();
+  CommitSwitch(id, shard);
+}
+
+void ModeController::CommitSwitch(int32_t id, Shard& shard) {
+  const v1::ModeDecisionStatus& d = shard.last_decision;
+  LOG(INFO) << "shard " << id << " switches " << ModeName(shard.mode) << " -> "
+            << ModeName(d.recommended()) << " (" << d.reason() << "): " << d.explanation();
+  shard.mode = d.recommended();
+  shard.policy->NotifySwitched(shard.mode);
+  ++shard.switches;
+  shard.last_switch = d;
+  shard.switch_history.push_back(d);
+  if (shard.switch_history.size() > kSwitchHistory) shard.switch_history.pop_front();
+  metrics_->CountSwitch(id, d.reason());
 }
 
 bool ModeController::DecideShard(int32_t id, Shard& shard, const Assessment& assessment,
@@ -123,6 +207,17 @@ bool ModeController::DecideShard(int32_t id, Shard& shard, const Assessment& ass
   if (!decision.ok()) {
     LOG(WARNING) << "mode policy for shard " << id << ": " << decision.status();
     return false;
+  }
+  if (decision->recommended == v1::MODE_GBA && shard.mode != v1::MODE_GBA &&
+      !decision->reason.empty() && decision->reason != kReasonPinned &&
+      !loss_guard_.GbaAllowed(elapsed_seconds)) {
+    decision->recommended = shard.mode;
+    decision->switch_now = false;
+    decision->reason = std::string(kReasonTrainingLossBackoff);
+    absl::StrAppendFormat(&decision->explanation,
+                          " [held: the training loss rose in gba at the last try; gba waits until "
+                          "the job has run %.1f s]",
+                          loss_guard_.retry_at_seconds());
   }
   shard.confirmation.Confirm(*decision, assessment, loads);
   v1::ModeDecisionStatus& d = shard.last_decision;
@@ -155,16 +250,7 @@ bool ModeController::DecideShard(int32_t id, Shard& shard, const Assessment& ass
     }
     return false;
   }
-  LOG(INFO) << "shard " << id << " switches " << ModeName(shard.mode) << " -> "
-            << ModeName(decision->recommended) << " (" << decision->reason
-            << "): " << decision->explanation;
-  shard.mode = decision->recommended;
-  shard.policy->NotifySwitched(shard.mode);
-  ++shard.switches;
-  shard.last_switch = d;
-  shard.switch_history.push_back(d);
-  if (shard.switch_history.size() > kSwitchHistory) shard.switch_history.pop_front();
-  metrics_->CountSwitch(id, decision->reason);
+  CommitSwitch(id, shard);
   return true;
 }
 

@@ -1,7 +1,8 @@
 // ModeController: the coordinator's per-shard aggregation-mode control loop, on its own.
 //
 // It owns what the decision needs and nothing else: the straggler detector (fed with the
-// members' step reports), one ModePolicy and SwitchConfirmation per shard of an AUTO job, the
+// members' step reports), the job's LossGuard (fed with their training losses), one ModePolicy
+// and SwitchConfirmation per shard of an AUTO job, the
 // mode each shard was last told, and the decision status shown by `syncopate status`. Decide()
 // runs one round (at most every kDecisionInterval) and returns the SetMode commands to send;
 // the caller sends them. No I/O, no gRPC, no lock: time comes from the injected clock, so the
@@ -28,6 +29,7 @@
 
 #include "absl/time/time.h"
 #include "libs/common/clock.h"
+#include "libs/straggler/loss_guard.h"
 #include "libs/straggler/mode_policy.h"
 #include "libs/straggler/staleness.h"
 #include "libs/straggler/straggler_detector.h"
@@ -61,6 +63,13 @@ struct SetModeCommand {
   int32_t shard = 0;
   v1::Mode mode = v1::MODE_UNSPECIFIED;
   std::string reason;  // a kReason* label of mode_policy.h
+  // The LossGuard's rollback point: kept when the policy enters gba, returned to when the guard
+  // trips (SetMode's fields of the same names).
+  bool keep_rollback_point = false;
+  bool roll_back = false;
+
+  // The message the shard gets (CoordinatorToShard.set_mode).
+  v1::SetMode ToProto() const;
 };
 
 // One call of Decide.
@@ -89,7 +98,8 @@ class ModeController {
 
   // A member's step report: its compute-only time feeds the straggler detector (waits would even
   // out under sync and hide the culprit; docs/design.md §6), pull + push its communication
-  // estimate. Reports without a positive compute time are ignored.
+  // estimate, its training loss the LossGuard (AUTO jobs). Reports without a positive compute
+  // time are ignored.
   void AddStep(int32_t worker, const v1::StepReport& step);
   // The worker left (or is no longer a member): its samples are forgotten.
   void RemoveWorker(int32_t worker);
@@ -111,9 +121,12 @@ class ModeController {
   void SetStalenessCost(int32_t shard, const StalenessCost& cost);
 
   // One round over the connected shards of an AUTO job, for the members `loads` (worker id and
-  // local batch). `elapsed_seconds` (the job's clock) stamps the decision status. A shard whose
-  // policy says switch, confirmed by a second independent window, gets a command; its mode is
-  // taken as switched when the command is returned.
+  // local batch). `elapsed_seconds` (the job's clock) stamps the decision status and times the
+  // LossGuard's back-off. A shard whose policy says switch, confirmed by a second independent
+  // window, gets a command; its mode is taken as switched when the command is returned. When the
+  // LossGuard trips, every policy shard in gba is sent back to sync at once (no dwell, no
+  // confirmation: the rise is significant, and it compounds while it lasts), and no policy
+  // shard enters gba again before the guard allows it.
   ModeRound Decide(const std::vector<WorkerLoad>& loads, double elapsed_seconds);
 
   // The mode each known shard was last told, by shard id (for the progress file).
@@ -139,11 +152,19 @@ class ModeController {
   bool DecideShard(int32_t id, Shard& shard, const Assessment& assessment,
                    const std::vector<WorkerLoad>& loads, const StalenessCost& cost,
                    double elapsed_seconds);
+  // A switch the controller makes on its own (the LossGuard's), recorded as a decision.
+  void ForceSwitch(int32_t id, Shard& shard, v1::Mode mode, absl::string_view reason,
+                   const std::string& explanation, double elapsed_seconds);
+  // Applies the switch shard.last_decision recommends: mode, policy dwell, count, history.
+  void CommitSwitch(int32_t id, Shard& shard);
+  // Whether the shard is the policy's to move (AUTO, connected, not pinned).
+  static bool Managed(const Shard& shard);
 
   const v1::JobSpec job_;
   Clock* const clock_;
   ModeControlMetrics* const metrics_;
   StragglerDetector detector_;
+  LossGuard loss_guard_;
   std::map<int32_t, Shard> shards_;
   std::map<int32_t, v1::Mode> restored_modes_;
   absl::Time last_round_ = absl::InfinitePast();

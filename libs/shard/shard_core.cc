@@ -338,6 +338,10 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
   }
   if (!applied) return;
   if (!tables_.empty()) PublishBytes();
+  AnswerDuePulls(ready);
+}
+
+void ShardCore::AnswerDuePulls(std::vector<ReadyPull>* ready) {
   metrics_->SetVersion(aggregator_.version());
   const int64_t version = aggregator_.version();
   auto due = std::stable_partition(pending_pulls_.begin(), pending_pulls_.end(),
@@ -472,6 +476,63 @@ void ShardCore::SetMode(v1::Mode mode) {
     }
   }
   Deliver(ready);
+}
+
+absl::Status ShardCore::ApplyModeCommand(const v1::SetMode& command) {
+  SetMode(command.mode());
+  std::optional<v1::ShardCheckpoint> point;
+  {
+    absl::MutexLock lock(&mu_);
+    point.swap(rollback_point_);
+  }
+  absl::Status rolled;
+  if (command.roll_back()) {
+    rolled =
+        point.has_value()
+            ? RollBack(*point)
+            : absl::FailedPreconditionError("told to roll back, but no rollback point is kept");
+  }
+  if (command.keep_rollback_point()) {
+    v1::ShardCheckpoint kept = Snapshot();
+    absl::MutexLock lock(&mu_);
+    rollback_point_ = std::move(kept);
+  }
+  return rolled;
+}
+
+bool ShardCore::has_rollback_point() const {
+  absl::MutexLock lock(&mu_);
+  return rollback_point_.has_value();
+}
+
+absl::Status ShardCore::RollBack(const v1::ShardCheckpoint& point) {
+  checkpoint::RestoreTarget target;
+  target.assignment = &assignment_;
+  target.row_rule = row_rule_.get();
+  {
+    absl::MutexLock lock(&mu_);
+    target.optimizer = std::string(optimizer_->name());
+    target.optimizer_vectors = static_cast<int>(optimizer_->state_vectors().size());
+  }
+  SYNCOPATE_ASSIGN_OR_RETURN(checkpoint::RestoredShard restored,
+                             checkpoint::RestoreShard(target, {point}));
+  std::vector<ReadyPull> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    tables_ = std::move(restored.tables);
+    params_ = std::move(restored.parameters);
+    std::vector<std::span<float>> state = optimizer_->state_vectors();
+    for (size_t k = 0; k < state.size(); ++k) {
+      std::copy(restored.optimizer_state[k].begin(), restored.optimizer_state[k].end(),
+                state[k].begin());
+    }
+    PublishBytes();
+    aggregator_.RestoreVersion(aggregator_.version() + 1);
+    gradient_statistics_.Reset();
+    AnswerDuePulls(&ready);
+  }
+  Deliver(ready);
+  return absl::OkStatus();
 }
 
 ShardStats ShardCore::Stats() const {

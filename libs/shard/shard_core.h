@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,19 @@ class ShardCore {
 
   void SetMembership(const v1::Membership& membership);
   void SetMode(v1::Mode mode);
+  // A mode command from the coordinator: SetMode, then, if it says roll_back, a return to the
+  // kept rollback point; if it says keep_rollback_point, the state after the switch becomes the
+  // new point. Every command drops the previous point.
+  // A roll-back returns parameters, optimizer state and embedding rows (rows created since are
+  // dropped) to the point, and keeps the optimizer's step count and schedule: the updates of the
+  // abandoned stretch consumed their data, as a run that restarts from before a loss spike
+  // skips the batches it saw (PaLM, Chowdhery et al. 2022, §5.1). The version moves on by one,
+  // so gradients computed on the abandoned parameters arrive stale (dropped in sync) and waiting
+  // pulls are answered with the restored ones. FAILED_PRECONDITION when told to roll back with
+  // no point kept (or the point did not restore): the mode is switched all the same.
+  absl::Status ApplyModeCommand(const v1::SetMode& command);
+  // Whether a rollback point is kept (tests).
+  bool has_rollback_point() const;
 
   ShardStats Stats() const;
   int64_t flat_begin() const { return flat_begin_; }
@@ -137,6 +151,10 @@ class ShardCore {
 
   // Applies every ready update and collects the pulls that became answerable.
   void ApplyReadyUpdates(std::vector<ReadyPull>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes the version and collects the pending pulls it answers.
+  void AnswerDuePulls(std::vector<ReadyPull>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Returns to `point` (ApplyModeCommand's roll-back).
+  absl::Status RollBack(const v1::ShardCheckpoint& point);
   v1::PullResponse MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
                                 const Puller& puller, absl::Time since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -183,6 +201,8 @@ class ShardCore {
   std::vector<float> scratch_gradient_ ABSL_GUARDED_BY(mu_);
   std::vector<float> look_ahead_ ABSL_GUARDED_BY(mu_);  // scratch for one look-ahead pull
   ShardStats counts_ ABSL_GUARDED_BY(mu_);
+  // The state to roll back to while the coordinator's LossGuard watches a gba stint.
+  std::optional<v1::ShardCheckpoint> rollback_point_ ABSL_GUARDED_BY(mu_);
 };
 
 }  // namespace syncopate::shard

@@ -84,7 +84,11 @@ void ShardNode::OnCommand(v1::CoordinatorToShard& message) {
     case v1::CoordinatorToShard::kSetMode:
       LOG(INFO) << "mode -> " << ModeName(message.set_mode().mode()) << " ("
                 << message.set_mode().reason() << ")";
-      if (auto core = train_.core()) core->SetMode(message.set_mode().mode());
+      if (auto core = train_.core()) {
+        if (absl::Status applied = core->ApplyModeCommand(message.set_mode()); !applied.ok()) {
+          LOG(WARNING) << "mode command: " << applied;
+        }
+      }
       return;
     case v1::CoordinatorToShard::kCheckpointNow:
       Checkpoint("periodic");

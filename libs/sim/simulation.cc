@@ -572,8 +572,11 @@ void Simulation::Tick() {
   for (const coordinator::SetModeCommand& command : round.commands) {
     result_.switches.push_back({Now(), command.shard, command.mode, command.reason});
     const size_t s = static_cast<size_t>(command.shard);
-    queue_.After(absl::Seconds(timing_.MessageSeconds(0)),
-                 [this, s, mode = command.mode] { shards_[s]->SetMode(mode); });
+    queue_.After(absl::Seconds(timing_.MessageSeconds(0)), [this, s, message = command.ToProto()] {
+      if (absl::Status applied = shards_[s]->ApplyModeCommand(message); !applied.ok()) {
+        Fail(applied);
+      }
+    });
   }
   queue_.After(kCoordinatorTick, [this] { Tick(); });
 }

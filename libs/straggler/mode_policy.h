@@ -45,6 +45,11 @@ inline constexpr absl::string_view kReasonGbaPredictedFaster = "gba_predicted_fa
 inline constexpr absl::string_view kReasonSyncPredictedFaster = "sync_predicted_faster";
 inline constexpr absl::string_view kReasonStragglersRecovered = "stragglers_recovered";
 inline constexpr absl::string_view kReasonStalenessCostExceedsGain = "staleness_cost_exceeds_gain";
+// Set by the coordinator's LossGuard (libs/straggler/loss_guard.h), not by ModePolicy: the
+// workers' training loss rose significantly in gba (a switch back to sync), and gba held back
+// after such a rise.
+inline constexpr absl::string_view kReasonTrainingLossRose = "training_loss_rose";
+inline constexpr absl::string_view kReasonTrainingLossBackoff = "training_loss_backoff";
 
 struct ModeDecision {
   syncopate::v1::Mode current = syncopate::v1::MODE_UNSPECIFIED;

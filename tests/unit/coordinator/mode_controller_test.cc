@@ -58,11 +58,12 @@ class ModeControllerTest : public ::testing::Test {
   // One step per worker at `base[i]` seconds of compute, with simulated_cluster.h's cycled noise
   // (a full window's median is the base time and its MAD is nonzero); the clock moves one second
   // first, so samples are strictly after anything decided before the call.
-  void Step(const std::vector<double>& base) {
+  void Step(const std::vector<double>& base, double loss = 0) {
     clock_.Advance(absl::Seconds(1));
     for (size_t i = 0; i < base.size(); ++i) {
       v1::StepReport step;
       step.set_examples(100);
+      step.set_loss(static_cast<float>(loss * (1 + kNoise[(step_ + i) % kNoise.size()])));
       step.set_compute_seconds(base[i] * (1 + kNoise[(step_ + i) % kNoise.size()]));
       step.set_pull_seconds(0.05);
       step.set_push_seconds(0.05);
@@ -70,8 +71,8 @@ class ModeControllerTest : public ::testing::Test {
     }
     ++step_;
   }
-  void Steps(int n, const std::vector<double>& base) {
-    for (int k = 0; k < n; ++k) Step(base);
+  void Steps(int n, const std::vector<double>& base, double loss = 0) {
+    for (int k = 0; k < n; ++k) Step(base, loss);
   }
 
   FakeClock clock_;
@@ -216,6 +217,61 @@ TEST_F(ModeControllerTest, AStragglerSwitchesToGbaAfterConfirmationAndRecoveryRe
   EXPECT_EQ(status.switch_history(0).seconds(), 16);
   EXPECT_EQ(status.switch_history(0).recommended(), v1::MODE_GBA);
   EXPECT_EQ(status.switch_history(1).reason(), kReasonStragglersRecovered);
+}
+
+// The LossGuard: the switch into gba asks the shards to keep a rollback point; a training loss
+// significantly above the level the last sync window reached sends every policy shard back to
+// sync at once, rolled back, with no dwell or confirmation; the policy may not enter gba again
+// before the job has run twice as long as at the trip, and then does (keeping a new point).
+TEST_F(ModeControllerTest, ALossRiseInGbaRollsBackToSyncAndHoldsGbaBackUntilTheRunDoubles) {
+  Create(Job(v1::MODE_AUTO));
+  controller_->ConnectShard(0);
+  controller_->ConnectShard(1);
+  Steps(8, kOneFourTimesSlower, 1.0);
+  EXPECT_THAT(controller_->Decide(kLoads, 8).commands, IsEmpty());  // awaiting confirmation
+  Steps(8, kOneFourTimesSlower, 1.0);
+  ModeRound round = controller_->Decide(kLoads, 16);
+  ASSERT_EQ(round.commands.size(), 2u);
+  for (const SetModeCommand& command : round.commands) {
+    EXPECT_EQ(command.mode, v1::MODE_GBA);
+    EXPECT_TRUE(command.keep_rollback_point);
+    EXPECT_FALSE(command.roll_back);
+    EXPECT_TRUE(command.ToProto().keep_rollback_point());
+  }
+
+  // One window of W = 8 steps x 4 workers at twice the loss: a trip.
+  Steps(8, kOneFourTimesSlower, 2.0);
+  round = controller_->Decide(kLoads, 20);
+  ASSERT_EQ(round.commands.size(), 2u);
+  for (const SetModeCommand& command : round.commands) {
+    EXPECT_EQ(command.mode, v1::MODE_SYNC);
+    EXPECT_EQ(command.reason, kReasonTrainingLossRose);
+    EXPECT_TRUE(command.roll_back);
+    EXPECT_TRUE(command.ToProto().roll_back());
+  }
+  EXPECT_THAT(controller_->Modes(), ElementsAre(Pair(0, v1::MODE_SYNC), Pair(1, v1::MODE_SYNC)));
+  v1::ShardStatus status;
+  controller_->FillShardStatus(1, status);
+  EXPECT_EQ(status.last_switch().reason(), kReasonTrainingLossRose);
+  EXPECT_THAT(status.last_switch().explanation(), ::testing::HasSubstr("until the job has run 40"));
+  EXPECT_EQ((metrics_.switches[{1, std::string(kReasonTrainingLossRose)}]), 1);
+
+  // The straggler is still there, but gba waits until elapsed 40 = 2 x 20.
+  for (double t : {24.0, 28.0, 32.0, 36.0}) {
+    Steps(4, kOneFourTimesSlower, 1.0);
+    EXPECT_THAT(controller_->Decide(kLoads, t).commands, IsEmpty()) << t;
+  }
+  status.Clear();
+  controller_->FillShardStatus(0, status);
+  EXPECT_EQ(status.last_decision().reason(), kReasonTrainingLossBackoff);
+  EXPECT_GT((metrics_.decisions[{0, std::string(kReasonTrainingLossBackoff)}]), 0);
+  Steps(8, kOneFourTimesSlower, 1.0);
+  EXPECT_THAT(controller_->Decide(kLoads, 40).commands, IsEmpty());  // awaiting confirmation
+  Steps(8, kOneFourTimesSlower, 1.0);
+  round = controller_->Decide(kLoads, 44);
+  ASSERT_EQ(round.commands.size(), 2u);
+  EXPECT_EQ(round.commands[0].mode, v1::MODE_GBA);
+  EXPECT_TRUE(round.commands[0].keep_rollback_point);
 }
 
 // The controller gives exactly the verdicts of ModePolicy + SwitchConfirmation wired by hand

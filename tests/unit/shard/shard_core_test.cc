@@ -492,6 +492,62 @@ TEST_F(ShardCoreTest, SetModeIgnoresModesAShardCannotRun) {
   EXPECT_EQ(core->Stats().mode, v1::MODE_SYNC);
 }
 
+v1::SetMode ModeCommand(v1::Mode mode, bool keep, bool roll_back) {
+  v1::SetMode command;
+  command.set_mode(mode);
+  command.set_keep_rollback_point(keep);
+  command.set_roll_back(roll_back);
+  return command;
+}
+
+// The LossGuard's round trip: entering gba keeps the state after the switch; leaving with
+// roll_back returns the parameters to it, keeps the update count, moves the version on by one
+// (so a gradient computed on the abandoned parameters is stale) and answers the pulls waiting
+// for that version with the restored parameters.
+TEST_F(ShardCoreTest, ARollBackReturnsToTheStateKeptWhenGbaWasEntered) {
+  std::unique_ptr<ShardCore> core = Make(v1::MODE_SYNC);
+  core->Push(1, Gradient(0, 2, {2, 2, 2, 2}));
+  core->Push(2, Gradient(0, 2, {2, 2, 2, 2}));
+  ASSERT_THAT(core->Parameters(), ElementsAre(-1.0f, -1.0f, -1.0f, -1.0f));
+
+  ASSERT_TRUE(core->ApplyModeCommand(ModeCommand(v1::MODE_GBA, true, false)).ok());
+  EXPECT_TRUE(core->has_rollback_point());
+  EXPECT_EQ(core->Push(1, Gradient(1, 4, {8, 8, 8, 8})).version(), 2);
+  EXPECT_EQ(core->Push(2, Gradient(2, 4, {8, 8, 8, 8})).version(), 3);
+  ASSERT_THAT(core->Parameters(), ElementsAre(-9.0f, -9.0f, -9.0f, -9.0f));
+
+  int owner = 0;
+  std::optional<v1::PullResponse> waiting;
+  ASSERT_TRUE(core->ApplyModeCommand(ModeCommand(v1::MODE_SYNC, false, true)).ok());
+  EXPECT_FALSE(core->has_rollback_point());
+  EXPECT_THAT(core->Parameters(), ElementsAre(-1.0f, -1.0f, -1.0f, -1.0f));
+  const ShardStats stats = core->Stats();
+  EXPECT_EQ(stats.mode, v1::MODE_SYNC);
+  EXPECT_EQ(stats.version, 4);
+  EXPECT_EQ(stats.updates, 3) << "the abandoned updates consumed their data";
+  PullInto(*core, &owner, 5, 4, waiting);
+  ASSERT_TRUE(waiting.has_value());
+  EXPECT_EQ(waiting->version(), 4);
+  EXPECT_THAT(Unpack(waiting->values()), ElementsAre(-1.0f, -1.0f, -1.0f, -1.0f));
+  // A gradient computed on the abandoned parameters is stale in sync.
+  EXPECT_EQ(core->Push(1, Gradient(3, 2, {1, 1, 1, 1})).outcome(), v1::PUSH_DROPPED);
+}
+
+TEST_F(ShardCoreTest, ARollBackWithoutAKeptPointFailsButStillSwitches) {
+  std::unique_ptr<ShardCore> core = Make(v1::MODE_GBA);
+  const absl::Status rolled = core->ApplyModeCommand(ModeCommand(v1::MODE_SYNC, false, true));
+  EXPECT_EQ(rolled.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(core->Stats().mode, v1::MODE_SYNC);
+  EXPECT_EQ(core->Stats().version, 0);
+
+  // A switch without roll_back drops a kept point: it cannot be returned to later.
+  ASSERT_TRUE(core->ApplyModeCommand(ModeCommand(v1::MODE_GBA, true, false)).ok());
+  ASSERT_TRUE(core->ApplyModeCommand(ModeCommand(v1::MODE_SYNC, false, false)).ok());
+  EXPECT_FALSE(core->has_rollback_point());
+  EXPECT_EQ(core->ApplyModeCommand(ModeCommand(v1::MODE_GBA, false, true)).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST_F(ShardCoreTest, CancelPullsDropsOnlyThatOwnersCallbacks) {
   std::unique_ptr<ShardCore> core = Make(v1::MODE_SYNC);
   int gone = 0, stays = 0;
