@@ -521,6 +521,8 @@ absl::Status ShardCore::RollBack(const v1::ShardCheckpoint& point) {
     absl::MutexLock lock(&mu_);
     tables_ = std::move(restored.tables);
     params_ = std::move(restored.parameters);
+    optimizer_->set_steps(restored.optimizer_steps);
+    optimizer_->set_progress(restored.schedule_progress);
     std::vector<std::span<float>> state = optimizer_->state_vectors();
     for (size_t k = 0; k < state.size(); ++k) {
       std::copy(restored.optimizer_state[k].begin(), restored.optimizer_state[k].end(),

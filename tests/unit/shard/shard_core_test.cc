@@ -501,7 +501,7 @@ v1::SetMode ModeCommand(v1::Mode mode, bool keep, bool roll_back) {
 }
 
 // The LossGuard's round trip: entering gba keeps the state after the switch; leaving with
-// roll_back returns the parameters to it, keeps the update count, moves the version on by one
+// roll_back returns the parameters and the optimizer's step count to it, moves the version on by one
 // (so a gradient computed on the abandoned parameters is stale) and answers the pulls waiting
 // for that version with the restored parameters.
 TEST_F(ShardCoreTest, ARollBackReturnsToTheStateKeptWhenGbaWasEntered) {
@@ -524,7 +524,8 @@ TEST_F(ShardCoreTest, ARollBackReturnsToTheStateKeptWhenGbaWasEntered) {
   const ShardStats stats = core->Stats();
   EXPECT_EQ(stats.mode, v1::MODE_SYNC);
   EXPECT_EQ(stats.version, 4);
-  EXPECT_EQ(stats.updates, 3) << "the abandoned updates consumed their data";
+  EXPECT_EQ(stats.updates, 3) << "the shard counts every update it applied";
+  EXPECT_EQ(core->Snapshot().optimizer_steps(), 1) << "the abandoned updates are undone";
   PullInto(*core, &owner, 5, 4, waiting);
   ASSERT_TRUE(waiting.has_value());
   EXPECT_EQ(waiting->version(), 4);
