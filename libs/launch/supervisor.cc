@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_format.h"
 
@@ -13,10 +14,18 @@ Supervisor::Supervisor(SupervisedChildren& children, std::string run_dir, int ma
 
 Supervisor::Round Supervisor::Check(bool job_done) {
   Round round;
-  for (const Exit& exit : children_.Reap()) {
+  std::vector<Exit> exits = std::exchange(deferred_, {});
+  const size_t judged_before = exits.size();
+  for (Exit& exit : children_.Reap()) exits.push_back(std::move(exit));
+  for (size_t i = 0; i < exits.size(); ++i) {
+    const Exit& exit = exits[i];
     const bool clean = WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0;
     if (!clean) round.lines.push_back(exit.Describe());
     if (!children_.Essential(exit.name)) continue;
+    if (clean && !job_done && i >= judged_before) {
+      deferred_.push_back(exit);
+      continue;
+    }
     if (!job_done && ++restarts_[exit.name] <= max_restarts_) {
       absl::Status restarted = children_.Restart(exit.name);
       round.lines.push_back(absl::StrFormat("restarting %s (restart %d of at most %d): %s",

@@ -5,6 +5,10 @@
 // max_restarts times each (a child that keeps dying is a bug or a broken machine, not something
 // to retry forever); when it cannot be, the run fails. A non-essential child (a worker, the
 // evaluator) is let go: the coordinator re-issues its leases and the job goes on.
+// A clean exit (status 0) of an essential child before the job is seen done is judged one round
+// later: a shard exits 0 when the coordinator tells it the job is done, which can reach it
+// before the launcher's next look at the coordinator (seen 2026-11-26: a shard restarted into a
+// finished job, 0.5 s after its "job done" checkpoint).
 // Thread-safety: thread-compatible (the launcher's loop owns it).
 #ifndef SYNCOPATE_LIBS_LAUNCH_SUPERVISOR_H_
 #define SYNCOPATE_LIBS_LAUNCH_SUPERVISOR_H_
@@ -51,6 +55,7 @@ class Supervisor {
   const std::string run_dir_;
   const int max_restarts_;
   std::map<std::string, int> restarts_;
+  std::vector<Exit> deferred_;  // clean exits seen before the job was done, judged next round
 };
 
 }  // namespace syncopate::launch

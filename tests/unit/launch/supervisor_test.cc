@@ -96,5 +96,28 @@ TEST(Supervisor, AfterTheJobIsDoneCleanExitsAreExpected) {
   EXPECT_TRUE(supervisor.Check(true).failed);
 }
 
+// A shard exits 0 when the coordinator says the job is done, which can reach it before the
+// launcher sees the job done: a clean exit is judged one round later.
+TEST(Supervisor, ACleanExitBeforeTheJobIsSeenDoneIsJudgedOnTheNextRound) {
+  FakeChildren children;
+  Supervisor supervisor(children, "runs/x");
+  children.exits = {{"shard-0", kClean}};
+  Supervisor::Round round = supervisor.Check(/*job_done=*/false);
+  EXPECT_FALSE(round.failed);
+  EXPECT_THAT(round.lines, IsEmpty());
+  EXPECT_THAT(children.restarted, IsEmpty());
+  round = supervisor.Check(/*job_done=*/true);
+  EXPECT_FALSE(round.failed);
+  EXPECT_THAT(children.restarted, IsEmpty()) << "the job was done: the exit was expected";
+
+  // Still not done a round later: it stopped too early, and is restarted like any death.
+  children.exits = {{"shard-0", kClean}};
+  EXPECT_THAT(supervisor.Check(false).lines, IsEmpty());
+  round = supervisor.Check(false);
+  EXPECT_THAT(children.restarted, ElementsAre("shard-0"));
+  ASSERT_EQ(round.lines.size(), 1u);
+  EXPECT_THAT(round.lines[0], HasSubstr("restarting shard-0 (restart 1 of at most 5)"));
+}
+
 }  // namespace
 }  // namespace syncopate::launch

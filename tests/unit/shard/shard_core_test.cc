@@ -501,8 +501,8 @@ v1::SetMode ModeCommand(v1::Mode mode, bool keep, bool roll_back) {
 }
 
 // The LossGuard's round trip: entering gba keeps the state after the switch; leaving with
-// roll_back returns the parameters and the optimizer's step count to it, moves the version on by one
-// (so a gradient computed on the abandoned parameters is stale) and answers the pulls waiting
+// roll_back returns the parameters and the optimizer's step count to it, moves the version on by
+// one (so a gradient computed on the abandoned parameters is stale) and answers the pulls waiting
 // for that version with the restored parameters.
 TEST_F(ShardCoreTest, ARollBackReturnsToTheStateKeptWhenGbaWasEntered) {
   std::unique_ptr<ShardCore> core = Make(v1::MODE_SYNC);
