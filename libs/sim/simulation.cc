@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <memory>
+#include <numeric>
 #include <optional>
 #include <utility>
 
@@ -45,11 +46,27 @@ constexpr double kDefaultMaxVirtualSeconds = 100000;
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
-enum class WorkerState { kIdle, kWaitingLease, kPulling, kComputing, kPushing, kStopped, kDead };
+// kAbsent: this life's process has not started yet (SimSpec.joins); kJoining: its hello is on
+// the way. A worker accepted by the coordinator is kIdle until its first step.
+enum class WorkerState {
+  kAbsent,
+  kJoining,
+  kIdle,
+  kWaitingLease,
+  kPulling,
+  kComputing,
+  kPushing,
+  kStopped,
+  kDead
+};
 
+// One life of a worker process (StepTimeModel::Lives): a worker that dies and rejoins has one
+// SimWorker per life under the same id, so what the dead one had in flight never reaches the
+// new one (every event checks its own life's state).
 struct SimWorker {
-  int index = 0;
+  int index = 0;  // the spec's worker index: its step-time stream and slowdowns
   int32_t id = 0;
+  int life = 0;
   WorkerState state = WorkerState::kIdle;
   bool stop_requested = false;
   bool member = true;  // the coordinator's view
@@ -104,8 +121,10 @@ class Simulation {
   void OnStop(SimWorker& w);
   void Stop(SimWorker& w);
   void Die(SimWorker& w, const v1::WorkerDeath& death);
+  void Join(SimWorker& w);
 
   // Coordinator side (libs/coordinator/coordinator_core.cc).
+  void OnHello(SimWorker& w);
   void OnLeaseRequest(SimWorker& w, const v1::LeaseRequest& request);
   void OnStepReport(SimWorker& w, const v1::StepReport& report);
   void OnWorkerGone(SimWorker& w);
@@ -164,7 +183,9 @@ class Simulation {
   std::vector<std::unique_ptr<CpuThread>> shard_threads_;
   std::unique_ptr<CpuThread> evaluator_;
 
-  std::vector<SimWorker> workers_;  // never resized after Setup: pull owners point into it
+  // One per life, in id order (the coordinator's member order), a worker's lives in time
+  // order. Never resized after Setup: pull owners point into it.
+  std::vector<SimWorker> workers_;
   Phase phase_ = Phase::kRunning;
   std::unique_ptr<data::LeaseTable> leases_;
   std::unique_ptr<coordinator::ModeController> modes_;
@@ -193,23 +214,54 @@ absl::Status Simulation::Setup() {
   evaluator_routing_.emplace(static_cast<int32_t>(partitions_.size()), eval_->table_dims());
   grad_.resize(params_.size());
 
-  // Every worker is there from the start (the real job waits for num_workers).
-  const int n = job_.num_workers();
-  workers_.resize(static_cast<size_t>(n));
+  // The workers there at the start are the members from the start (the real job waits for
+  // num_workers); the others join later (SimSpec.joins). The coordinator numbers workers from 1
+  // in the order of their first hello: those at the start in index order, then the joiners.
+  const int num_workers = job_.num_workers();
+  std::vector<int> hello_order(static_cast<size_t>(num_workers));
+  std::iota(hello_order.begin(), hello_order.end(), 0);
+  auto first_hello = [this](int index) {
+    const WorkerLife& first = timing_.Lives(index).front();
+    return first.at_start ? -1.0 : first.join_seconds;
+  };
+  std::stable_sort(hello_order.begin(), hello_order.end(),
+                   [&](int a, int b) { return first_hello(a) < first_hello(b); });
+  size_t lives = 0;
+  int n = 0;  // members at the start
+  for (int index : hello_order) {
+    lives += timing_.Lives(index).size();
+    n += timing_.Lives(index).front().at_start ? 1 : 0;
+  }
+  workers_.resize(lives);
+  result_.workers.resize(static_cast<size_t>(num_workers));
   const size_t num_shards = partitions_.size();
   membership_.set_generation(1);
-  for (int i = 0; i < n; ++i) {
-    SimWorker& w = workers_[i];
-    w.index = i;
-    w.id = i + 1;  // the coordinator numbers workers from 1
-    w.local_batch = job::LocalBatchShare(job_.global_batch(), n, i);
-    w.tokens.assign(num_shards, 0);
-    w.min_versions.assign(num_shards, 0);
-    w.modes.assign(num_shards, v1::MODE_UNSPECIFIED);
-    w.pulled.resize(num_shards);
-    w.pushes.resize(num_shards);
-    w.routing.emplace(static_cast<int32_t>(num_shards), train_->table_dims());
-    membership_.add_worker_ids(w.id);
+  size_t slot = 0;
+  for (size_t k = 0; k < hello_order.size(); ++k) {
+    const int index = hello_order[k];
+    result_.workers[k].id = static_cast<int32_t>(k) + 1;
+    result_.workers[k].index = index;
+    for (size_t life = 0; life < timing_.Lives(index).size(); ++life) {
+      SimWorker& w = workers_[slot++];
+      w.index = index;
+      w.id = static_cast<int32_t>(k) + 1;
+      w.life = static_cast<int>(life);
+      const bool member = timing_.Lives(index)[life].at_start;
+      w.state = member ? WorkerState::kIdle : WorkerState::kAbsent;
+      w.member = member;
+      // Members at the start come first in hello order: the i-th has id i + 1.
+      if (member) {
+        w.local_batch = job::LocalBatchShare(job_.global_batch(), n, static_cast<int>(k));
+        membership_.add_worker_ids(w.id);
+      }
+      // Per shard, as a new ParameterClient starts.
+      w.tokens.assign(num_shards, 0);
+      w.min_versions.assign(num_shards, 0);
+      w.modes.assign(num_shards, v1::MODE_UNSPECIFIED);
+      w.pulled.resize(num_shards);
+      w.pushes.resize(num_shards);
+      w.routing.emplace(static_cast<int32_t>(num_shards), train_->table_dims());
+    }
   }
   membership_.set_local_batch(job_.global_batch() / n);
 
@@ -234,9 +286,15 @@ absl::Status Simulation::Setup() {
 
   const absl::Duration startup = absl::Seconds(timing_.spec().startup_seconds());
   for (SimWorker& w : workers_) {
-    queue_.At(startup, [this, &w] { StartStep(w); });
-    if (std::optional<v1::WorkerDeath> death = timing_.Death(w.index); death.has_value()) {
-      queue_.At(absl::Seconds(death->at_seconds()), [this, &w, d = *death] { Die(w, d); });
+    const WorkerLife& life = timing_.Lives(w.index)[w.life];
+    if (life.at_start) {
+      queue_.At(startup, [this, &w] { StartStep(w); });
+    } else {
+      queue_.At(absl::Seconds(life.join_seconds), [this, &w] { Join(w); });
+    }
+    if (life.death.has_value()) {
+      queue_.At(absl::Seconds(life.death->at_seconds()),
+                [this, &w, d = *life.death] { Die(w, d); });
     }
   }
   queue_.At(kCoordinatorTick, [this] { Tick(); });
@@ -251,7 +309,9 @@ absl::StatusOr<SimResult> Simulation::Run() {
   while (phase_ != Phase::kDone) {
     if (queue_.empty()) {
       int live = 0;
-      for (const SimWorker& w : workers_) live += w.state == WorkerState::kDead ? 0 : 1;
+      for (const SimWorker& w : workers_) {
+        live += w.state == WorkerState::kDead || w.state == WorkerState::kAbsent ? 0 : 1;
+      }
       return absl::InternalError(
           absl::StrCat("the simulated cluster stalled at ", Now(), " s with ", result_.examples,
                        " of ", target_examples_, " examples done and ", live, " live workers"));
@@ -466,7 +526,11 @@ void Simulation::OnLease(SimWorker& w, const v1::DataLease& lease) {
 }
 
 void Simulation::OnStop(SimWorker& w) {
-  if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped) return;
+  // A life not yet accepted is no member: the coordinator's stop goes to members only.
+  if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped ||
+      w.state == WorkerState::kAbsent || w.state == WorkerState::kJoining) {
+    return;
+  }
   w.stop_requested = true;
   // A worker waiting (for a lease or a pull) abandons the wait; one computing or pushing
   // finishes its step and stops at the top of the next (Trainer::Run).
@@ -502,7 +566,47 @@ void Simulation::Die(SimWorker& w, const v1::WorkerDeath& death) {
   MaybeDone();
 }
 
+void Simulation::Join(SimWorker& w) {
+  // The process starts and says hello (WorkerRunner::Join); the coordinator decides on arrival.
+  w.state = WorkerState::kJoining;
+  v1::WorkerHello hello;
+  hello.set_name(absl::StrCat("worker-", w.index));
+  hello.set_role(v1::ROLE_WORKER);
+  hello.set_job_id(job_.job_id());
+  Send(ThreadOf(w), static_cast<int64_t>(hello.ByteSizeLong()), [this, &w] { OnHello(w); });
+}
+
 // ---- coordinator ----
+
+void Simulation::OnHello(SimWorker& w) {
+  if (w.state != WorkerState::kJoining) return;  // it died on the way
+  if (phase_ != Phase::kRunning) {
+    // CoordinatorCore::WorkerHello refuses workers once the job is finishing (OUT_OF_RANGE);
+    // the worker has nothing left to do and exits.
+    queue_.After(absl::Seconds(timing_.MessageSeconds(0)), [this, &w] {
+      if (w.state == WorkerState::kJoining) Stop(w);
+    });
+    return;
+  }
+  // A worker rejoining under its name keeps its id. If the coordinator still holds its earlier
+  // session (the death not yet noticed), the new one supersedes it: the leases go back to the
+  // table (the new session starts with no data); its mode-control window stays, as in
+  // WorkerHello. The earlier session's removal, when it comes, then finds it no member.
+  for (SimWorker& earlier : workers_) {
+    if (earlier.id == w.id && &earlier != &w && earlier.member) {
+      earlier.member = false;
+      leases_->ReleaseWorker(w.id);
+    }
+  }
+  w.member = true;
+  w.state = WorkerState::kIdle;
+  result_.joins.push_back({Now(), w.id});
+  ReshapeMembership();
+  // The welcome carries the local batch ReshapeMembership set; the worker loads the data set
+  // after it (startup_seconds) before its first step.
+  const double startup = std::max(timing_.spec().startup_seconds(), timing_.MessageSeconds(0));
+  queue_.After(absl::Seconds(startup), [this, &w] { StartStep(w); });
+}
 
 void Simulation::OnLeaseRequest(SimWorker& w, const v1::LeaseRequest& request) {
   for (int64_t completed : request.completed_lease_ids()) {
@@ -520,6 +624,10 @@ void Simulation::OnStepReport(SimWorker& w, const v1::StepReport& report) {
   if (phase_ != Phase::kRunning || report.examples() <= 0) return;
   result_.examples += report.examples();
   ++result_.steps;
+  SimWorkerTally& tally = result_.workers[static_cast<size_t>(w.id) - 1];
+  if (tally.steps == 0) tally.first_step_seconds = Now();
+  ++tally.steps;
+  tally.examples += report.examples();
   if (w.member) modes_->AddStep(w.id, report);
   if (result_.examples >= target_examples_) BeginFinishing();
 }
@@ -592,8 +700,13 @@ void Simulation::BeginFinishing() {
 
 void Simulation::MaybeDone() {
   if (phase_ != Phase::kFinishing) return;
+  // A life that has not started (or whose hello is on the way) is nobody the coordinator knows:
+  // it will be refused.
   for (const SimWorker& w : workers_) {
-    if (w.state != WorkerState::kDead && w.state != WorkerState::kStopped) return;
+    if (w.state != WorkerState::kDead && w.state != WorkerState::kStopped &&
+        w.state != WorkerState::kAbsent && w.state != WorkerState::kJoining) {
+      return;
+    }
   }
   // Every worker has stopped: the final evaluation measures what the shards hold now, and the
   // job is done once it is in (the real coordinator waits for it).

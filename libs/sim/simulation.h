@@ -21,8 +21,11 @@
 // by worker::KeyRouting (ParameterClient's own routing), pulled and pushed as SparseRows; the
 // evaluator reads rows from each shard without creating them, as the real one does.
 //
-// Limits (docs/simulation.md): evaluation takes no shard time; no worker joins, no shard or
-// coordinator faults.
+// Workers die and join (SimSpec.deaths, SimSpec.joins) through the coordinator's membership and
+// lease rules: a joiner is a member once its hello arrives (G re-split, the shards' membership
+// changed), a rejoin keeps the worker's id and supersedes a session the coordinator still holds.
+//
+// Limits (docs/simulation.md): evaluation takes no shard time; no shard or coordinator faults.
 //
 // Thread-safety: RunSimulation is thread-safe (each call owns its state); the workload factory,
 // when given, is called on the calling thread.
@@ -80,6 +83,21 @@ struct SimSwitch {
   std::string reason;
 };
 
+// A worker the coordinator accepted after the start (SimSpec.joins).
+struct SimJoin {
+  double seconds = 0;  // virtual time its hello was accepted
+  int32_t worker = 0;  // its id
+};
+
+// One worker's work as the coordinator counted it from step reports, over all its lives.
+struct SimWorkerTally {
+  int32_t id = 0;
+  int index = 0;  // the spec's worker index
+  int64_t steps = 0;
+  int64_t examples = 0;
+  double first_step_seconds = 0;  // when its first step report arrived (0 without one)
+};
+
 struct SimResult {
   double wall_seconds = 0;  // virtual time from the start to the last worker's stop
   int64_t examples = 0;     // examples the coordinator counted from step reports
@@ -90,7 +108,9 @@ struct SimResult {
   std::string quality_metric;              // report::QualityMetric(job): "accuracy" or "auc"
   std::optional<double> seconds_to_target;
   std::vector<SimSwitch> switches;
-  std::vector<int32_t> dead_workers;  // worker ids (1..N), in order of death
+  std::vector<int32_t> dead_workers;    // worker ids (1..N), in order of death
+  std::vector<SimJoin> joins;           // in order of acceptance
+  std::vector<SimWorkerTally> workers;  // by id (1..N)
   int64_t events = 0;
   // The final parameters, flat (all shards' ranges in order).
   std::vector<float> parameters;

@@ -1,7 +1,9 @@
 #include "libs/sim/step_time_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "libs/common/splitmix64.h"
@@ -19,6 +21,63 @@ absl::Status CheckIndex(absl::string_view field, int32_t index, int num_workers)
                absl::StrCat("names worker ", index, "; the job has workers 0..", num_workers - 1));
   }
   return absl::OkStatus();
+}
+
+// Each worker's joins and deaths in time order, as lives: a worker whose first entry is a join
+// is absent at the start; after that a death ends a life and a join starts the next. Anything
+// else (two deaths in a row, a join while alive, two entries at one time) is a spec error, as is
+// a job nobody starts.
+absl::StatusOr<std::vector<std::vector<WorkerLife>>> BuildLives(const v1::SimSpec& spec,
+                                                                int num_workers) {
+  struct Entry {
+    double seconds = 0;
+    const v1::WorkerDeath* death = nullptr;  // null: a join
+  };
+  std::vector<std::vector<Entry>> entries(static_cast<size_t>(num_workers));
+  for (const v1::WorkerDeath& death : spec.deaths()) {
+    entries[death.worker()].push_back({death.at_seconds(), &death});
+  }
+  for (const v1::WorkerJoin& join : spec.joins()) {
+    entries[join.worker()].push_back({join.at_seconds(), nullptr});
+  }
+  std::vector<std::vector<WorkerLife>> lives(static_cast<size_t>(num_workers));
+  bool anyone_at_start = false;
+  for (int w = 0; w < num_workers; ++w) {
+    std::vector<Entry>& mine = entries[w];
+    std::stable_sort(mine.begin(), mine.end(),
+                     [](const Entry& a, const Entry& b) { return a.seconds < b.seconds; });
+    const bool at_start = mine.empty() || mine.front().death != nullptr;
+    anyone_at_start = anyone_at_start || at_start;
+    if (at_start) {
+      WorkerLife life;
+      life.at_start = true;
+      lives[w].push_back(life);
+    }
+    for (size_t i = 0; i < mine.size(); ++i) {
+      const bool alive = !lives[w].empty() && !lives[w].back().death.has_value();
+      if (i > 0 && mine[i].seconds == mine[i - 1].seconds) {
+        return Bad("joins and deaths", absl::StrCat("of worker ", w, " need distinct times"));
+      }
+      if (mine[i].death != nullptr) {
+        if (!alive) {
+          return Bad("deaths", absl::StrCat("worker ", w, " dies at ", mine[i].seconds,
+                                            " s without a join since its last death"));
+        }
+        lives[w].back().death = *mine[i].death;
+      } else {
+        if (alive) {
+          return Bad("joins", absl::StrCat("worker ", w, " joins at ", mine[i].seconds,
+                                           " s while it is alive (a join follows a death, or "
+                                           "starts a worker absent at the start)"));
+        }
+        WorkerLife life;
+        life.join_seconds = mine[i].seconds;
+        lives[w].push_back(life);
+      }
+    }
+  }
+  if (!anyone_at_start) return Bad("joins", "leave no worker there at the start");
+  return lives;
 }
 
 }  // namespace
@@ -64,6 +123,14 @@ absl::StatusOr<StepTimeModel> StepTimeModel::Create(const v1::SimSpec& spec, int
       return Bad("deaths", "times must not be negative");
     }
   }
+  for (const v1::WorkerJoin& join : spec.joins()) {
+    if (absl::Status st = CheckIndex("joins.worker", join.worker(), num_workers); !st.ok()) {
+      return st;
+    }
+    if (!(join.at_seconds() >= 0)) return Bad("joins.at_seconds", "must not be negative");
+  }
+  absl::StatusOr<std::vector<std::vector<WorkerLife>>> lives = BuildLives(spec, num_workers);
+  if (!lives.ok()) return lives.status();
   const v1::NetworkSpec& net = spec.network();
   if (net.latency_seconds() < 0 || net.bandwidth_bytes_per_second() < 0) {
     return Bad("network", "must not be negative");
@@ -81,11 +148,12 @@ absl::StatusOr<StepTimeModel> StepTimeModel::Create(const v1::SimSpec& spec, int
   if (!(spec.startup_seconds() >= 0) || !(spec.evaluation_seconds() >= 0)) {
     return Bad("startup_seconds and evaluation_seconds", "must not be negative");
   }
-  return StepTimeModel(spec, num_workers, seed);
+  return StepTimeModel(spec, num_workers, seed, *std::move(lives));
 }
 
-StepTimeModel::StepTimeModel(const v1::SimSpec& spec, int num_workers, uint64_t seed)
-    : spec_(spec), speed_(static_cast<size_t>(num_workers), 1.0) {
+StepTimeModel::StepTimeModel(const v1::SimSpec& spec, int num_workers, uint64_t seed,
+                             std::vector<std::vector<WorkerLife>> lives)
+    : spec_(spec), speed_(static_cast<size_t>(num_workers), 1.0), lives_(std::move(lives)) {
   for (const v1::WorkerSpeed& speed : spec.speeds()) speed_[speed.worker()] *= speed.factor();
   streams_.reserve(speed_.size());
   for (int w = 0; w < num_workers; ++w) {
@@ -138,15 +206,6 @@ StepCompute StepTimeModel::Compute(int index, int64_t examples, double now_secon
   }
   step.seconds = seconds;
   return step;
-}
-
-std::optional<v1::WorkerDeath> StepTimeModel::Death(int index) const {
-  std::optional<v1::WorkerDeath> first;
-  for (const v1::WorkerDeath& death : spec_.deaths()) {
-    if (death.worker() != index) continue;
-    if (!first.has_value() || death.at_seconds() < first->at_seconds()) first = death;
-  }
-  return first;
 }
 
 double StepTimeModel::MessageTransferSeconds(int64_t bytes) const {

@@ -1,5 +1,5 @@
 // How long things take in a simulated cluster, from a SimSpec (protos/syncopate/v1/sim.proto):
-// each worker's compute-only step time, the death time of workers that die, message transit
+// each worker's compute-only step time, when workers join and die, message transit
 // times and a shard's service time per message. Nothing else of a simulation is modelled.
 //
 // Reproducibility: every worker draws from its own stream (std::mt19937_64, whose output the C++
@@ -28,11 +28,19 @@ struct StepCompute {
   double hiccup_seconds = 0;
 };
 
+// One life of a worker process, from its start to its death (SimSpec.joins, SimSpec.deaths).
+struct WorkerLife {
+  bool at_start = false;    // there when the job starts (no hello in the simulation)
+  double join_seconds = 0;  // otherwise: when the process starts and says hello
+  std::optional<v1::WorkerDeath> death;
+};
+
 class StepTimeModel {
  public:
   // INVALID_ARGUMENT naming the field for negative times, factors <= 0, worker indices outside
   // [0, num_workers), a hiccup probability outside [0, 1] or a hiccup alpha <= 0 where hiccups
-  // are on, or cpu, startup or evaluation fields below 0.
+  // are on, or cpu, startup or evaluation fields below 0; joins and deaths of a worker that do
+  // not alternate in time, or no worker there at the start.
   static absl::StatusOr<StepTimeModel> Create(const v1::SimSpec& spec, int num_workers,
                                               uint64_t seed);
 
@@ -47,8 +55,9 @@ class StepTimeModel {
   // The product of the worker's persistent speed factor and the transient slowdowns active at
   // `now_seconds` (no noise).
   double Slowdown(int index, double now_seconds) const;
-  // When worker `index` dies, if it does, and how long the coordinator takes to notice.
-  std::optional<v1::WorkerDeath> Death(int index) const;
+  // The lives of worker `index` in time order (SimSpec.joins and .deaths): at least one; only
+  // the first may start at the job's start, only the last may have no death.
+  const std::vector<WorkerLife>& Lives(int index) const { return lives_[index]; }
 
   // latency + bytes / bandwidth.
   double MessageSeconds(int64_t bytes) const {
@@ -62,14 +71,16 @@ class StepTimeModel {
   const v1::SimSpec& spec() const { return spec_; }
 
  private:
-  StepTimeModel(const v1::SimSpec& spec, int num_workers, uint64_t seed);
+  StepTimeModel(const v1::SimSpec& spec, int num_workers, uint64_t seed,
+                std::vector<std::vector<WorkerLife>> lives);
   // Uniform in the open interval (0, 1) from 53 random bits.
   double Uniform(int index);
   double StandardNormal(int index);
 
   v1::SimSpec spec_;
-  std::vector<double> speed_;             // per worker
-  std::vector<std::mt19937_64> streams_;  // per worker
+  std::vector<double> speed_;                   // per worker
+  std::vector<std::mt19937_64> streams_;        // per worker
+  std::vector<std::vector<WorkerLife>> lives_;  // per worker
 };
 
 }  // namespace syncopate::sim

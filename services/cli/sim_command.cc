@@ -70,13 +70,14 @@ int RunSim() {
                                     : std::string("not reached");
   printf(
       "syncopate sim: %s, %d workers, %d shards, seed %lu: virtual wall time %.2f s, %ld "
-      "examples, final %s %.4f, time to %.*f: %s, %zu switches, %zu deaths, pushes "
+      "examples, final %s %.4f, time to %.*f: %s, %zu switches, %zu deaths, %zu joins, pushes "
       "%ld applied / %ld decayed / %ld dropped / %ld rejected, mean staleness %.2f; %ld events "
       "in %.1f s real\n",
       policy.c_str(), job->num_workers(), job->num_shards(), static_cast<unsigned long>(seed),
       result->wall_seconds, static_cast<long>(result->examples), metric.c_str(), last.quality,
       auc ? 4 : 2, options.target_quality, to_target.c_str(), result->switches.size(),
-      result->dead_workers.size(), static_cast<long>(result->gradients.applied()),
+      result->dead_workers.size(), result->joins.size(),
+      static_cast<long>(result->gradients.applied()),
       static_cast<long>(result->gradients.decayed()),
       static_cast<long>(result->gradients.dropped()),
       static_cast<long>(result->gradients.rejected()), report::MeanStaleness(result->gradients),

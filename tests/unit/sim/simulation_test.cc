@@ -105,8 +105,8 @@ TEST(Simulation, AWorkerDyingMidStepNeverHoldsTheSyncBarrier) {
   EXPECT_EQ(result->gradients.dropped(), 0);
 }
 
-// The real coordinator waits for workers to come back; with no joins in the simulation that is
-// a wait until the virtual-time limit, reported as such rather than a hang.
+// The real coordinator waits for workers to come back; with none coming back (no joins in the
+// spec) that is a wait until the virtual-time limit, reported as such rather than a hang.
 TEST(Simulation, EveryWorkerDeadEndsAtTheVirtualTimeLimit) {
   SimOptions options;
   options.job = TinyJob(v1::MODE_SYNC, 2, 1);
@@ -120,6 +120,148 @@ TEST(Simulation, EveryWorkerDeadEndsAtTheVirtualTimeLimit) {
   }
   absl::StatusOr<SimResult> result = RunSimulation(options);
   EXPECT_EQ(result.status().code(), absl::StatusCode::kDeadlineExceeded) << result.status();
+}
+
+// SimSpec.joins: worker 3 (index) is absent at the start and joins at 0.1 s. Its hello arrives
+// one latency later (1 ms) and makes it a member at once; it then pulls, computes and pushes like
+// the others, and a sync barrier counts its gradient from then on. A worker whose join comes
+// after the job's end is never accepted and never holds the job up.
+TEST(Simulation, AJoinerBecomesAMemberAtItsHelloAndPushesFromThen) {
+  SimOptions options = ClockworkRun(TinyJob(v1::MODE_SYNC, 5, 2));
+  options.job.mutable_dataset()->set_train_limit(1024);  // ~1 s of steps
+  v1::WorkerJoin* join = options.spec.add_joins();
+  join->set_worker(3);
+  join->set_at_seconds(0.1);
+  join = options.spec.add_joins();
+  join->set_worker(1);
+  join->set_at_seconds(1000);
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_LT(result->wall_seconds, 100);
+
+  // Ids in hello order: indices 0, 2, 4 at the start are 1, 2, 3; index 3 is 4; index 1 is 5.
+  ASSERT_EQ(result->workers.size(), 5u);
+  EXPECT_EQ(result->workers[3].index, 3);
+  EXPECT_EQ(result->workers[4].index, 1);
+  ASSERT_EQ(result->joins.size(), 1u);
+  EXPECT_EQ(result->joins[0].worker, 4);
+  EXPECT_NEAR(result->joins[0].seconds, 0.101, 1e-9);
+  // Its first step: the welcome (1 ms), a pull (2 ms), 10 ms of compute, a push (2 ms), then the
+  // report (1 ms), and in sync the barrier of the version it pulled may hold its next pull.
+  const SimWorkerTally& joiner = result->workers[3];
+  EXPECT_GE(joiner.first_step_seconds, 0.101 + 0.001 + 0.002 + 0.01 + 0.002 + 0.001 - 1e-9);
+  EXPECT_GT(joiner.steps, 10);
+  EXPECT_EQ(result->workers[4].steps, 0);  // joins after the end: refused, never ran
+  for (int k = 0; k < 3; ++k) EXPECT_LT(result->workers[k].first_step_seconds, 0.1);
+
+  // Every version applied the gradient of every member: 3 per shard before the join, 4 after
+  // (no push dropped or rejected around the membership change).
+  EXPECT_EQ(result->gradients.rejected(), 0);
+  EXPECT_EQ(result->gradients.dropped(), 0);
+  const int64_t versions = result->shard_versions[0];
+  EXPECT_GT(result->gradients.applied(), int64_t{2} * 3 * versions);
+  EXPECT_LT(result->gradients.applied(), int64_t{2} * 4 * versions);
+  EXPECT_GE(result->examples, 2048);
+}
+
+// Worker 1 dies mid-step at 6 ms and the coordinator would notice only at 0.506 s; it restarts
+// at 50 ms and rejoins under its name: same id, and the new session supersedes the old one, so
+// the sync barrier of version 0 takes the new life's gradient instead of waiting for the
+// detection. The old session's removal at 0.506 s then finds it superseded and leaves the new
+// member alone: every version applies 4 gradients per shard (and the last barrier, left
+// incomplete when the job stops, took fewer than 4).
+TEST(Simulation, ARejoinKeepsItsIdAndSupersedesAnUnnoticedDeath) {
+  SimOptions options = ClockworkRun(TinyJob(v1::MODE_SYNC, 4, 2));
+  options.job.mutable_dataset()->set_train_limit(1024);
+  v1::WorkerDeath* death = options.spec.add_deaths();
+  death->set_worker(1);
+  death->set_at_seconds(0.006);
+  death->set_detected_after_seconds(0.5);
+  v1::WorkerJoin* join = options.spec.add_joins();
+  join->set_worker(1);
+  join->set_at_seconds(0.05);
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->dead_workers, std::vector<int32_t>{2});
+  ASSERT_EQ(result->joins.size(), 1u);
+  EXPECT_EQ(result->joins[0].worker, 2);
+  EXPECT_GT(result->wall_seconds, 0.6);  // the job outlives the stale detection
+  EXPECT_GT(result->workers[1].steps, 10);
+  EXPECT_LT(result->workers[1].first_step_seconds, 0.1);
+  EXPECT_EQ(result->gradients.rejected(), 0);
+  EXPECT_EQ(result->gradients.dropped(), 0);
+  const int64_t versions = result->shard_versions[0];
+  EXPECT_GE(result->gradients.applied(), int64_t{2} * 4 * versions);
+  EXPECT_LT(result->gradients.applied(), int64_t{2} * 4 * (versions + 1));
+}
+
+// The job the all-dead test below cannot finish finishes once one worker comes back: the
+// coordinator accepts it as a member again and it does the rest of the work alone.
+TEST(Simulation, AWorkerRejoiningAfterEveryoneDiedFinishesTheJob) {
+  SimOptions options = ClockworkRun(TinyJob(v1::MODE_SYNC, 2, 1));
+  options.spec.set_max_virtual_seconds(10);
+  for (int w = 0; w < 2; ++w) {
+    v1::WorkerDeath* death = options.spec.add_deaths();
+    death->set_worker(w);
+    death->set_at_seconds(0.1);
+  }
+  v1::WorkerJoin* join = options.spec.add_joins();
+  join->set_worker(0);
+  join->set_at_seconds(0.5);
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_EQ(result->dead_workers, (std::vector<int32_t>{1, 2}));
+  EXPECT_GE(result->examples, 512);
+  EXPECT_GT(result->wall_seconds, 0.5);
+  EXPECT_EQ(result->gradients.rejected(), 0);
+}
+
+// Joins and rejoins draw nothing at random: with noise, hiccups, a straggler, auto mode, a late
+// joiner, a rejoin the coordinator has not noticed and one it has, two runs agree bit for bit,
+// and the run differs from the one without joins.
+TEST(Simulation, JoinsAndRejoinsSameSeedSameResultBitForBit) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_AUTO, 6, 2);
+  options.job.mutable_dataset()->set_train_limit(1024);
+  options.job.mutable_eval()->set_interval_seconds(0.25);
+  options.spec = NoisyWithAStraggler();
+  options.spec.set_startup_seconds(0.02);
+  options.timing_seed = 5;
+  absl::StatusOr<SimResult> without = RunSimulation(options);
+  ASSERT_TRUE(without.ok()) << without.status();
+  v1::WorkerJoin* join = options.spec.add_joins();
+  join->set_worker(5);
+  join->set_at_seconds(0.2);
+  v1::WorkerDeath* death = options.spec.add_deaths();  // unnoticed when it rejoins
+  death->set_worker(1);
+  death->set_at_seconds(0.15);
+  death->set_detected_after_seconds(1);
+  join = options.spec.add_joins();
+  join->set_worker(1);
+  join->set_at_seconds(0.3);
+  death = options.spec.add_deaths();  // noticed, then rejoins
+  death->set_worker(2);
+  death->set_at_seconds(0.1);
+  join = options.spec.add_joins();
+  join->set_worker(2);
+  join->set_at_seconds(0.4);
+  absl::StatusOr<SimResult> first = RunSimulation(options);
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<SimResult> second = RunSimulation(options);
+  ASSERT_TRUE(second.ok()) << second.status();
+  ExpectSameRun(*first, *second);
+  ASSERT_EQ(first->joins.size(), 3u);
+  ASSERT_EQ(first->joins.size(), second->joins.size());
+  for (size_t i = 0; i < first->joins.size(); ++i) {
+    EXPECT_EQ(first->joins[i].seconds, second->joins[i].seconds);
+    EXPECT_EQ(first->joins[i].worker, second->joins[i].worker);
+  }
+  for (size_t k = 0; k < first->workers.size(); ++k) {
+    EXPECT_EQ(first->workers[k].steps, second->workers[k].steps);
+    EXPECT_GT(first->workers[k].steps, 0) << "id " << first->workers[k].id;
+  }
+  EXPECT_EQ(first->dead_workers, (std::vector<int32_t>{3, 2}));
+  EXPECT_FALSE(BitIdentical(first->parameters, without->parameters));
 }
 
 TEST(Simulation, AStopRequestEndsTheRunCancelled) {

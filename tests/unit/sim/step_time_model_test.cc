@@ -122,5 +122,66 @@ TEST(StepTimeModel, RejectsWorkersOutsideTheJobAndNonsense) {
   EXPECT_FALSE(StepTimeModel::Create(v1::SimSpec(), 4, 1).ok());  // no step time at all
 }
 
+// Joins and deaths become lives: absent until a first join, a death ends a life, a join starts
+// the next. Anything that does not alternate is refused, and so is a job nobody starts.
+TEST(StepTimeModel, JoinsAndDeathsAlternateIntoLives) {
+  v1::SimSpec spec = Base();
+  auto join = [&spec](int worker, double at) {
+    v1::WorkerJoin* j = spec.add_joins();
+    j->set_worker(worker);
+    j->set_at_seconds(at);
+  };
+  auto die = [&spec](int worker, double at) {
+    v1::WorkerDeath* d = spec.add_deaths();
+    d->set_worker(worker);
+    d->set_at_seconds(at);
+  };
+  join(1, 5);  // absent, joins at 5, dies at 7, rejoins at 9
+  die(1, 7);
+  join(1, 9);
+  die(2, 3);  // there, dies at 3, rejoins at 4
+  join(2, 4);
+  absl::StatusOr<StepTimeModel> model = StepTimeModel::Create(spec, 4, 1);
+  ASSERT_TRUE(model.ok()) << model.status();
+  ASSERT_EQ(model->Lives(0).size(), 1u);
+  EXPECT_TRUE(model->Lives(0)[0].at_start);
+  EXPECT_FALSE(model->Lives(0)[0].death.has_value());
+  const std::vector<WorkerLife>& one = model->Lives(1);
+  ASSERT_EQ(one.size(), 2u);
+  EXPECT_FALSE(one[0].at_start);
+  EXPECT_EQ(one[0].join_seconds, 5);
+  ASSERT_TRUE(one[0].death.has_value());
+  EXPECT_EQ(one[0].death->at_seconds(), 7);
+  EXPECT_EQ(one[1].join_seconds, 9);
+  EXPECT_FALSE(one[1].death.has_value());
+  const std::vector<WorkerLife>& two = model->Lives(2);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_TRUE(two[0].at_start);
+  EXPECT_EQ(two[0].death->at_seconds(), 3);
+  EXPECT_EQ(two[1].join_seconds, 4);
+
+  spec = Base();
+  join(0, 2);  // worker 0 is there from the start: a join needs a death before it
+  absl::StatusOr<StepTimeModel> bad = StepTimeModel::Create(spec, 1, 1);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  spec = Base();
+  die(0, 1);
+  die(0, 2);  // dead already
+  EXPECT_FALSE(StepTimeModel::Create(spec, 2, 1).ok());
+  spec = Base();
+  die(0, 1);
+  join(0, 1);  // the same instant: no order
+  EXPECT_FALSE(StepTimeModel::Create(spec, 2, 1).ok());
+  spec = Base();
+  join(0, 1);
+  join(1, 1);  // nobody at the start
+  bad = StepTimeModel::Create(spec, 2, 1);
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("at the start"), std::string::npos);
+  spec = Base();
+  join(4, 1);  // no worker 4
+  EXPECT_FALSE(StepTimeModel::Create(spec, 4, 1).ok());
+}
+
 }  // namespace
 }  // namespace syncopate::sim
