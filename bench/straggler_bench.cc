@@ -7,7 +7,8 @@
 // Every run uses the same job (the default MLP on Fashion-MNIST, G=256, 4 workers, 2 shards,
 // same hyperparameters) and differs only in the policy, the emulated machine speeds and the job
 // seed (1..K: initialisation and data order). Scenario "ctr" runs examples/ctr_deepfm.textproto
-// (DeepFM, Adagrad) instead, on planted-teacher Criteo-format data it generates once, with
+// (DeepFM, Adagrad) instead, on planted-teacher Criteo-format data it generates into OUT/data
+// once (bench/ctr_data.h: a later run into the same directory reuses it), with
 // one 4x straggler, and compares each policy's test AUC at equal samples with the teacher's
 // Bayes-optimal AUC. Every worker's compute is padded by a base factor (sleep, not spin), so the
 // four workers together need about one core of this two-core machine: the figures measure
@@ -27,8 +28,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "bench/ctr_data.h"
 #include "bench/straggler_report.h"
-#include "libs/data/ctr_generator.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
 #include "libs/runtime/process_runtime.h"
@@ -57,32 +58,6 @@ ABSL_FLAG(int64_t, ctr_test_rows, 50000, "Test rows the ctr scenario generates")
 
 namespace syncopate::bench {
 namespace {
-
-// The ctr scenario's data: generated once per output directory (same teacher for both files).
-struct CtrData {
-  std::string train_path;
-  std::string test_path;
-  double bayes_auc = 0;
-  double bayes_logloss = 0;
-};
-
-absl::StatusOr<CtrData> GenerateCtrData(const std::string& dir) {
-  std::filesystem::create_directories(dir);
-  CtrData data{dir + "/ctr_train.tsv.gz", dir + "/ctr_test.tsv.gz", 0, 0};
-  const data::CtrTeacherConfig teacher;  // the defaults: one teacher for both files
-  absl::StatusOr<data::CtrGenerationReport> train = data::GenerateCtr(
-      teacher, /*sample_seed=*/1, absl::GetFlag(FLAGS_ctr_train_rows), data.train_path);
-  if (!train.ok()) return train.status();
-  absl::StatusOr<data::CtrGenerationReport> test = data::GenerateCtr(
-      teacher, /*sample_seed=*/2, absl::GetFlag(FLAGS_ctr_test_rows), data.test_path);
-  if (!test.ok()) return test.status();
-  data.bayes_auc = test->bayes_auc;
-  data.bayes_logloss = test->bayes_logloss;
-  printf("ctr data: %ld train / %ld test rows, positive rate %.3f, test Bayes AUC %.4f\n",
-         static_cast<long>(train->rows), static_cast<long>(test->rows), test->positive_rate,
-         test->bayes_auc);
-  return data;
-}
 
 RunResult RunOne(const Scenario& scenario, const std::string& policy, uint64_t seed,
                  double transient_seconds, const CtrData* ctr, const ReportOptions& report) {
@@ -189,7 +164,8 @@ int Main() {
   std::vector<double> no_straggler_sync_seconds;
   for (const Scenario& scenario : selection->scenarios) {
     if (scenario.ctr && !ctr.has_value()) {
-      absl::StatusOr<CtrData> generated = GenerateCtrData(out + "/data");
+      absl::StatusOr<CtrData> generated = PrepareCtrData(
+          out + "/data", absl::GetFlag(FLAGS_ctr_train_rows), absl::GetFlag(FLAGS_ctr_test_rows));
       if (!generated.ok()) {
         fprintf(stderr, "ctr data: %s\n", std::string(generated.status().message()).c_str());
         return 1;

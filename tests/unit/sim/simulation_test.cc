@@ -477,9 +477,9 @@ TEST(Simulation, RefusesBadSpecs) {
 }
 
 TEST(Simulation, ShippedBenchScenariosParse) {
-  for (const char* name : {"a", "b", "c", "d"}) {
-    absl::StatusOr<v1::SimSpec> spec = LoadSimSpecFile(
-        std::string(SYNCOPATE_SOURCE_DIR) + "/examples/sim/bench_" + name + ".textproto");
+  for (const char* name : {"bench_a", "bench_b", "bench_c", "bench_d", "scale", "scale_ctr"}) {
+    absl::StatusOr<v1::SimSpec> spec =
+        LoadSimSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/sim/" + name + ".textproto");
     ASSERT_TRUE(spec.ok()) << spec.status();
     EXPECT_GT(spec->step_time().seconds_per_example(), 0) << name;
   }
