@@ -19,6 +19,11 @@
 
 namespace syncopate::bench {
 
+// The row counts both benchmarks generate by default (--ctr_train_rows, --ctr_test_rows): one
+// data set, so the simulated and the real ctr runs train on the same files.
+inline constexpr int64_t kBenchCtrTrainRows = 400000;
+inline constexpr int64_t kBenchCtrTestRows = 50000;
+
 struct CtrData {
   std::string train_path;
   std::string test_path;

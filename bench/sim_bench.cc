@@ -64,12 +64,12 @@ ABSL_FLAG(double, straggler_factor, 4, "Their persistent slowdown");
 ABSL_FLAG(double, target_accuracy, 0.8, "MLP: time to target is read at this test accuracy");
 ABSL_FLAG(double, target_auc, 0.77, "ctr: time to target is read at this test AUC");
 ABSL_FLAG(std::string, ctr_job, "examples/ctr_wdl.textproto",
-          "ctr: the job (its data paths "
-          "are replaced by the generated files)");
+          "ctr: the job (its data paths are replaced by the generated files)");
 ABSL_FLAG(std::string, ctr_data_dir, "bench-results/ctr-data",
           "ctr: where the generated data is kept and reused (not committed: bench-results/)");
-ABSL_FLAG(int64_t, ctr_train_rows, 400000, "ctr: training rows (as ./dev bench's ctr scenario)");
-ABSL_FLAG(int64_t, ctr_test_rows, 50000, "ctr: test rows");
+ABSL_FLAG(int64_t, ctr_train_rows, syncopate::bench::kBenchCtrTrainRows,
+          "ctr: training rows (as ./dev bench's ctr scenario)");
+ABSL_FLAG(int64_t, ctr_test_rows, syncopate::bench::kBenchCtrTestRows, "ctr: test rows");
 ABSL_FLAG(std::string, out, "", "Also write results.md there (empty: stdout only)");
 
 namespace syncopate::bench {

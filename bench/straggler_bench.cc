@@ -53,8 +53,10 @@ ABSL_FLAG(double, target_auc_gap, 0.03,
           "checked over seeds or for the other policies");
 ABSL_FLAG(std::string, ctr_job, "examples/ctr_deepfm.textproto",
           "Job of the ctr scenario (the CTR example that needs no hand-picked crosses)");
-ABSL_FLAG(int64_t, ctr_train_rows, 400000, "Training rows the ctr scenario generates");
-ABSL_FLAG(int64_t, ctr_test_rows, 50000, "Test rows the ctr scenario generates");
+ABSL_FLAG(int64_t, ctr_train_rows, syncopate::bench::kBenchCtrTrainRows,
+          "Training rows the ctr scenario generates");
+ABSL_FLAG(int64_t, ctr_test_rows, syncopate::bench::kBenchCtrTestRows,
+          "Test rows the ctr scenario generates");
 
 namespace syncopate::bench {
 namespace {

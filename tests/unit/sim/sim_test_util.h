@@ -47,6 +47,19 @@ inline SimOptions ClockworkRun(const v1::JobSpec& job) {
   return options;
 }
 
+// SimSpec.joins / .deaths entries: worker `worker` (index) joins or dies at `at` seconds.
+inline void AddJoin(v1::SimSpec& spec, int worker, double at) {
+  v1::WorkerJoin* join = spec.add_joins();
+  join->set_worker(worker);
+  join->set_at_seconds(at);
+}
+inline void AddDeath(v1::SimSpec& spec, int worker, double at, double detected_after = 0) {
+  v1::WorkerDeath* death = spec.add_deaths();
+  death->set_worker(worker);
+  death->set_at_seconds(at);
+  death->set_detected_after_seconds(detected_after);
+}
+
 inline bool BitIdentical(const std::vector<float>& a, const std::vector<float>& b) {
   return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
 }

@@ -129,12 +129,8 @@ TEST(Simulation, EveryWorkerDeadEndsAtTheVirtualTimeLimit) {
 TEST(Simulation, AJoinerBecomesAMemberAtItsHelloAndPushesFromThen) {
   SimOptions options = ClockworkRun(TinyJob(v1::MODE_SYNC, 5, 2));
   options.job.mutable_dataset()->set_train_limit(1024);  // ~1 s of steps
-  v1::WorkerJoin* join = options.spec.add_joins();
-  join->set_worker(3);
-  join->set_at_seconds(0.1);
-  join = options.spec.add_joins();
-  join->set_worker(1);
-  join->set_at_seconds(1000);
+  AddJoin(options.spec, 3, 0.1);
+  AddJoin(options.spec, 1, 1000);
   absl::StatusOr<SimResult> result = RunSimulation(options);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_LT(result->wall_seconds, 100);
@@ -173,13 +169,8 @@ TEST(Simulation, AJoinerBecomesAMemberAtItsHelloAndPushesFromThen) {
 TEST(Simulation, ARejoinKeepsItsIdAndSupersedesAnUnnoticedDeath) {
   SimOptions options = ClockworkRun(TinyJob(v1::MODE_SYNC, 4, 2));
   options.job.mutable_dataset()->set_train_limit(1024);
-  v1::WorkerDeath* death = options.spec.add_deaths();
-  death->set_worker(1);
-  death->set_at_seconds(0.006);
-  death->set_detected_after_seconds(0.5);
-  v1::WorkerJoin* join = options.spec.add_joins();
-  join->set_worker(1);
-  join->set_at_seconds(0.05);
+  AddDeath(options.spec, 1, 0.006, /*detected_after=*/0.5);
+  AddJoin(options.spec, 1, 0.05);
   absl::StatusOr<SimResult> result = RunSimulation(options);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->dead_workers, std::vector<int32_t>{2});
@@ -200,14 +191,9 @@ TEST(Simulation, ARejoinKeepsItsIdAndSupersedesAnUnnoticedDeath) {
 TEST(Simulation, AWorkerRejoiningAfterEveryoneDiedFinishesTheJob) {
   SimOptions options = ClockworkRun(TinyJob(v1::MODE_SYNC, 2, 1));
   options.spec.set_max_virtual_seconds(10);
-  for (int w = 0; w < 2; ++w) {
-    v1::WorkerDeath* death = options.spec.add_deaths();
-    death->set_worker(w);
-    death->set_at_seconds(0.1);
-  }
-  v1::WorkerJoin* join = options.spec.add_joins();
-  join->set_worker(0);
-  join->set_at_seconds(0.5);
+  AddDeath(options.spec, 0, 0.1);
+  AddDeath(options.spec, 1, 0.1);
+  AddJoin(options.spec, 0, 0.5);
   absl::StatusOr<SimResult> result = RunSimulation(options);
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_EQ(result->dead_workers, (std::vector<int32_t>{1, 2}));
@@ -229,22 +215,11 @@ TEST(Simulation, JoinsAndRejoinsSameSeedSameResultBitForBit) {
   options.timing_seed = 5;
   absl::StatusOr<SimResult> without = RunSimulation(options);
   ASSERT_TRUE(without.ok()) << without.status();
-  v1::WorkerJoin* join = options.spec.add_joins();
-  join->set_worker(5);
-  join->set_at_seconds(0.2);
-  v1::WorkerDeath* death = options.spec.add_deaths();  // unnoticed when it rejoins
-  death->set_worker(1);
-  death->set_at_seconds(0.15);
-  death->set_detected_after_seconds(1);
-  join = options.spec.add_joins();
-  join->set_worker(1);
-  join->set_at_seconds(0.3);
-  death = options.spec.add_deaths();  // noticed, then rejoins
-  death->set_worker(2);
-  death->set_at_seconds(0.1);
-  join = options.spec.add_joins();
-  join->set_worker(2);
-  join->set_at_seconds(0.4);
+  AddJoin(options.spec, 5, 0.2);
+  AddDeath(options.spec, 1, 0.15, /*detected_after=*/1);  // unnoticed when it rejoins
+  AddJoin(options.spec, 1, 0.3);
+  AddDeath(options.spec, 2, 0.1);  // noticed, then rejoins
+  AddJoin(options.spec, 2, 0.4);
   absl::StatusOr<SimResult> first = RunSimulation(options);
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<SimResult> second = RunSimulation(options);

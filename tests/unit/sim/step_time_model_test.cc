@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/unit/sim/sim_test_util.h"
 
 namespace syncopate::sim {
 namespace {
@@ -126,16 +127,8 @@ TEST(StepTimeModel, RejectsWorkersOutsideTheJobAndNonsense) {
 // the next. Anything that does not alternate is refused, and so is a job nobody starts.
 TEST(StepTimeModel, JoinsAndDeathsAlternateIntoLives) {
   v1::SimSpec spec = Base();
-  auto join = [&spec](int worker, double at) {
-    v1::WorkerJoin* j = spec.add_joins();
-    j->set_worker(worker);
-    j->set_at_seconds(at);
-  };
-  auto die = [&spec](int worker, double at) {
-    v1::WorkerDeath* d = spec.add_deaths();
-    d->set_worker(worker);
-    d->set_at_seconds(at);
-  };
+  auto join = [&spec](int worker, double at) { AddJoin(spec, worker, at); };
+  auto die = [&spec](int worker, double at) { AddDeath(spec, worker, at); };
   join(1, 5);  // absent, joins at 5, dies at 7, rejoins at 9
   die(1, 7);
   join(1, 9);
