@@ -263,6 +263,9 @@ void CoordinatorCore::Welcome(Worker& worker, Outbox& out) {
   *welcome->mutable_shard_map() = MakeShardMap();
   welcome->set_local_batch(worker.local_batch);
   worker.welcomed = true;
+  // The silence bound restarts here: the wait for the welcome (the job starting, the last shard
+  // registering) is the coordinator's, not the worker's, and the role now loads its data.
+  worker.last_heard = options_.clock->Now();
   out.to_workers.emplace_back(worker.link, std::move(message));
 }
 

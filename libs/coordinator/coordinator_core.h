@@ -55,8 +55,9 @@ struct CoordinatorOptions {
   // Once this long has passed with every shard but fewer than num_workers workers, the job
   // starts with the workers it has rather than waiting forever.
   absl::Duration startup_grace = absl::Seconds(60);
-  // A worker that sends nothing (no step, no heartbeat; workers beat every second) for
-  // max(this, 10 x its median step time) is declared gone.
+  // A worker that sends nothing (no step, no heartbeat; workers beat every second from their
+  // hello) for max(this, 10 x its median step time) is declared gone. The bound counts from the
+  // last message or from the welcome, whichever is later.
   absl::Duration min_silence_timeout = absl::Seconds(10);
   // How long FINISHING waits for workers to leave and the final evaluation to arrive.
   absl::Duration finish_timeout = absl::Seconds(60);

@@ -18,6 +18,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorSession>> CoordinatorSession::Open(
   v1::WorkerMessage message;
   *message.mutable_hello() = hello;
   session->Send(message);
+  // The heartbeat starts with the hello, not the welcome: the coordinator's silence bound runs
+  // from the hello, and the welcome may wait for the job to start (every shard registered) and
+  // then the role loads its data. The stream keeps the hello first, so a beat never precedes it.
+  session->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
   {
     absl::MutexLock lock(&session->mu_);
     auto ready = [self]() ABSL_SHARED_LOCKS_REQUIRED(self->mu_) {
@@ -35,7 +39,6 @@ absl::StatusOr<std::unique_ptr<CoordinatorSession>> CoordinatorSession::Open(
     }
     session->welcome_ = *session->pending_welcome_;
   }
-  session->heartbeat_ = std::thread([self] { self->HeartbeatLoop(); });
   return session;
 }
 

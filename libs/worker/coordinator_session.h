@@ -1,6 +1,7 @@
 // The CoordinatorChannel of a real worker (or evaluator): hello, then the welcome; commands
 // (leases, batch changes, evaluate, stop) queue up for the training loop; a heartbeat every
-// second lets the coordinator tell a busy worker from a dead one.
+// second, from the hello on (while waiting for the welcome and while the role loads its data),
+// lets the coordinator tell a busy worker from a dead one.
 // Thread-safety: thread-safe.
 #ifndef SYNCOPATE_LIBS_WORKER_COORDINATOR_SESSION_H_
 #define SYNCOPATE_LIBS_WORKER_COORDINATOR_SESSION_H_

@@ -489,6 +489,30 @@ TEST_F(CoordinatorCoreTest, ASilentWorkerIsTimedOut) {
   EXPECT_EQ(core_->Status().examples(), 0);
 }
 
+// The silence bound runs from the welcome: a worker that waited 8 s for the job to start (its
+// last shard registering) still has the whole 10 s to load its data and beat.
+TEST_F(CoordinatorCoreTest, SilenceIsCountedFromTheWelcomeNotTheHello) {
+  Create();
+  ConnectShard(0);
+  w1_ = Join("w1", &id1_);
+  w2_ = Join("w2", &id2_);
+  ASSERT_EQ(core_->state(), v1::JOB_WAITING);
+  clock_.Advance(absl::Seconds(8));
+  ConnectShard(1);  // t = 8 s: the job starts, both are welcomed
+  ASSERT_EQ(core_->state(), v1::JOB_RUNNING);
+  ASSERT_EQ(w1_->Of(v1::CoordinatorToWorker::kWelcome).size(), 1u);
+  clock_.Advance(absl::Seconds(9));  // 17 s after the hello, 9 s after the welcome
+  core_->Tick();
+  EXPECT_FALSE(w1_->closed.has_value());
+  EXPECT_FALSE(w2_->closed.has_value());
+  core_->WorkerMessage(id1_, Heartbeat());
+  clock_.Advance(absl::Seconds(2));  // 11 s after the welcome: w2 said nothing since
+  core_->Tick();
+  EXPECT_FALSE(w1_->closed.has_value());
+  ASSERT_TRUE(w2_->closed.has_value());
+  EXPECT_EQ(w2_->closed->code(), absl::StatusCode::kDeadlineExceeded);
+}
+
 TEST_F(CoordinatorCoreTest, SilenceTimeoutGrowsWithTheObservedStepTime) {
   Create();
   StartJob();
