@@ -22,8 +22,11 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
         metrics_(metrics != nullptr ? metrics : CoordinatorMetrics::NoOp()) {}
 
   // OK, or UNAUTHENTICATED after logging and counting the refusal of a `session` hello.
-  absl::Status Authenticate(const std::string& session, const std::string& peer,
-                            const std::string& presented_token) const;
+  // `claimed` is who the hello says it is (a worker's name, a shard's id): the log line names it
+  // beside the peer address, so a refusal is traced to a process and not only to an IP that a
+  // leftover pod may share with a member (see docs/operations.md, "Pods on a real node").
+  absl::Status Authenticate(const std::string& session, const std::string& claimed,
+                            const std::string& peer, const std::string& presented_token) const;
 
   grpc::ServerBidiReactor<v1::WorkerMessage, v1::CoordinatorToWorker>* WorkerSession(
       grpc::CallbackServerContext* context) override;

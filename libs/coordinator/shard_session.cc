@@ -1,4 +1,5 @@
 // Coordinator.ShardSession: hello -> assignment, then reports up and commands down.
+#include "absl/strings/str_cat.h"
 #include "libs/coordinator/coordinator_service.h"
 #include "libs/rpc/bidi_stream.h"
 #include "libs/rpc/grpc_util.h"
@@ -35,7 +36,9 @@ class ShardSessionStream final : public rpc::BidiStream<v1::ShardMessage, v1::Co
                            "the first message of a shard session must be a hello"));
         return;
       }
-      if (absl::Status auth = service_->Authenticate("shard", peer_, message.hello().join_token());
+      if (absl::Status auth =
+              service_->Authenticate("shard", absl::StrCat(message.hello().shard_id()), peer_,
+                                     message.hello().join_token());
           !auth.ok()) {
         Close(rpc::ToGrpcStatus(auth));
         return;

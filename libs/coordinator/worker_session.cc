@@ -40,7 +40,8 @@ class WorkerSessionStream final
                            "the first message of a worker session must be a hello"));
         return;
       }
-      if (absl::Status auth = service_->Authenticate("worker", peer_, message.hello().join_token());
+      if (absl::Status auth = service_->Authenticate("worker", message.hello().name(), peer_,
+                                                     message.hello().join_token());
           !auth.ok()) {
         Close(rpc::ToGrpcStatus(auth));
         return;
