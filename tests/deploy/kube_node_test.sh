@@ -133,7 +133,8 @@ kn logs intruder | grep -q 'missing join token' || fail "intruder: $(kn logs int
 metrics="$(kn exec "job/$rel-syncopate-coordinator" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/9100 &&
   printf "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 && cat <&3')"
 grep -q '^syncopate_coordinator_rejections_total{reason="unauthenticated",session="worker"} 1' <<<"$metrics" ||
-  fail "the intruder's refusal was not counted: $(grep rejections_total <<<"$metrics")"
+  fail "expected exactly one refused worker session (the intruder's): $(grep rejections_total <<<"$metrics")
+$(kn logs "job/$rel-syncopate-coordinator" | grep refused)"
 kn delete pod intruder --wait=false >/dev/null
 say "an intruder pod without the join token: refused (missing join token), exit 1, counted"
 

@@ -9,6 +9,7 @@
 #                              started in CP_DIR; state and logs under DIR
 #   node.sh import DIR IMAGE   load a podman image into the node's containerd (no registry)
 #   node.sh stop DIR           stop what `start DIR` started and remove the pods' network
+#                              (the bridge and the pods' network namespaces)
 #
 # What differs from a production node, on purpose (a shared machine): no kube-proxy (it would
 # rewrite the machine's iptables and bridge sysctls), so Services get no virtual IP here; the DNS
@@ -32,6 +33,25 @@ free_port() {
 }
 
 ctr_() { ctr --address "$DIR/run/containerd.sock" -n k8s.io "$@"; }
+
+# The pods' network namespaces: CNI's cni-* namespaces holding an address of SUBNET.
+pod_netns() {
+  local ns prefix="${SUBNET%.0/24}."
+  for ns in $(ip netns list 2>/dev/null | awk '$1 ~ /^cni-/ {print $1}'); do
+    if ip netns exec "$ns" ip -4 -o addr show 2>/dev/null | grep -qF " inet $prefix"; then
+      echo "$ns"
+    fi
+  done
+}
+
+# Removes the pod network: the bridge, which detaches every pod still on it, and the pods' network
+# namespaces (the kubelet is stopped before it tears them down, so they would otherwise leak). A
+# namespace whose processes still run lives on until they exit, but reaches nothing.
+remove_pod_network() {
+  local ns
+  ip link del "$BRIDGE" 2>/dev/null || true
+  for ns in $(pod_netns); do ip netns del "$ns" 2>/dev/null || true; done
+}
 
 # The pause image (the pod sandbox): Kubernetes' own pause.c, compiled static into a scratch image.
 pause_image() {
@@ -76,8 +96,19 @@ start() {
   DIR="$(cd "$DIR" && pwd)"
   cp_dir="$(cd "$cp_dir" && pwd)"
 
+  # A bridge already here is a node that was never stopped (its test killed before its cleanup).
+  # Its pods may still run, on this bridge, with the addresses this node's fresh IPAM hands out
+  # again: two pods answering for one IP, and a leftover pod of another release reaching this
+  # coordinator with that release's join token. Seen 2026-11-26: a kube_node_test after a killed
+  # one had two workers timed out as silent (their peer's packets went to the duplicate) and a
+  # "wrong join token" refusal from a member's IP. Take the old network down first.
+  if ip link show "$BRIDGE" >/dev/null 2>&1; then
+    log "a previous node was not stopped: removing its bridge $BRIDGE" \
+      "($(ip -o link show master "$BRIDGE" 2>/dev/null | wc -l) pod interfaces) and its pods' network"
+  fi
+  remove_pod_network
   # Pod network: a bridge we own, so DNS can listen on its gateway before the first pod exists.
-  ip link show "$BRIDGE" >/dev/null 2>&1 || ip link add "$BRIDGE" type bridge
+  ip link add "$BRIDGE" type bridge
   ip addr replace "$GATEWAY/24" dev "$BRIDGE"
   ip link set "$BRIDGE" up
   cat >"$DIR/cni/net.d/10-syncopate.conflist" <<EOF
@@ -201,14 +232,14 @@ stop() {
     kill -KILL "$pid" 2>/dev/null || true
     rm -f "$DIR/containerd.pid"
   fi
-  # Leftover mounts of the kubelet and containerd under DIR, then the bridge.
+  # Leftover mounts of the kubelet and containerd under DIR, then the pod network.
   { grep -o " $DIR/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
-  ip link del "$BRIDGE" 2>/dev/null || true
+  remove_pod_network
 }
 
 case "${1:-}" in
   start) shift; start "$@" ;;
   import) shift; import_image "$@" ;;
   stop) shift; stop "$@" ;;
-  *) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
