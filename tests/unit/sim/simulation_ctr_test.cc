@@ -189,7 +189,7 @@ TEST(SimulationCtr, SyncRunMatchesTheRealShardsFedDirectly) {
     direct_rows += core->Stats().embedding_rows;
   }
   EXPECT_TRUE(BitIdentical(result->parameters, dense));
-  EXPECT_EQ(result->gradients.applied(), 2 * 2 * versions);
+  EXPECT_EQ(result->gradients.applied(), int64_t{2} * 2 * versions);
   // A pull released for a step the stop then cut short creates its rows in the simulation only.
   EXPECT_GE(result->embedding_rows, direct_rows);
   EXPECT_GT(direct_rows, 0);
@@ -236,8 +236,9 @@ TEST(SimulationCtr, SameSeedSameResultBitForBit) {
   std::optional<double> expected_target;
   for (const SimEvaluation& e : first->evaluations) {
     EXPECT_EQ(e.quality, e.auc);
-    if (!expected_target.has_value() && e.auc >= options.target_quality)
+    if (!expected_target.has_value() && e.auc >= options.target_quality) {
       expected_target = e.seconds;
+    }
   }
   EXPECT_FALSE(first->seconds_to_target.has_value());  // no target asked for
   EXPECT_EQ(second->seconds_to_target, expected_target);
