@@ -178,8 +178,8 @@ TEST(KeyRouting, RefusesMismatchedTablesRowsAndGradients) {
   EXPECT_EQ(routing.SplitGradients(0, workload::TableRows(1), out).code(),
             absl::StatusCode::kInvalidArgument);
   workload::TableRows short_rows(2);
-  short_rows[0].resize(40 * 2);
-  short_rows[1].resize(6 * 3);  // one row missing
+  short_rows[0].resize(size_t{40} * 2);
+  short_rows[1].resize(size_t{6} * 3);  // one row missing
   EXPECT_EQ(routing.SplitGradients(0, short_rows, out).code(), absl::StatusCode::kInvalidArgument);
 }
 
