@@ -155,11 +155,12 @@ ModeRound ModeController::Decide(const std::vector<WorkerLoad>& loads, double el
   for (auto& [id, shard] : shards_) {
     if (shard.policy == nullptr || !shard.connected) continue;
     if (!DecideShard(id, shard, round.assessment, loads, whole_model, elapsed_seconds)) continue;
-    // Entering gba: the shard keeps the point the LossGuard may send it back to.
+    // Entering gba under the policy: the shard keeps the point the LossGuard may send it back
+    // to (a pinned shard is never rolled back, so it keeps none).
     round.commands.push_back({.shard = id,
                               .mode = shard.mode,
                               .reason = shard.last_switch.reason(),
-                              .keep_rollback_point = shard.mode == v1::MODE_GBA});
+                              .keep_rollback_point = shard.mode == v1::MODE_GBA && Managed(shard)});
   }
 
   // The guard follows the job: in gba while any policy shard is.

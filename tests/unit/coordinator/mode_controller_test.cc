@@ -274,6 +274,21 @@ TEST_F(ModeControllerTest, ALossRiseInGbaRollsBackToSyncAndHoldsGbaBackUntilTheR
   EXPECT_TRUE(round.commands[0].keep_rollback_point);
 }
 
+// A pinned shard is never rolled back, so a switch into its pinned gba keeps no rollback point
+// (it would hold a copy of the shard's state for the rest of the job).
+TEST_F(ModeControllerTest, APinnedShardEnteringGbaKeepsNoRollbackPoint) {
+  v1::JobSpec job = Job(v1::MODE_AUTO);
+  (*job.mutable_pinned_shard_modes())[1] = v1::MODE_GBA;
+  Create(job);
+  controller_->RestoreModes({{1, v1::MODE_SYNC}});
+  EXPECT_EQ(controller_->ConnectShard(1), v1::MODE_SYNC);
+  const ModeRound round = controller_->Decide(kLoads, 1);
+  ASSERT_EQ(round.commands.size(), 1u);
+  EXPECT_EQ(round.commands[0].mode, v1::MODE_GBA);
+  EXPECT_EQ(round.commands[0].reason, kReasonPinned);
+  EXPECT_FALSE(round.commands[0].keep_rollback_point);
+}
+
 // The controller gives exactly the verdicts of ModePolicy + SwitchConfirmation wired by hand
 // (what the coordinator did before the controller existed), round by round.
 TEST_F(ModeControllerTest, VerdictsMatchThePolicyAndConfirmationWiredByHand) {
