@@ -5,7 +5,6 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "libs/checkpoint/shard_restore.h"
 #include "libs/common/status_macros.h"
 #include "libs/embedding/owner_shard.h"
 #include "libs/tensor/initializer.h"
@@ -506,31 +505,13 @@ bool ShardCore::has_rollback_point() const {
 }
 
 absl::Status ShardCore::RollBack(const v1::ShardCheckpoint& point) {
-  checkpoint::RestoreTarget target;
-  target.assignment = &assignment_;
-  target.row_rule = row_rule_.get();
-  {
-    absl::MutexLock lock(&mu_);
-    target.optimizer = std::string(optimizer_->name());
-    target.optimizer_vectors = static_cast<int>(optimizer_->state_vectors().size());
-  }
-  SYNCOPATE_ASSIGN_OR_RETURN(checkpoint::RestoredShard restored,
-                             checkpoint::RestoreShard(target, {point}));
+  SYNCOPATE_ASSIGN_OR_RETURN(checkpoint::RestoredShard restored, BuildRestored({point}));
   std::vector<ReadyPull> ready;
   {
     absl::MutexLock lock(&mu_);
-    tables_ = std::move(restored.tables);
-    params_ = std::move(restored.parameters);
-    optimizer_->set_steps(restored.optimizer_steps);
-    optimizer_->set_progress(restored.schedule_progress);
-    std::vector<std::span<float>> state = optimizer_->state_vectors();
-    for (size_t k = 0; k < state.size(); ++k) {
-      std::copy(restored.optimizer_state[k].begin(), restored.optimizer_state[k].end(),
-                state[k].begin());
-    }
-    PublishBytes();
+    Adopt(std::move(restored));
+    // One version on, so gradients computed on the abandoned parameters arrive stale.
     aggregator_.RestoreVersion(aggregator_.version() + 1);
-    gradient_statistics_.Reset();
     AnswerDuePulls(&ready);
   }
   Deliver(ready);
@@ -615,6 +596,17 @@ v1::ShardCheckpoint ShardCore::Snapshot() const {
 }
 
 absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources) {
+  SYNCOPATE_ASSIGN_OR_RETURN(checkpoint::RestoredShard restored, BuildRestored(sources));
+  absl::MutexLock lock(&mu_);
+  const int64_t version = restored.version;
+  Adopt(std::move(restored));
+  aggregator_.RestoreVersion(version);
+  metrics_->SetVersion(version);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<checkpoint::RestoredShard> ShardCore::BuildRestored(
+    const std::vector<v1::ShardCheckpoint>& sources) const {
   checkpoint::RestoreTarget target;
   target.assignment = &assignment_;
   target.row_rule = row_rule_.get();
@@ -623,24 +615,22 @@ absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources)
     target.optimizer = std::string(optimizer_->name());
     target.optimizer_vectors = static_cast<int>(optimizer_->state_vectors().size());
   }
-  // Built outside the lock from immutable inputs; swapped in only once it all checked out.
-  SYNCOPATE_ASSIGN_OR_RETURN(checkpoint::RestoredShard restored,
-                             checkpoint::RestoreShard(target, sources));
-  absl::MutexLock lock(&mu_);
+  // Built outside the lock from immutable inputs; adopted only once it all checked out.
+  return checkpoint::RestoreShard(target, sources);
+}
+
+void ShardCore::Adopt(checkpoint::RestoredShard restored) {
   tables_ = std::move(restored.tables);
+  params_ = std::move(restored.parameters);
   optimizer_->set_steps(restored.optimizer_steps);
   optimizer_->set_progress(restored.schedule_progress);
-  params_ = std::move(restored.parameters);
   std::vector<std::span<float>> state = optimizer_->state_vectors();
   for (size_t k = 0; k < state.size(); ++k) {
     std::copy(restored.optimizer_state[k].begin(), restored.optimizer_state[k].end(),
               state[k].begin());
   }
   PublishBytes();
-  aggregator_.RestoreVersion(restored.version);
   gradient_statistics_.Reset();
-  metrics_->SetVersion(restored.version);
-  return absl::OkStatus();
 }
 
 }  // namespace syncopate::shard

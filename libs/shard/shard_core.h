@@ -24,6 +24,7 @@
 #include "absl/time/time.h"
 #include "libs/aggregation/global_batch_aggregator.h"
 #include "libs/aggregation/gradient_statistics.h"
+#include "libs/checkpoint/shard_restore.h"
 #include "libs/common/clock.h"
 #include "libs/embedding/embedding_table.h"
 #include "libs/optim/optimizer.h"
@@ -158,6 +159,13 @@ class ShardCore {
   void AnswerDuePulls(std::vector<ReadyPull>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns to `point` (ApplyModeCommand's roll-back).
   absl::Status RollBack(const v1::ShardCheckpoint& point);
+  // The shard `sources` restore into (checkpoint::RestoreShard against this shard's
+  // assignment and optimizer); shared by Restore and RollBack.
+  absl::StatusOr<checkpoint::RestoredShard> BuildRestored(
+      const std::vector<v1::ShardCheckpoint>& sources) const;
+  // Takes `restored`'s parameters, optimizer state and progress and embedding rows; the caller
+  // sets the version.
+  void Adopt(checkpoint::RestoredShard restored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::PullResponse MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
                                 const Puller& puller, absl::Time since)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
