@@ -2,11 +2,34 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "libs/straggler/mode_policy.h"
 
 namespace syncopate {
+namespace {
+
+// P(Z > z) for a standard normal Z.
+double UpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
+
+// The z whose upper tail is the square of kSignificanceZ's: one window as improbable under the
+// null as two independent significant windows in a row. Bisection: UpperTail falls monotonically.
+double ConfirmedZ() {
+  const double target =
+      UpperTail(ModePolicy::kSignificanceZ) * UpperTail(ModePolicy::kSignificanceZ);
+  double low = ModePolicy::kSignificanceZ;
+  double high = 40;
+  for (int i = 0; i < 100; ++i) {
+    const double middle = (low + high) / 2;
+    (UpperTail(middle) > target ? low : high) = middle;
+  }
+  return high;
+}
+
+}  // namespace
+
+const double LossGuard::kConfirmedZ = ConfirmedZ();
 
 LossGuard::LossGuard(int64_t window) : window_(std::max<int64_t>(2, window)) {}
 
@@ -29,6 +52,7 @@ void LossGuard::EnterGba() {
   if (in_gba_) return;
   in_gba_ = true;
   current_.clear();
+  last_window_significant_ = false;
   reference_.reset();
   if (static_cast<int64_t>(sync_losses_.size()) < window_) return;
   reference_ = LevelAtEnd(sync_losses_);
@@ -77,6 +101,7 @@ void LossGuard::LeaveGba() {
   sync_losses_.clear();
   reference_.reset();
   current_.clear();
+  last_window_significant_ = false;
 }
 
 std::optional<LossGuard::Verdict> LossGuard::Check() {
@@ -103,13 +128,25 @@ std::optional<LossGuard::Verdict> LossGuard::Check() {
   // level +0.05, z 1.1, and gba reached 85% in 60% of sync's time) and lag a rise still
   // climbing (G = 1,024: mean +0.25, end level +0.5 to +1.3, z 17-23; runs that stayed lost
   // 2-3 points).
-  verdict.tripped = verdict.z > ModePolicy::kSignificanceZ;
+  verdict.significant = verdict.z > ModePolicy::kSignificanceZ;
+  // Confirmed by the next window, as every mode switch is (switch_confirmation.h), or by a z
+  // that one window reaches by chance as rarely as two significant ones in a row.
+  const bool follows_significant = last_window_significant_;
+  verdict.tripped = verdict.significant && (follows_significant || verdict.z > kConfirmedZ);
+  last_window_significant_ = verdict.significant;
+  std::string outcome;
+  if (verdict.tripped) {
+    outcome = follows_significant ? ", the second window in a row"
+                                  : absl::StrFormat(" and > %.2f at once", kConfirmedZ);
+  } else if (verdict.significant) {
+    outcome = ", one window: awaiting the next";
+  }
   verdict.explanation = absl::StrFormat(
       "training loss at the end of %d gba steps %.4f +/- %.4f vs %.4f +/- %.4f at the end of "
-      "the last sync window: z %.2f %s %.1f",
+      "the last sync window: z %.2f %s %.1f%s",
       verdict.gba.count, verdict.gba.mean, verdict.gba.standard_error, verdict.sync.mean,
       verdict.sync.standard_error, verdict.z,
-      verdict.tripped ? ">" : "<=", ModePolicy::kSignificanceZ);
+      verdict.significant ? ">" : "<=", ModePolicy::kSignificanceZ, outcome);
   return verdict;
 }
 

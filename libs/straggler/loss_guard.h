@@ -18,8 +18,19 @@
 //   - Test: every window of at least K losses reported in gba (non-overlapping; judged at the
 //     decision rounds) gives the same end level, and
 //     z = (level_gba − level_sync) / √(se_gba² + se_sync²) > ModePolicy::kSignificanceZ trips:
-//     the model is now significantly worse than the point it can return to. Training loss
-//     falls as a run goes on, so the test grows more conservative with time.
+//     marks the window significant: the model is now significantly worse than the point it
+//     can return to. Training loss falls as a run goes on, so the test grows more
+//     conservative with time.
+//   - Trip: two significant windows in a row, SwitchConfirmation's rule for every mode switch
+//     (the next window shares no loss with the first, so a false trip needs two unlucky
+//     windows: the one-window test tripped falsely on the real bench at N = 4, z 2.32 and 2.80
+//     in the first window of a stint, where the simulated benign entry bumps end at z 0-1.1),
+//     or at once on one window as improbable under "no rise" as two significant ones in a row:
+//     z > kConfirmedZ, the z whose one-sided normal tail is the square of
+//     kSignificanceZ's (3.28 for z = 2: a chance of 5e-4 instead of 2.3e-2). A destabilised
+//     stint is that clear at once (simulated, N = 16, G = 1,024: z 17-23 in the first window),
+//     and waiting for a second window there cost 1.2 points: its training loss came back
+//     below the reference within that window, but the test accuracy the spike cost did not.
 //   - Back-off: after a trip at the job's elapsed time t, gba is not entered again before 2t.
 //     The waits double with each trip (t, 2t, 4t, ...), so at most log2(T / t_first) stints are
 //     tried in a run of length T, and the instability, which belongs to the early high-rate part
@@ -48,14 +59,22 @@ class LossGuard {
     double standard_error = 0;
   };
   // One judged gba window: its end level, the sync reference's (count 0 if there was none), how
-  // many standard errors above the reference it sits, and whether that trips the guard.
+  // many standard errors above the reference it sits, whether that is significant on its own
+  // and whether it trips the guard (the second significant window in a row, or z above
+  // kConfirmedZ).
   struct Verdict {
     WindowStats gba;
     WindowStats sync;
     double z = 0;
+    bool significant = false;
     bool tripped = false;
     std::string explanation;
   };
+
+  // One window this many standard errors above the reference trips on its own: the z whose
+  // one-sided normal tail is the square of ModePolicy::kSignificanceZ's (derived in
+  // loss_guard.cc; 3.28).
+  static const double kConfirmedZ;
 
   // `window` = K, the losses per window (>= 2; smaller values are raised to 2).
   explicit LossGuard(int64_t window);
@@ -96,7 +115,8 @@ class LossGuard {
   bool in_gba_ = false;
   std::deque<double> sync_losses_;  // the last window_ losses reported in sync
   std::optional<WindowStats> reference_;
-  std::deque<double> current_;  // losses reported in gba since the last check
+  std::deque<double> current_;            // losses reported in gba since the last check
+  bool last_window_significant_ = false;  // the previous judged window of this stint
   double retry_at_seconds_ = 0;
   int32_t trips_ = 0;
 };

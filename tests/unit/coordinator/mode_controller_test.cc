@@ -221,7 +221,8 @@ TEST_F(ModeControllerTest, AStragglerSwitchesToGbaAfterConfirmationAndRecoveryRe
 
 // The LossGuard: the switch into gba asks the shards to keep a rollback point; a training loss
 // significantly above the level the last sync window reached sends every policy shard back to
-// sync at once, rolled back, with no dwell or confirmation; the policy may not enter gba again
+// sync, rolled back, with no dwell and (a rise this clear: z above LossGuard::kConfirmedZ) at
+// once, without waiting for a second window; the policy may not enter gba again
 // before the job has run twice as long as at the trip, and then does (keeping a new point).
 TEST_F(ModeControllerTest, ALossRiseInGbaRollsBackToSyncAndHoldsGbaBackUntilTheRunDoubles) {
   Create(Job(v1::MODE_AUTO));
