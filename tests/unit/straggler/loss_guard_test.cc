@@ -25,10 +25,16 @@ void AddLosses(LossGuard& guard, int count, double level, double slope = 0) {
   for (int i = 0; i < count; ++i) guard.Add(level + slope * i + kNoise[i % 8]);
 }
 
-TEST(LossGuardTest, NoTripWhileTheLossStaysLevelOrFalls) {
-  LossGuard guard(32);
-  AddLosses(guard, 32, 1.0);
+// A guard of window K whose reference is K sync losses around `level`, now in gba.
+LossGuard InGbaAfterSyncAt(int window, double level) {
+  LossGuard guard(window);
+  AddLosses(guard, window, level);
   guard.EnterGba();
+  return guard;
+}
+
+TEST(LossGuardTest, NoTripWhileTheLossStaysLevelOrFalls) {
+  LossGuard guard = InGbaAfterSyncAt(32, 1.0);
   ASSERT_TRUE(guard.in_gba());
   AddLosses(guard, 32, 1.0);
   std::optional<LossGuard::Verdict> verdict = guard.Check();
@@ -51,9 +57,7 @@ TEST(LossGuardTest, OneWindowAsImprobableAsTwoSignificantOnesIsZOf328) {
 }
 
 TEST(LossGuardTest, AMarginalRiseTripsWhenTheNextWindowConfirmsIt) {
-  LossGuard guard(32);
-  AddLosses(guard, 32, 1.0);
-  guard.EnterGba();
+  LossGuard guard = InGbaAfterSyncAt(32, 1.0);
   AddLosses(guard, 31, 1.12);
   EXPECT_FALSE(guard.Check().has_value()) << "a window needs K losses";
   guard.Add(1.12);
@@ -76,9 +80,7 @@ TEST(LossGuardTest, AMarginalRiseTripsWhenTheNextWindowConfirmsIt) {
 }
 
 TEST(LossGuardTest, AnOverwhelmingRiseTripsAtOnce) {
-  LossGuard guard(32);
-  AddLosses(guard, 32, 1.0);
-  guard.EnterGba();
+  LossGuard guard = InGbaAfterSyncAt(32, 1.0);
   AddLosses(guard, 32, 1.5);
   const std::optional<LossGuard::Verdict> verdict = guard.Check();
   ASSERT_TRUE(Tripped(verdict));
@@ -89,9 +91,7 @@ TEST(LossGuardTest, AnOverwhelmingRiseTripsAtOnce) {
 // A significant window followed by one back near the reference withdraws the trip; the window
 // after that must again be followed by a second before the guard trips.
 TEST(LossGuardTest, AMarginalWindowTheNextOneDoesNotConfirmIsForgotten) {
-  LossGuard guard(32);
-  AddLosses(guard, 32, 1.0);
-  guard.EnterGba();
+  LossGuard guard = InGbaAfterSyncAt(32, 1.0);
   AddLosses(guard, 32, 1.12);
   ASSERT_TRUE(guard.Check()->significant);
   AddLosses(guard, 32, 1.0);
@@ -107,9 +107,7 @@ TEST(LossGuardTest, AMarginalWindowTheNextOneDoesNotConfirmIsForgotten) {
 
 // A new stint starts with no significant window behind it.
 TEST(LossGuardTest, AMarginalWindowDoesNotCarryIntoTheNextStint) {
-  LossGuard guard(8);
-  AddLosses(guard, 8, 1.0);
-  guard.EnterGba();
+  LossGuard guard = InGbaAfterSyncAt(8, 1.0);
   AddLosses(guard, 8, 1.25);
   ASSERT_TRUE(guard.Check()->significant);
   guard.LeaveGba();
@@ -126,9 +124,7 @@ TEST(LossGuardTest, AMarginalWindowDoesNotCarryIntoTheNextStint) {
 // A gba stint often starts with a bump the run recovers from within the window: what counts is
 // where the window ended, not its mean.
 TEST(LossGuardTest, ABumpTheWindowRecoveredFromDoesNotTrip) {
-  LossGuard guard(64);
-  AddLosses(guard, 64, 1.0);
-  guard.EnterGba();
+  LossGuard guard = InGbaAfterSyncAt(64, 1.0);
   AddLosses(guard, 32, 1.8);  // the bump
   AddLosses(guard, 32, 1.0);  // back where sync left it
   std::optional<LossGuard::Verdict> verdict = guard.Check();
@@ -162,9 +158,7 @@ TEST(LossGuardTest, WithoutAFullSyncWindowNothingIsJudged) {
 }
 
 TEST(LossGuardTest, NonFiniteLossesAreIgnored) {
-  LossGuard guard(8);
-  AddLosses(guard, 8, 1.0);
-  guard.EnterGba();
+  LossGuard guard = InGbaAfterSyncAt(8, 1.0);
   guard.Add(std::numeric_limits<double>::quiet_NaN());
   guard.Add(std::numeric_limits<double>::infinity());
   AddLosses(guard, 7, 1.0);
@@ -177,9 +171,7 @@ TEST(LossGuardTest, NonFiniteLossesAreIgnored) {
 }
 
 TEST(LossGuardTest, LeavingGbaStartsTheSyncWindowAfresh) {
-  LossGuard guard(8);
-  AddLosses(guard, 8, 1.0);
-  guard.EnterGba();
+  LossGuard guard = InGbaAfterSyncAt(8, 1.0);
   guard.LeaveGba();
   EXPECT_FALSE(guard.in_gba());
   AddLosses(guard, 4, 1.0);
