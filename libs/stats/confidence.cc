@@ -90,6 +90,20 @@ std::pair<double, double> MeanAndSquaredError(const std::vector<double>& x) {
   return {s.mean, s.std_dev * s.std_dev / static_cast<double>(s.n)};
 }
 
+// The p-quantile (p > 0.5) of a symmetric distribution by its CDF: bracket, then bisect. The CDF
+// is monotone, so bisection cannot fail, and 200 halvings of a bracket of at most 2^1024 reach
+// double precision.
+template <typename Cdf>
+double UpperQuantileByBisection(double p, Cdf cdf) {
+  double low = 0, high = 1;
+  while (cdf(high) < p && high < 1e300) high *= 2;
+  for (int i = 0; i < 200 && high - low > 1e-13 * high; ++i) {
+    const double mid = 0.5 * (low + high);
+    (cdf(mid) < p ? low : high) = mid;
+  }
+  return 0.5 * (low + high);
+}
+
 }  // namespace
 
 SampleSummary Summarize(const std::vector<double>& values) {
@@ -116,15 +130,15 @@ double StudentTCdf(double t, double df) {
 double StudentTQuantile(double p, double df) {
   if (p == 0.5) return 0;
   if (p < 0.5) return -StudentTQuantile(1 - p, df);
-  // Bracket, then bisect: the CDF is monotone, so bisection cannot fail, and 200 halvings of
-  // a bracket of at most 2^1024 reach double precision.
-  double low = 0, high = 1;
-  while (StudentTCdf(high, df) < p && high < 1e300) high *= 2;
-  for (int i = 0; i < 200 && high - low > 1e-13 * high; ++i) {
-    const double mid = 0.5 * (low + high);
-    (StudentTCdf(mid, df) < p ? low : high) = mid;
-  }
-  return 0.5 * (low + high);
+  return UpperQuantileByBisection(p, [df](double t) { return StudentTCdf(t, df); });
+}
+
+double NormalCdf(double z) { return 0.5 * std::erfc(-z / std::sqrt(2.0)); }
+
+double NormalQuantile(double p) {
+  if (p == 0.5) return 0;
+  if (p < 0.5) return -NormalQuantile(1 - p);
+  return UpperQuantileByBisection(p, NormalCdf);
 }
 
 double WelchDegreesOfFreedom(double u, size_t n_a, double v, size_t n_b) {

@@ -31,6 +31,12 @@ double StudentTCdf(double t, double df);
 // ~1e-12 relative (bisection on the CDF). StudentTQuantile(0.975, 4) = 2.776.
 double StudentTQuantile(double p, double df);
 
+// P(Z ≤ z) for a standard normal Z.
+double NormalCdf(double z);
+// The p-quantile of the standard normal, p in (0, 1), by the same bisection.
+// NormalQuantile(0.975) = 1.960.
+double NormalQuantile(double p);
+
 // A two-sided confidence interval around an estimate. An interval that cannot be bounded (a
 // ratio whose denominator is not distinguishable from zero) has low = −∞ and high = +∞.
 struct Interval {

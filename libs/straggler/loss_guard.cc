@@ -5,26 +5,17 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
+#include "libs/stats/confidence.h"
 #include "libs/straggler/mode_policy.h"
 
 namespace syncopate {
 namespace {
 
-// P(Z > z) for a standard normal Z.
-double UpperTail(double z) { return 0.5 * std::erfc(z / std::sqrt(2.0)); }
-
 // The z whose upper tail is the square of kSignificanceZ's: one window as improbable under the
-// null as two independent significant windows in a row. Bisection: UpperTail falls monotonically.
+// null as two independent significant windows in a row.
 double ConfirmedZ() {
-  const double target =
-      UpperTail(ModePolicy::kSignificanceZ) * UpperTail(ModePolicy::kSignificanceZ);
-  double low = ModePolicy::kSignificanceZ;
-  double high = 40;
-  for (int i = 0; i < 100; ++i) {
-    const double middle = (low + high) / 2;
-    (UpperTail(middle) > target ? low : high) = middle;
-  }
-  return high;
+  const double tail = 1 - stats::NormalCdf(ModePolicy::kSignificanceZ);
+  return stats::NormalQuantile(1 - tail * tail);
 }
 
 }  // namespace

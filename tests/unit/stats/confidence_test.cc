@@ -25,6 +25,14 @@ TEST(Summarize, GivesMeanAndSampleStandardDeviation) {
   EXPECT_DOUBLE_EQ(Summarize({7}).mean, 7);
 }
 
+TEST(NormalQuantile, MatchesTablesAndInvertsTheCdf) {
+  EXPECT_NEAR(NormalQuantile(0.975), 1.959963984540054, 1e-9);
+  EXPECT_NEAR(NormalQuantile(0.5), 0, 1e-12);
+  EXPECT_NEAR(NormalQuantile(0.025), -1.959963984540054, 1e-9);
+  EXPECT_NEAR(NormalCdf(NormalQuantile(1 - 5e-4)), 1 - 5e-4, 1e-12);
+  EXPECT_NEAR(NormalCdf(2), 0.9772498680518208, 1e-12);
+}
+
 TEST(StudentTQuantile, MatchesTablesForIntegerDegreesOfFreedom) {
   EXPECT_NEAR(StudentTQuantile(0.975, 1), 12.706204736432095, 1e-9);
   EXPECT_NEAR(StudentTQuantile(0.975, 2), 4.302652729911275, 1e-9);
