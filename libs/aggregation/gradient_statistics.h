@@ -51,6 +51,8 @@ class GradientStatistics {
 
   // A fresh push of the version the next update closes (sync: every admitted push).
   void AddPush(std::span<const float> gradient, int64_t samples);
+  // The same, given the push's tensor::SquaredNorm (the shard computes it while validating).
+  void AddPush(double squared_norm, int64_t samples);
   // Closes the version: `mean` is the update's mean gradient over `samples` samples.
   void AddUpdate(std::span<const float> mean, int64_t samples);
   // Not sync any more (a switch, a restore): the velocity restarts at the next sync update. The
@@ -65,6 +67,9 @@ class GradientStatistics {
   int window() const { return static_cast<int>(window_); }
 
  private:
+  // Forgets the open version's pushes.
+  void ClosePushes();
+
   struct Version {
     double samples = 0;           // B_k
     double push_excess = 0;       // mean|g_i|² − |ḡ_k|²  (0 with fewer than two pushes)

@@ -1,6 +1,7 @@
 #include "libs/shard/shard_core.h"
 
 #include <algorithm>
+#include <cmath>
 #include <utility>
 
 #include "absl/container/flat_hash_set.h"
@@ -213,7 +214,11 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
                                      ") has the wrong length: ", unpacked.message())),
                     RejectionReason::kWrongShape);
     }
-    if (!tensor::AllFinite(scratch_gradient_)) {
+    // In sync with a velocity the gradient statistics need |g|²: that one pass also validates
+    // (a squared norm is finite exactly when every value is), instead of a second scan.
+    const bool measure = aggregator_.mode() == v1::MODE_SYNC && gradient_statistics_.measures();
+    const double squared_norm = measure ? tensor::SquaredNorm(scratch_gradient_) : 0.0;
+    if (measure ? !std::isfinite(squared_norm) : !tensor::AllFinite(scratch_gradient_)) {
       return Reject(ack,
                     absl::InvalidArgumentError(
                         absl::StrCat("gradient has a non-finite value (NaN or Inf) at element ",
@@ -232,8 +237,8 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
       return Reject(ack, verdict.status, AggregatorRejection(verdict.status.code()));
     }
     ack.set_outcome(verdict.outcome);
-    if (aggregator_.mode() == v1::MODE_SYNC && verdict.outcome == v1::PUSH_APPLIED) {
-      gradient_statistics_.AddPush(scratch_gradient_, push.samples());
+    if (measure && verdict.outcome == v1::PUSH_APPLIED) {
+      gradient_statistics_.AddPush(squared_norm, push.samples());
     }
     CountOutcome(verdict.outcome, verdict.staleness);
     ApplyReadyUpdates(&ready);

@@ -1,5 +1,6 @@
 #include "libs/tensor/packed.h"
 
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <vector>
@@ -79,6 +80,31 @@ TEST(AllFinite, FindsNanAndInfAnywhere) {
       values[position] = bad;
       EXPECT_FALSE(AllFinite(values)) << "value " << bad << " at " << position;
       EXPECT_EQ(FirstNonFinite(values), static_cast<int64_t>(position));
+    }
+  }
+}
+
+TEST(SquaredNorm, SumsSquaresAndIsFiniteExactlyWhenEveryValueIs) {
+  // 19 values: two whole groups of the eight partial sums and a tail of three.
+  std::vector<float> values(19);
+  double expected = 0;
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = 0.25f * static_cast<float>(i) - 2.0f;
+    expected += static_cast<double>(values[i]) * values[i];
+  }
+  EXPECT_DOUBLE_EQ(SquaredNorm(values), expected);
+  EXPECT_EQ(SquaredNorm({}), 0.0);
+  // The largest finite floats, many of them, never overflow the double sum.
+  const std::vector<float> huge(4096, -std::numeric_limits<float>::max());
+  EXPECT_TRUE(std::isfinite(SquaredNorm(huge)));
+  const float bad_values[] = {std::numeric_limits<float>::quiet_NaN(),
+                              std::numeric_limits<float>::infinity(),
+                              -std::numeric_limits<float>::infinity()};
+  for (const float bad : bad_values) {
+    for (const size_t position : {size_t{0}, size_t{7}, size_t{8}, size_t{18}}) {
+      std::vector<float> with_bad = values;
+      with_bad[position] = bad;
+      EXPECT_FALSE(std::isfinite(SquaredNorm(with_bad))) << bad << " at " << position;
     }
   }
 }
