@@ -123,7 +123,7 @@ v1::JobSpec WireJob(const std::vector<int>& hidden) {
 
 struct WireResult {
   double echo_seconds;   // per echo round trip (payload up and back)
-  double shard_seconds;  // per push + pull (payload up, ack, pull request, payload back)
+  double shard_seconds;  // per push + pull (payload and pull request up, ack and payload back)
 };
 
 WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden, int rounds,
@@ -163,9 +163,13 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
   std::vector<float> params(size);
   // Tiny gradients keep the parameters finite however many steps the benchmark applies.
   const std::vector<float> gradient(size, 1e-9f);
+  // As a worker's step exchanges them: the next pull rides behind the push (PushAllThenPull).
   const auto push_pull = [&] {
-    Check(client.PushAll(gradient, 64, absl::Seconds(60), nullptr), "push");
-    Check(client.PullAll(params, absl::Seconds(60), /*newest=*/false, nullptr, nullptr), "pull");
+    absl::StatusOr<worker::PullStats> pulled = absl::UnknownError("not pulled");
+    Check(client.PushAllThenPull(gradient, 64, absl::Seconds(60), nullptr,
+                                 worker::NextPull{params, nullptr, nullptr, &pulled}),
+          "push");
+    Check(pulled, "pull");
   };
   Check(client.PullAll(params, absl::Seconds(60), /*newest=*/false, nullptr, nullptr),
         "first pull");

@@ -159,9 +159,8 @@ absl::Status ParameterClient::Connect(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl::Duration timeout,
-                                                   bool newest, const TableKeys* keys,
-                                                   TableRows* rows) {
+absl::StatusOr<std::vector<int64_t>> ParameterClient::SendPulls(const TableKeys* keys,
+                                                                TableRows* rows, bool newest) {
   if (keys != nullptr && !keys->empty() && rows == nullptr) {
     return absl::InvalidArgumentError("a pull of rows needs somewhere to put them");
   }
@@ -176,6 +175,12 @@ absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl
     ids[s] = *id;
   }
   if (rows != nullptr) routing_.ShapeRows(*rows);
+  return ids;
+}
+
+absl::StatusOr<PullStats> ParameterClient::CollectPulls(const std::vector<int64_t>& ids,
+                                                        std::span<float> params,
+                                                        absl::Duration timeout, TableRows* rows) {
   PullStats stats;
   for (size_t s = 0; s < shards_.size(); ++s) {
     absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(ids[s], timeout, abort_);
@@ -201,9 +206,31 @@ absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl
   return stats;
 }
 
+absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl::Duration timeout,
+                                                   bool newest, const TableKeys* keys,
+                                                   TableRows* rows) {
+  absl::StatusOr<std::vector<int64_t>> ids = SendPulls(keys, rows, newest);
+  if (!ids.ok()) return ids.status();
+  return CollectPulls(*ids, params, timeout, rows);
+}
+
 absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradient, int64_t samples,
                                                    absl::Duration timeout,
                                                    const TableRows* row_grads) {
+  return Push(gradient, samples, timeout, row_grads, nullptr);
+}
+
+absl::StatusOr<PushStats> ParameterClient::PushAllThenPull(std::span<const float> gradient,
+                                                           int64_t samples, absl::Duration timeout,
+                                                           const TableRows* row_grads,
+                                                           const NextPull& next) {
+  return Push(gradient, samples, timeout, row_grads, &next);
+}
+
+absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient, int64_t samples,
+                                                absl::Duration timeout, const TableRows* row_grads,
+                                                const NextPull* next) {
+  const absl::Time start = absl::Now();
   // Each shard's rows, split before anything is sent: a gradient of the wrong shape is refused
   // whole, never pushed to some shards only.
   const TableRows none;
@@ -215,6 +242,7 @@ absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradie
   PushStats stats;
   std::vector<size_t> pending(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) pending[s] = s;
+  absl::StatusOr<std::vector<int64_t>> pull_ids = absl::UnknownError("no pull sent");
   // A push can race the coordinator's membership notice to the shard (the worker was welcomed
   // a moment before the shard heard of it); FAILED_PRECONDITION is retried briefly for that.
   constexpr int kMembershipRetries = 20;
@@ -228,6 +256,15 @@ absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradie
           shards_[s]->SendPush(tokens_[s], samples, std::move(bytes), sparse[s]);
       if (!id.ok()) return id.status();
       ids.emplace_back(s, *id);
+    }
+    if (attempt == 0 && next != nullptr) {
+      // The next pull goes out right behind the pushes, before their acks: the shard handles a
+      // stream's messages in order, so it sees this push (sync: it waits for the barrier this
+      // gradient belongs to, as PullAll's would), one round trip sooner.
+      for (size_t s = 0; s < shards_.size(); ++s) {
+        min_versions_[s] = modes_[s] == v1::MODE_SYNC ? tokens_[s] + 1 : 0;
+      }
+      pull_ids = SendPulls(next->keys, next->rows, /*newest=*/false);
     }
     pending.clear();
     for (auto [s, id] : ids) {
@@ -258,6 +295,11 @@ absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradie
       min_versions_[s] = modes_[s] == v1::MODE_SYNC ? tokens_[s] + 1 : 0;
     }
     if (!pending.empty()) absl::SleepFor(absl::Milliseconds(100));
+  }
+  stats.ack_seconds = absl::ToDoubleSeconds(absl::Now() - start);
+  if (next != nullptr) {
+    *next->pulled = pull_ids.ok() ? CollectPulls(*pull_ids, next->params, timeout, next->rows)
+                                  : pull_ids.status();
   }
   return stats;
 }

@@ -38,6 +38,16 @@ struct PushStats {
   int dropped = 0;
   int rejected = 0;
   std::vector<v1::PushAck> rejections;
+  double ack_seconds = 0;  // from the first send to the last ack
+};
+
+// Where PushAllThenPull puts the next step's pull: as PullAll's arguments (newest = false), and
+// its outcome, which is set whenever the push itself succeeded.
+struct NextPull {
+  std::span<float> params;
+  const TableKeys* keys = nullptr;
+  TableRows* rows = nullptr;
+  absl::StatusOr<PullStats>* pulled = nullptr;
 };
 
 class ParameterStore {
@@ -56,6 +66,17 @@ class ParameterStore {
   // `row_grads` (aligned with the last pull's keys).
   virtual absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,
                                             absl::Duration timeout, const TableRows* row_grads) = 0;
+  // PushAll, then PullAll for the next step (the batch whose `next.keys` are given), as one
+  // exchange: a store that can overlaps them, with the same parameters arriving as if called
+  // one after the other. The default calls them one after the other.
+  virtual absl::StatusOr<PushStats> PushAllThenPull(std::span<const float> gradient,
+                                                    int64_t samples, absl::Duration timeout,
+                                                    const TableRows* row_grads,
+                                                    const NextPull& next) {
+    absl::StatusOr<PushStats> pushed = PushAll(gradient, samples, timeout, row_grads);
+    if (pushed.ok()) *next.pulled = PullAll(next.params, timeout, false, next.keys, next.rows);
+    return pushed;
+  }
   // The version the first shard's parameters came from at the last pull (the next push's token).
   virtual int64_t token(size_t shard) const = 0;
 };

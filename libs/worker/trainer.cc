@@ -38,6 +38,10 @@ absl::Status Trainer::Run() {
   std::vector<float> grad(model_.num_parameters());
   workload::TableRows rows, row_grads;
   std::vector<int64_t> batch;  // kept across a failed pull: its examples are already leased
+  // `params` and `rows` hold a pull for `batch`: the last step's push fetched them.
+  bool pulled_for_batch = false;
+  PullStats pulled;
+  double pull_seconds = 0;
   rpc::Backoff backoff;
   const absl::Time training_start = absl::Now();
   LOG(INFO) << "worker " << welcome.worker_id() << " training with local batch " << local_batch_;
@@ -53,29 +57,35 @@ absl::Status Trainer::Run() {
       leased_.Take(local_batch_, batch);
       // The rows to pull depend on the batch, so it is chosen before the pull.
       model_.PrepareTrain(batch);
+      pulled_for_batch = false;
     }
 
     absl::Status connected = parameters_.Connect(timeouts.connect);
     if (rpc::IsPermanentError(connected)) return connected;
     if (!connected.ok()) {
       LOG(WARNING) << connected;
+      pulled_for_batch = false;
       Wait(backoff.Next());
       continue;
     }
-    const absl::Time pull_start = absl::Now();
-    absl::StatusOr<PullStats> pulled =
-        parameters_.PullAll(params, timeouts.pull, /*newest=*/false, &model_.keys(), &rows);
-    if (absl::IsCancelled(pulled.status())) continue;  // stopping: the loop head decides
-    if (rpc::IsPermanentError(pulled.status())) return pulled.status();
-    if (!pulled.ok()) {
-      LOG(WARNING) << "pull failed: " << pulled.status();
-      Wait(backoff.Next());
-      continue;
+    if (!pulled_for_batch) {
+      const absl::Time pull_start = absl::Now();
+      absl::StatusOr<PullStats> pull =
+          parameters_.PullAll(params, timeouts.pull, /*newest=*/false, &model_.keys(), &rows);
+      if (absl::IsCancelled(pull.status())) continue;  // stopping: the loop head decides
+      if (rpc::IsPermanentError(pull.status())) return pull.status();
+      if (!pull.ok()) {
+        LOG(WARNING) << "pull failed: " << pull.status();
+        Wait(backoff.Next());
+        continue;
+      }
+      pulled = *std::move(pull);
+      pull_seconds = Seconds(pull_start) - pulled.held_seconds;
     }
-    const double pull_seconds = Seconds(pull_start) - pulled->held_seconds;
 
     const int64_t b = static_cast<int64_t>(batch.size());
     batch.clear();
+    pulled_for_batch = false;
     const absl::Time compute_start = absl::Now();
     absl::StatusOr<float> loss = model_.TrainStep(params, rows, grad, row_grads);
     if (!loss.ok()) return loss.status();
@@ -86,12 +96,31 @@ absl::Status Trainer::Run() {
       absl::SleepFor(absl::Seconds(compute_seconds * (slowdown - 1.0)));
     }
     const double padded_compute = Seconds(compute_start);
+    const int64_t token = parameters_.token(0);
+    const double held_seconds = pulled.held_seconds;
 
+    // The next batch, when one is already leased, is chosen now so that its pull can follow this
+    // push in the same exchange (ParameterStore::PushAllThenPull). Commands that arrived during
+    // the step apply first, as they would at the loop head; a stop ends the loop after the push.
+    keep_going = HandleCommands(absl::ZeroDuration());
+    if (!keep_going.ok()) return keep_going.status();
+    const bool stop_after_push = !*keep_going;
+    if (!stop_after_push && leased_.size() >= local_batch_) {
+      leased_.Take(local_batch_, batch);
+      model_.PrepareTrain(batch);
+    }
     const absl::Time push_start = absl::Now();
-    absl::StatusOr<PushStats> pushed = parameters_.PushAll(grad, b, timeouts.push, &row_grads);
-    if (absl::IsCancelled(pushed.status())) continue;
-    if (rpc::IsPermanentError(pushed.status())) return pushed.status();
+    absl::StatusOr<PullStats> next_pull = absl::UnknownError("not pulled");
+    absl::StatusOr<PushStats> pushed =
+        batch.empty()
+            ? parameters_.PushAll(grad, b, timeouts.push, &row_grads)
+            : parameters_.PushAllThenPull(grad, b, timeouts.push, &row_grads,
+                                          NextPull{params, &model_.keys(), &rows, &next_pull});
+    const double exchange_seconds = Seconds(push_start);
     if (!pushed.ok()) {
+      if (rpc::IsPermanentError(pushed.status())) return pushed.status();
+      if (stop_after_push) return absl::OkStatus();  // the stop is consumed: honour it here
+      if (absl::IsCancelled(pushed.status())) continue;
       LOG(WARNING) << "push failed: " << pushed.status();
       Wait(backoff.Next());
       continue;
@@ -100,7 +129,17 @@ absl::Status Trainer::Run() {
       LOG(WARNING) << "push rejected: " << rejection.message();
     }
     backoff.Reset();
-    const double push_seconds = Seconds(push_start);
+    const double push_seconds = batch.empty() ? exchange_seconds : pushed->ack_seconds;
+    if (!batch.empty()) {
+      if (next_pull.ok()) {
+        pulled_for_batch = true;
+        pulled = *std::move(next_pull);
+      } else if (rpc::IsPermanentError(next_pull.status())) {
+        return next_pull.status();
+      } else if (!absl::IsCancelled(next_pull.status())) {
+        LOG(WARNING) << "pull failed: " << next_pull.status();
+      }
+    }
 
     v1::WorkerMessage report;
     v1::StepReport* r = report.mutable_step();
@@ -110,11 +149,16 @@ absl::Status Trainer::Run() {
     r->set_compute_seconds(padded_compute);
     r->set_pull_seconds(pull_seconds);
     r->set_push_seconds(push_seconds);
-    r->set_wait_seconds(pulled->held_seconds);
-    r->set_token(parameters_.token(0));
+    r->set_wait_seconds(held_seconds);
+    r->set_token(token);
     coordinator_.Send(report);
-    metrics_->RecordStep(
-        b, *loss, StepTimes{padded_compute, pull_seconds, push_seconds, pulled->held_seconds});
+    metrics_->RecordStep(b, *loss,
+                         StepTimes{padded_compute, pull_seconds, push_seconds, held_seconds});
+    if (stop_after_push) return absl::OkStatus();
+    // The pull that came with this push is the next step's: its time is the exchange's rest.
+    if (pulled_for_batch) {
+      pull_seconds = std::max(0.0, exchange_seconds - push_seconds - pulled.held_seconds);
+    }
   }
   return absl::OkStatus();
 }
