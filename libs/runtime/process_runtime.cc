@@ -35,6 +35,8 @@ std::string& ProgramName() {
   return *kName;
 }
 
+}  // namespace
+
 // Every training step allocates and frees buffers of a shard's parameter slice (0.5-16 MiB: the
 // packed pull and push payloads, gRPC's slices). With glibc's defaults the heap top above
 // M_TRIM_THRESHOLD (twice the dynamic mmap threshold, ~1 MiB after the first such free) goes
@@ -49,8 +51,6 @@ void KeepFreedMemoryForReuse() {
   mallopt(M_MMAP_THRESHOLD, kMmapThresholdBytes);
   mallopt(M_TRIM_THRESHOLD, kTrimThresholdBytes);
 }
-
-}  // namespace
 
 std::vector<char*> InitProcess(int argc, char** argv, const char* usage) {
   const char* slash = strrchr(argv[0], '/');

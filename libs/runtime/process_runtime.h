@@ -20,6 +20,10 @@ namespace syncopate::runtime {
 // Parses flags and returns the positional arguments (argv[0] first).
 std::vector<char*> InitProcess(int argc, char** argv, const char* usage);
 
+// Tunes glibc's allocator to keep freed memory for reuse instead of returning it to the kernel
+// at every free (InitProcess calls it; so do benchmarks that host the services in process).
+void KeepFreedMemoryForReuse();
+
 // Blocks until SIGTERM/SIGINT arrives or RequestShutdown() is called, or `timeout` passes.
 // Returns true once shutdown was requested.
 bool WaitForShutdown(absl::Duration timeout = absl::InfiniteDuration());
