@@ -207,6 +207,7 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
     Worker& worker = workers_[id];
     const int64_t examples = worker.examples;  // a rejoining worker keeps its tally
     const int64_t steps = worker.steps;
+    const bool was_member = worker.member;
     worker = Worker();
     worker.examples = examples;
     worker.steps = steps;
@@ -219,8 +220,13 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
               << ")";
     if (IsUnderway(phase_)) {
       if (worker.role == v1::ROLE_WORKER) {
-        worker.member = true;
-        ReshapeMembership(out);
+        // A worker joining a running job becomes a member at its first lease request, when it
+        // has loaded its data (it loads after the welcome): a member from its hello held every
+        // sync barrier while it loaded (+1.96 s per join at N = 15 in the simulator). The
+        // welcome carries the share it will have as a member; a rejoining member leaves the
+        // membership until then.
+        worker.local_batch = ProspectiveShare(id);
+        if (was_member) ReshapeMembership(out);
       }
       // A restarted coordinator may hear from workers before every shard re-registered: the
       // welcome (with the shard map) waits for the last shard (see ShardHello).
@@ -267,6 +273,17 @@ void CoordinatorCore::Welcome(Worker& worker, Outbox& out) {
   // registering) is the coordinator's, not the worker's, and the role now loads its data.
   worker.last_heard = options_.clock->Now();
   out.to_workers.emplace_back(worker.link, std::move(message));
+}
+
+int32_t CoordinatorCore::ProspectiveShare(int32_t id) const {
+  int members = 0;
+  int position = 0;
+  for (const auto& [other, worker] : workers_) {
+    if (!worker.member || other == id) continue;
+    ++members;
+    if (other < id) ++position;
+  }
+  return job::LocalBatchShare(options_.job.global_batch(), members + 1, position);
 }
 
 void CoordinatorCore::ReshapeMembership(Outbox& out) {
@@ -330,7 +347,14 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
           absl::Status status = leases_.Complete(completed, worker_id);
           if (!status.ok()) LOG(WARNING) << worker.name << ": " << status;
         }
-        if (phase_ != JobPhase::kRunning || !worker.member) break;
+        if (phase_ != JobPhase::kRunning) break;
+        if (!worker.member) {
+          if (worker.role != v1::ROLE_WORKER) break;
+          // Admitted: it has its data and asks for work (see WorkerHello).
+          LOG(INFO) << worker.name << " (id " << worker_id << ") is a member";
+          worker.member = true;
+          ReshapeMembership(out);
+        }
         v1::CoordinatorToWorker reply;
         *reply.mutable_lease() = leases_.Acquire(worker_id);
         out.to_workers.emplace_back(worker.link, std::move(reply));

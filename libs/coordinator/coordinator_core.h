@@ -138,6 +138,8 @@ class CoordinatorCore {
 
   void MaybeStart(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Welcome(Worker& worker, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The local batch worker `id` would get as one more member (ReshapeMembership's split).
+  int32_t ProspectiveShare(int32_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Recomputes membership and local batches (G split across members) and tells everyone.
   void ReshapeMembership(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveWorker(Worker& worker, const std::string& reason, Outbox& out)

@@ -592,18 +592,27 @@ void Simulation::OnHello(SimWorker& w) {
   // session (the death not yet noticed), the new one supersedes it: the leases go back to the
   // table (the new session starts with no data); its mode-control window stays, as in
   // WorkerHello. The earlier session's removal, when it comes, then finds it no member.
+  bool superseded_member = false;
   for (SimWorker& earlier : workers_) {
     if (earlier.id == w.id && &earlier != &w && earlier.member) {
       earlier.member = false;
       leases_->ReleaseWorker(w.id);
+      superseded_member = true;
     }
   }
-  w.member = true;
   w.state = WorkerState::kIdle;
   result_.joins.push_back({Now(), w.id});
-  ReshapeMembership();
-  // The welcome carries the local batch ReshapeMembership set; the worker loads the data set
-  // after it (startup_seconds) before its first step.
+  // As CoordinatorCore::WorkerHello: a member from its first lease request (OnLeaseRequest), once
+  // it has loaded the data set (startup_seconds); the welcome carries the share it will have.
+  int members = 0;
+  int position = 0;
+  for (const SimWorker& other : workers_) {
+    if (!other.member) continue;
+    ++members;
+    if (other.id < w.id) ++position;
+  }
+  w.local_batch = job::LocalBatchShare(job_.global_batch(), members + 1, position);
+  if (superseded_member) ReshapeMembership();
   const double startup = std::max(timing_.spec().startup_seconds(), timing_.MessageSeconds(0));
   queue_.After(absl::Seconds(startup), [this, &w] { StartStep(w); });
 }
@@ -613,7 +622,15 @@ void Simulation::OnLeaseRequest(SimWorker& w, const v1::LeaseRequest& request) {
     // A late report of a re-issued lease is refused, as in the coordinator; nothing to do.
     leases_->Complete(completed, w.id).IgnoreError();
   }
-  if (phase_ != Phase::kRunning || !w.member) return;
+  if (phase_ != Phase::kRunning) return;
+  if (!w.member) {
+    if (w.state == WorkerState::kAbsent || w.state == WorkerState::kJoining ||
+        w.state == WorkerState::kDead || w.state == WorkerState::kStopped) {
+      return;
+    }
+    w.member = true;  // admitted at its first lease request, as in CoordinatorCore
+    ReshapeMembership();
+  }
   v1::CoordinatorToWorker reply;
   *reply.mutable_lease() = leases_->Acquire(w.id);
   Send(nullptr, static_cast<int64_t>(reply.ByteSizeLong()),

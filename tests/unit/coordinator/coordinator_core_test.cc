@@ -447,16 +447,25 @@ TEST_F(CoordinatorCoreTest, AWorkerLeavingMidRunReshapesMembershipAndLocalBatche
   EXPECT_EQ(status.workers(0).local_batch(), 4);
 }
 
-TEST_F(CoordinatorCoreTest, AWorkerJoiningMidRunIsWelcomedAndTheOthersReshaped) {
+// A joiner is welcomed at its hello with the share it will have, but becomes a member only at
+// its first lease request (it loads its data in between): until then no barrier waits for it.
+TEST_F(CoordinatorCoreTest, AWorkerJoiningMidRunIsWelcomedAndAdmittedAtItsFirstLeaseRequest) {
   Create();
   StartJob();
   int32_t id3 = 0;
   auto w3 = Join("w3", &id3);
   ASSERT_EQ(w3->sent.size(), 1u);
   EXPECT_EQ(w3->sent[0].welcome().local_batch(), 2);  // 3 + 3 + 2
+  EXPECT_TRUE(w1_->Of(v1::CoordinatorToWorker::kSetLocalBatch).empty());
+  EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(1, 2));
+  EXPECT_EQ(core_->Status().membership().worker_ids_size(), 2);
+
+  core_->WorkerMessage(id3, LeaseRequest());
   EXPECT_EQ(w1_->Of(v1::CoordinatorToWorker::kSetLocalBatch)[0].set_local_batch().local_batch(), 3);
   EXPECT_EQ(w2_->Of(v1::CoordinatorToWorker::kSetLocalBatch)[0].set_local_batch().local_batch(), 3);
+  EXPECT_TRUE(w3->Of(v1::CoordinatorToWorker::kSetLocalBatch).empty()) << "welcomed with it";
   EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(1, 2, id3));
+  EXPECT_EQ(w3->Of(v1::CoordinatorToWorker::kLease).size(), 1u);
 }
 
 TEST_F(CoordinatorCoreTest, ASilentWorkerIsTimedOut) {
@@ -650,13 +659,18 @@ TEST_F(CoordinatorCoreTest, AWorkerRejoiningHandsBackItsLeases) {
   core_->WorkerMessage(id1_, LeaseRequest());
   const v1::DataLease held = w1_->Of(v1::CoordinatorToWorker::kLease)[0].lease();
   int32_t again = 0;
-  Join("w1", &again);
+  auto w1_again = Join("w1", &again);
   EXPECT_EQ(again, id1_);
+  // Until the new session asks for data, the barrier does not wait for it.
+  EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(id2_));
   core_->WorkerMessage(id2_, LeaseRequest());
   const v1::DataLease reissued = w2_->Of(v1::CoordinatorToWorker::kLease)[0].lease();
   EXPECT_EQ(reissued.begin(), held.begin());
   EXPECT_EQ(reissued.epoch(), held.epoch());
   EXPECT_NE(reissued.lease_id(), held.lease_id());
+  core_->WorkerMessage(again, LeaseRequest());
+  EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(id1_, id2_));
+  EXPECT_EQ(w1_again->Of(v1::CoordinatorToWorker::kLease).size(), 1u);
 }
 
 // Scenario: the coordinator dies after two blocks of an epoch were completed and one was left
