@@ -69,12 +69,18 @@ absl::Status RestoreDense(const v1::ShardCheckpoint& source, const v1::ShardPart
   return absl::OkStatus();
 }
 
-// Sets the source's embedding rows that the target shard owns into the fresh tables.
+// Sets the source's embedding rows that the target shard owns into the fresh tables, with their
+// idle time, and merges the source's admission sketch into the table's (ADR 0010).
 absl::Status RestoreRows(const v1::ShardCheckpoint& source, const v1::ShardAssignment& assignment,
                          size_t slots, RestoredShard& out) {
   const int32_t shard_id = assignment.partition().shard_id();
   const int32_t num_shards = assignment.job().num_shards();
-  std::vector<uint64_t> keys;
+  // Under the same shard count a shard's keys all come from its namesake; under another, from
+  // any source.
+  const bool merge_sketch = source.num_shards() != num_shards || source.shard_id() == shard_id;
+  const uint64_t source_steps =
+      static_cast<uint64_t>(std::max<int64_t>(0, source.optimizer_steps()));
+  std::vector<uint64_t> keys, last_touched;
   std::vector<float> row_values, row_state;
   std::vector<std::vector<float>> slot_values(slots);
   for (const v1::EmbeddingSlice& from : source.embeddings()) {
@@ -97,10 +103,20 @@ absl::Status RestoreRows(const v1::ShardCheckpoint& source, const v1::ShardAssig
     for (const std::string& vector : from.optimizer_state()) {
       sound = sound && vector.size() == bytes;
     }
+    sound = sound && (from.last_touched().empty() ||
+                      from.last_touched().size() == keys.size() * sizeof(uint64_t));
     if (!sound) {
       return absl::DataLossError(absl::StrCat("checkpoint rows of table '", from.table(),
                                               "' are inconsistent with their ", keys.size(),
                                               " keys"));
+    }
+    if (table.admits() && from.has_admission() && merge_sketch) {
+      // The element-wise maximum never undercounts a key (AdmissionSketch says why).
+      SYNCOPATE_RETURN_IF_ERROR(table.mutable_admission()->MergeMax(from.admission()));
+    }
+    last_touched.clear();
+    if (!from.last_touched().empty()) {
+      SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackKeys(from.last_touched(), last_touched));
     }
     row_values.resize(keys.size() * dim);
     SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.values(), row_values));
@@ -116,7 +132,16 @@ absl::Status RestoreRows(const v1::ShardCheckpoint& source, const v1::ShardAssig
         std::copy_n(slot_values[k].begin() + static_cast<std::ptrdiff_t>(r * dim), dim,
                     row_state.begin() + static_cast<std::ptrdiff_t>(k * dim));
       }
-      table.Set(keys[r], std::span<const float>(row_values).subspan(r * dim, dim), row_state);
+      // A row keeps its idle time (source updates since its last touch; shards count updates
+      // separately in gba) on the restored shard's clock; rows of a table that did not evict
+      // count as touched at the restore.
+      // (Unsigned: a crafted file's steps cannot overflow; idle <= source steps <= the restored.)
+      int64_t idle = 0;
+      if (!last_touched.empty() && last_touched[r] < source_steps) {
+        idle = static_cast<int64_t>(source_steps - last_touched[r]);
+      }
+      table.Set(keys[r], std::span<const float>(row_values).subspan(r * dim, dim), row_state,
+                out.optimizer_steps - idle);
     }
   }
   return absl::OkStatus();
@@ -163,6 +188,7 @@ absl::StatusOr<RestoredShard> RestoreShard(const RestoreTarget& target,
   for (const v1::EmbeddingTableSpec& spec : partition.tables()) {
     SYNCOPATE_ASSIGN_OR_RETURN(auto table, embedding::EmbeddingTable::Create(
                                                spec, assignment.job().seed(), target.row_rule));
+    table->set_step(out.optimizer_steps);
     out.tables.push_back(std::move(table));
   }
   const size_t slots = static_cast<size_t>(target.row_rule->num_slots());

@@ -3,9 +3,12 @@
 // address values by global coordinates (tensor name + offset, embedding key), so each of the
 // target's slices is filled from the overlapping slices of the sources, and each source's
 // embedding rows go to the shard that owns their key under the new partitioning
-// (embedding::OwnerShard). A pure function: it reads the sources and builds new state; the
-// shard swaps it in only when everything checked out, so a refused restore changes nothing.
-// Thread-safety: pure function of its arguments (the update rule is immutable); thread-safe.
+// (embedding::OwnerShard). Rows keep their idle time (for eviction), and admission sketches
+// carry over: from the namesake source under the same shard count, and as the element-wise
+// maximum of every source's under another (ADR 0010). A pure function: it reads the sources and
+// builds new state; the shard swaps it in only when everything checked out, so a refused restore
+// changes nothing. Thread-safety: pure function of its arguments (the update rule is immutable);
+// thread-safe.
 #ifndef SYNCOPATE_LIBS_CHECKPOINT_SHARD_RESTORE_H_
 #define SYNCOPATE_LIBS_CHECKPOINT_SHARD_RESTORE_H_
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <string>
 #include <utility>
@@ -39,6 +40,9 @@ constexpr size_t kBlock = 32;
 constexpr size_t kCacheLine = 64;
 constexpr size_t kHugePage = size_t{2} << 20;
 
+// An evicting table's row trailer: key (8 bytes) then last-touched step (8 bytes).
+constexpr size_t kTrailerFloats = 16 / sizeof(float);
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
@@ -58,6 +62,15 @@ absl::StatusOr<std::unique_ptr<EmbeddingTable>> EmbeddingTable::Create(
                                                    ": init.kind must be ZEROS or UNIFORM, got ",
                                                    Initializer::Kind_Name(spec.init().kind())));
   }
+  if (spec.admit_after_count() < 0 || spec.admit_after_count() > AdmissionSketch::kMaxCount) {
+    return absl::InvalidArgumentError(absl::StrCat(table, ": admit_after_count must be in [0, ",
+                                                   AdmissionSketch::kMaxCount, "], got ",
+                                                   spec.admit_after_count()));
+  }
+  if (spec.evict_after_updates() < 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        table, ": evict_after_updates must be >= 0, got ", spec.evict_after_updates()));
+  }
   // Initialising an empty row checks the rest (UNIFORM's scale) once, so row creation need not.
   SYNCOPATE_RETURN_IF_ERROR(
       tensor::InitializeRow(spec.init(), seed, spec.name(), 0, std::span<float>()));
@@ -72,15 +85,26 @@ EmbeddingTable::EmbeddingTable(const v1::EmbeddingTableSpec& spec, uint64_t seed
       dim_(spec.dim()),
       num_slots_(rule->num_slots()),
       row_floats_(static_cast<size_t>(spec.dim()) * (1 + rule->num_slots())),
-      max_chunk_rows_(std::max<size_t>(1, kMaxChunkBytes / (row_floats_ * sizeof(float)))) {}
+      evict_after_updates_(spec.evict_after_updates()),
+      admit_after_count_(spec.admit_after_count()),
+      stride_floats_(row_floats_ + (evict_after_updates_ > 0 ? kTrailerFloats : 0)),
+      max_chunk_rows_(std::max<size_t>(1, kMaxChunkBytes / (stride_floats_ * sizeof(float)))) {
+  // Admitting after one sighting is admitting every key: no sketch needed.
+  if (admit_after_count_ > 1) admission_ = std::make_unique<AdmissionSketch>();
+}
 
 void EmbeddingTable::FreeChunk::operator()(float* chunk) const { std::free(chunk); }
 
 float* EmbeddingTable::AllocateRow() {
-  if (chunks_.empty() || last_chunk_used_ == last_chunk_rows_) {
+  if (free_head_ != nullptr) {
+    float* row = free_head_;
+    free_head_ = NextFree(row);
+    return row;
+  }
+  if (chunks_.empty() || last_chunk_used_ == chunk_rows_.back()) {
     const size_t rows = chunks_.empty() ? std::min(kFirstChunkRows, max_chunk_rows_)
-                                        : std::min(2 * last_chunk_rows_, max_chunk_rows_);
-    const size_t row_bytes = row_floats_ * sizeof(float);
+                                        : std::min(2 * chunk_rows_.back(), max_chunk_rows_);
+    const size_t row_bytes = stride_floats_ * sizeof(float);
     size_t bytes = rows * row_bytes;
     void* chunk = nullptr;
     if (bytes >= kHugePage) {
@@ -103,10 +127,39 @@ float* EmbeddingTable::AllocateRow() {
     // Uninitialised: every row is written in full before it is read.
     chunks_.emplace_back(static_cast<float*>(chunk));
     arena_bytes_ += static_cast<int64_t>(bytes);
-    last_chunk_rows_ = bytes / row_bytes;
+    chunk_rows_.push_back(bytes / row_bytes);
     last_chunk_used_ = 0;
   }
-  return chunks_.back().get() + row_floats_ * last_chunk_used_++;
+  ++arena_rows_;
+  return chunks_.back().get() + stride_floats_ * last_chunk_used_++;
+}
+
+void EmbeddingTable::WriteTrailer(float* row, uint64_t key, int64_t last_touched) const {
+  // memcpy: the trailer is 4-byte aligned only (a row of an odd number of floats).
+  std::memcpy(row + row_floats_, &key, sizeof(key));
+  std::memcpy(row + row_floats_ + 2, &last_touched, sizeof(last_touched));
+}
+
+void EmbeddingTable::Touch(float* row, int64_t step) const {
+  if (evicts()) std::memcpy(row + row_floats_ + 2, &step, sizeof(step));
+}
+
+uint64_t EmbeddingTable::TrailerKey(const float* row) const {
+  uint64_t key;
+  std::memcpy(&key, row + row_floats_, sizeof(key));
+  return key;
+}
+
+float* EmbeddingTable::NextFree(const float* row) const {
+  float* next;
+  std::memcpy(&next, row + row_floats_, sizeof(next));
+  return next;
+}
+
+int64_t EmbeddingTable::LastTouched(const float* row) const {
+  int64_t step;
+  std::memcpy(&step, row + row_floats_ + 2, sizeof(step));
+  return step;
 }
 
 void EmbeddingTable::InitializeRow(uint64_t key, float* row) const {
@@ -119,24 +172,57 @@ void EmbeddingTable::InitializeRow(uint64_t key, float* row) const {
   }
 }
 
-float* EmbeddingTable::FindOrCreate(uint64_t key) {
-  auto [it, inserted] = index_.try_emplace(key, nullptr);
-  if (inserted) {
-    it->second = AllocateRow();
-    InitializeRow(key, it->second);
+float* EmbeddingTable::CreateRow(uint64_t key) {
+  float* row = AllocateRow();
+  InitializeRow(key, row);
+  if (evicts()) WriteTrailer(row, key, step_);
+  ++events_.admitted;
+  return row;
+}
+
+float* EmbeddingTable::Resolve(uint64_t key, Access access, int64_t step) {
+  if (admission_ == nullptr) {
+    auto [it, inserted] = index_.try_emplace(key, nullptr);
+    if (inserted) it->second = CreateRow(key);
+    Touch(it->second, step);
+    return it->second;
   }
-  return it->second;
+  if (auto it = index_.find(key); it != index_.end()) {
+    Touch(it->second, step);
+    return it->second;
+  }
+  // Only training reads count sightings: a gradient follows a read of the same batch, so
+  // counting both would count every sighting twice.
+  if (access == Access::kUpdate) {
+    ++events_.unadmitted_gradients;
+    return nullptr;
+  }
+  if (admission_->Add(key) < admit_after_count_) {
+    ++events_.unadmitted_lookups;
+    return nullptr;
+  }
+  float* row = CreateRow(key);
+  Touch(row, step);
+  index_.emplace(key, row);
+  return row;
+}
+
+void EmbeddingTable::ReadAbsent(uint64_t key, std::span<float> out) const {
+  if (admits()) {
+    std::fill(out.begin(), out.end(), 0.0f);
+    return;
+  }
+  (void)tensor::InitializeRow(spec_.init(), seed_, spec_.name(), key, out);
 }
 
 void EmbeddingTable::Pull(uint64_t key, std::span<float> out) {
-  const float* row = FindOrCreate(key);
-  std::copy(row, row + dim_, out.begin());
+  PullBatch(std::span<const uint64_t>(&key, 1), out);
 }
 
 void EmbeddingTable::Peek(uint64_t key, std::span<float> out) const {
   auto it = index_.find(key);
   if (it == index_.end()) {
-    (void)tensor::InitializeRow(spec_.init(), seed_, spec_.name(), key, out);
+    ReadAbsent(key, out);
     return;
   }
   std::copy(it->second, it->second + dim_, out.begin());
@@ -155,14 +241,16 @@ void EmbeddingTable::ApplyToRow(float* row, std::span<const float> grad,
 }
 
 void EmbeddingTable::Apply(uint64_t key, std::span<const float> grad, const optim::Step& step) {
-  ApplyToRow(FindOrCreate(key), grad, step);
+  ApplyBatch(std::span<const uint64_t>(&key, 1), grad, step);
 }
 
-void EmbeddingTable::ResolveBlock(std::span<const uint64_t> keys, float** rows) {
+void EmbeddingTable::ResolveBlock(std::span<const uint64_t> keys, Access access, int64_t step,
+                                  float** rows) {
   for (const uint64_t key : keys) index_.prefetch(key);
-  const size_t row_bytes = row_floats_ * sizeof(float);
+  const size_t row_bytes = stride_floats_ * sizeof(float);
   for (size_t i = 0; i < keys.size(); ++i) {
-    rows[i] = FindOrCreate(keys[i]);
+    rows[i] = Resolve(keys[i], access, step);
+    if (rows[i] == nullptr) continue;
     const char* bytes = reinterpret_cast<const char*>(rows[i]);
     for (size_t line = 0; line < row_bytes; line += kCacheLine) {
       __builtin_prefetch(bytes + line, /*rw=*/1);
@@ -176,9 +264,14 @@ void EmbeddingTable::PullBatch(std::span<const uint64_t> keys, std::span<float> 
   for (size_t begin = 0; begin < keys.size(); begin += kBlock) {
     const std::span<const uint64_t> block =
         keys.subspan(begin, std::min(kBlock, keys.size() - begin));
-    ResolveBlock(block, rows.data());
+    ResolveBlock(block, Access::kRead, step_, rows.data());
     for (size_t i = 0; i < block.size(); ++i) {
-      std::copy(rows[i], rows[i] + dim, out.begin() + (begin + i) * dim);
+      const std::span<float> to = out.subspan((begin + i) * dim, dim);
+      if (rows[i] == nullptr) {
+        ReadAbsent(block[i], to);
+      } else {
+        std::copy(rows[i], rows[i] + dim, to.begin());
+      }
     }
   }
 }
@@ -190,27 +283,62 @@ void EmbeddingTable::ApplyBatch(std::span<const uint64_t> keys, std::span<const 
   for (size_t begin = 0; begin < keys.size(); begin += kBlock) {
     const std::span<const uint64_t> block =
         keys.subspan(begin, std::min(kBlock, keys.size() - begin));
-    ResolveBlock(block, rows.data());
+    ResolveBlock(block, Access::kUpdate, step.index, rows.data());
     for (size_t i = 0; i < block.size(); ++i) {
-      ApplyToRow(rows[i], grads.subspan((begin + i) * dim, dim), step);
+      if (rows[i] != nullptr) ApplyToRow(rows[i], grads.subspan((begin + i) * dim, dim), step);
     }
   }
 }
 
-void EmbeddingTable::ForEach(const std::function<void(uint64_t key, std::span<const float> value,
-                                                      std::span<const float> slots)>& fn) const {
+int64_t EmbeddingTable::EndUpdate(int64_t step) {
+  step_ = step;
+  if (!evicts() || arena_rows_ == 0) return 0;
+  // One pass over the arena every evict_after_updates updates (the header says why).
+  int64_t budget = (arena_rows_ + evict_after_updates_ - 1) / evict_after_updates_;
+  int64_t evicted = 0;
+  while (budget > 0) {
+    if (sweep_chunk_ >= chunks_.size()) sweep_chunk_ = 0;
+    const size_t used =
+        sweep_chunk_ + 1 == chunks_.size() ? last_chunk_used_ : chunk_rows_[sweep_chunk_];
+    if (sweep_row_ >= used) {
+      ++sweep_chunk_;
+      sweep_row_ = 0;
+      continue;
+    }
+    --budget;
+    float* row = chunks_[sweep_chunk_].get() + stride_floats_ * sweep_row_++;
+    const int64_t touched = LastTouched(row);
+    if (touched == kFreeRow || step - touched < evict_after_updates_) continue;
+    index_.erase(TrailerKey(row));
+    // The free list runs through the freed rows' trailers: it costs no memory of its own.
+    uint64_t next;
+    std::memcpy(&next, &free_head_, sizeof(next));
+    WriteTrailer(row, next, kFreeRow);
+    free_head_ = row;
+    ++evicted;
+  }
+  events_.evicted += evicted;
+  return evicted;
+}
+
+void EmbeddingTable::ForEach(
+    const std::function<void(uint64_t key, std::span<const float> value,
+                             std::span<const float> slots, int64_t last_touched)>& fn) const {
   const size_t dim = static_cast<size_t>(dim_);
   for (const auto& [key, row] : index_) {
-    fn(key, std::span<const float>(row, dim), std::span<const float>(row + dim, row_floats_ - dim));
+    fn(key, std::span<const float>(row, dim), std::span<const float>(row + dim, row_floats_ - dim),
+       evicts() ? LastTouched(row) : step_);
   }
 }
 
-void EmbeddingTable::Set(uint64_t key, std::span<const float> value, std::span<const float> slots) {
+void EmbeddingTable::Set(uint64_t key, std::span<const float> value, std::span<const float> slots,
+                         int64_t last_touched) {
   auto [it, inserted] = index_.try_emplace(key, nullptr);
   if (inserted) it->second = AllocateRow();
   float* row = it->second;
   std::copy(value.begin(), value.begin() + dim_, row);
   std::copy(slots.begin(), slots.begin() + (row_floats_ - dim_), row + dim_);
+  if (evicts()) WriteTrailer(row, key, last_touched);
 }
 
 int64_t EmbeddingTable::memory_bytes() const {
@@ -222,7 +350,9 @@ int64_t EmbeddingTable::memory_bytes() const {
   const size_t control_bytes = (capacity + 16 + alignof(Slot) - 1) / alignof(Slot) * alignof(Slot);
   const size_t index_bytes = capacity == 0 ? 0 : control_bytes + capacity * sizeof(Slot);
   return arena_bytes_ + static_cast<int64_t>(index_bytes) +
-         static_cast<int64_t>(chunks_.capacity() * sizeof(chunks_[0]));
+         static_cast<int64_t>(chunks_.capacity() * sizeof(chunks_[0]) +
+                              chunk_rows_.capacity() * sizeof(chunk_rows_[0])) +
+         (admission_ == nullptr ? 0 : admission_->memory_bytes());
 }
 
 int64_t EmbeddingTable::raw_bytes() const {

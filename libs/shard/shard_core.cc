@@ -91,7 +91,7 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
   core->aggregator_.SetMembership(assignment.membership());
   metrics->SetVersion(0);
   metrics->SetMode(assignment.mode());
-  core->PublishBytes();
+  core->PublishTables();
   return core;
 }
 
@@ -105,7 +105,7 @@ std::vector<int32_t> TableDims(const v1::ShardPartition& partition) {
 
 }  // namespace
 
-void ShardCore::PublishBytes() {
+void ShardCore::PublishTables() {
   if (metrics_ == nullptr) return;
   // Embedding rows hold their optimizer slots inline; split the table's bytes in proportion.
   int64_t parameter_bytes = size() * static_cast<int64_t>(sizeof(float));
@@ -117,6 +117,8 @@ void ShardCore::PublishBytes() {
     const int64_t bytes = table->memory_bytes();
     parameter_bytes += bytes / (1 + slots);
     state_bytes += bytes - bytes / (1 + slots);
+    metrics_->SetTableRows(table->spec().name(), table->size(), bytes);
+    metrics_->CountRowEvents(table->TakeEvents());
   }
   metrics_->SetBytes(parameter_bytes, state_bytes);
   metrics_->SetEmbeddingRows(rows);
@@ -335,13 +337,15 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
       const aggregation::SparseUpdate::Table& rows = sparse_update_.tables[t];
       tables_[t]->ApplyBatch(rows.keys, rows.rows, step);
     }
+    // Eviction's bounded sweep (EmbeddingTable::EndUpdate): a share of the table per update.
+    for (const auto& table : tables_) table->EndUpdate(step.index);
     ++counts_.updates;
     applied = true;
     metrics_->SetLearningRate(step.learning_rate);
     metrics_->CountUpdate(absl::ToDoubleSeconds(clock_->Now() - start));
   }
   if (!applied) return;
-  if (!tables_.empty()) PublishBytes();
+  if (!tables_.empty()) PublishTables();
   AnswerDuePulls(ready);
 }
 
@@ -400,7 +404,8 @@ v1::PullResponse ShardCore::MakeResponse(int64_t request_id, const std::vector<R
     out->set_keys(tensor::PackKeys(request.keys));
     out->set_values(tensor::PackFloats(values));
   }
-  if (created) PublishBytes();
+  // Rows created show at once; admission's counts of reads follow with the next update.
+  if (created) PublishTables();
   const double held = absl::ToDoubleSeconds(clock_->Now() - since);
   response.set_held_seconds(held);
   metrics_->ObservePullHeld(held);
@@ -580,8 +585,11 @@ v1::ShardCheckpoint ShardCore::Snapshot() const {
     std::vector<std::vector<float>> state(static_cast<size_t>(slots));
     keys.reserve(static_cast<size_t>(table->size()));
     values.reserve(static_cast<size_t>(table->size()) * dim);
-    table->ForEach([&](uint64_t key, std::span<const float> value, std::span<const float> slot) {
+    std::vector<uint64_t> last_touched;
+    table->ForEach([&](uint64_t key, std::span<const float> value, std::span<const float> slot,
+                       int64_t touched) {
       keys.push_back(key);
+      if (table->evicts()) last_touched.push_back(static_cast<uint64_t>(touched));
       values.insert(values.end(), value.begin(), value.end());
       for (int k = 0; k < slots; ++k) {
         const auto begin = slot.begin() + static_cast<std::ptrdiff_t>(k * dim);
@@ -596,6 +604,8 @@ v1::ShardCheckpoint ShardCore::Snapshot() const {
     for (const std::vector<float>& vector : state) {
       out->add_optimizer_state(tensor::PackFloats(vector));
     }
+    if (table->evicts()) out->set_last_touched(tensor::PackKeys(last_touched));
+    if (table->admits()) *out->mutable_admission() = table->admission()->State();
   }
   return checkpoint;
 }
@@ -625,6 +635,7 @@ absl::StatusOr<checkpoint::RestoredShard> ShardCore::BuildRestored(
 }
 
 void ShardCore::Adopt(checkpoint::RestoredShard restored) {
+  PublishTables();  // the outgoing tables' last events
   tables_ = std::move(restored.tables);
   params_ = std::move(restored.parameters);
   optimizer_->set_steps(restored.optimizer_steps);
@@ -634,7 +645,7 @@ void ShardCore::Adopt(checkpoint::RestoredShard restored) {
     std::copy(restored.optimizer_state[k].begin(), restored.optimizer_state[k].end(),
               state[k].begin());
   }
-  PublishBytes();
+  PublishTables();
   gradient_statistics_.Reset();
 }
 

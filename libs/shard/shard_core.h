@@ -5,7 +5,9 @@
 // membership, token, embedding keys); nothing invalid is ever applied, and each rejection is
 // counted by reason.
 // Besides its dense range the shard holds its share of every embedding table: the rows whose key
-// embedding::OwnerShard maps to it, created on first touch by a worker's pull or push.
+// embedding::OwnerShard maps to it, created on first touch by a worker's pull or push (or, with
+// admission, once a worker's pulls have shown the key often enough), and evicted after each
+// update's bounded sweep when idle too long (ADR 0010).
 // Thread-safety: thread-safe. Pull callbacks run without the shard's lock held, on the thread
 // that made the version available (a push, a membership change or a mode switch).
 #ifndef SYNCOPATE_LIBS_SHARD_SHARD_CORE_H_
@@ -179,7 +181,9 @@ class ShardCore {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Checks that `table` exists and every key belongs to this shard.
   absl::Status ValidateKeys(int32_t table, std::span<const uint64_t> keys) const;
-  void PublishBytes() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Publishes the shard's bytes, each table's rows and bytes, and the tables' admission and
+  // eviction events since the last call.
+  void PublishTables() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int32_t TableCount() const { return table_count_; }
   static void Deliver(std::vector<ReadyPull>& ready);
 

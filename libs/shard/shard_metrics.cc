@@ -82,6 +82,33 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
                           .Help("Embedding rows stored by the shard, over all tables")
                           .Register(registry)
                           .Add({{"shard", shard_}})),
+      table_rows_(prometheus::BuildGauge()
+                      .Name("syncopate_shard_embedding_table_rows")
+                      .Help("Embedding rows stored by the shard, per table")
+                      .Register(registry)),
+      table_bytes_(prometheus::BuildGauge()
+                       .Name("syncopate_shard_embedding_table_bytes")
+                       .Help("Bytes one embedding table holds on the shard: rows, index, free "
+                             "list and admission sketch")
+                       .Register(registry)),
+      admitted_(prometheus::BuildCounter()
+                    .Name("syncopate_shard_embedding_admitted_total")
+                    .Help("Embedding rows created by training (on admission, or at first sight "
+                          "when tables admit every key)")
+                    .Register(registry)
+                    .Add({{"shard", shard_}})),
+      unadmitted_(prometheus::BuildCounter()
+                      .Name("syncopate_shard_embedding_unadmitted_total")
+                      .Help("Embedding keys not admitted yet: training reads answered with zeros "
+                            "(kind=lookup), gradient rows dropped (kind=gradient)")
+                      .Register(registry)),
+      unadmitted_lookups_(unadmitted_.Add({{"shard", shard_}, {"kind", "lookup"}})),
+      unadmitted_gradients_(unadmitted_.Add({{"shard", shard_}, {"kind", "gradient"}})),
+      evicted_(prometheus::BuildCounter()
+                   .Name("syncopate_shard_embedding_evicted_total")
+                   .Help("Embedding rows removed after evict_after_updates idle updates")
+                   .Register(registry)
+                   .Add({{"shard", shard_}})),
       barrier_waiting_workers_(prometheus::BuildGauge()
                                    .Name("syncopate_shard_barrier_waiting_workers")
                                    .Help("Members the current sync barrier still waits for")
@@ -150,6 +177,18 @@ void ShardMetrics::SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes) {
 
 void ShardMetrics::SetEmbeddingRows(int64_t rows) {
   embedding_rows_.Set(static_cast<double>(rows));
+}
+
+void ShardMetrics::SetTableRows(const std::string& table, int64_t rows, int64_t bytes) {
+  table_rows_.Add({{"shard", shard_}, {"table", table}}).Set(static_cast<double>(rows));
+  table_bytes_.Add({{"shard", shard_}, {"table", table}}).Set(static_cast<double>(bytes));
+}
+
+void ShardMetrics::CountRowEvents(const embedding::RowEvents& events) {
+  admitted_.Increment(static_cast<double>(events.admitted));
+  unadmitted_lookups_.Increment(static_cast<double>(events.unadmitted_lookups));
+  unadmitted_gradients_.Increment(static_cast<double>(events.unadmitted_gradients));
+  evicted_.Increment(static_cast<double>(events.evicted));
 }
 
 void ShardMetrics::SetBarrierWaitingWorkers(int64_t workers) {

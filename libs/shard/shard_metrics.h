@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "libs/common/mode_name.h"
+#include "libs/embedding/embedding_table.h"
 #include "libs/shard/rejection_reason.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -35,6 +36,10 @@ class ShardMetrics {
   void SetBytes(int64_t parameter_bytes, int64_t optimizer_bytes);
   // Embedding rows the shard stores, over all tables (0 for models without tables).
   void SetEmbeddingRows(int64_t rows);
+  // One table's rows and bytes (EmbeddingTable::memory_bytes).
+  void SetTableRows(const std::string& table, int64_t rows, int64_t bytes);
+  // Admission and eviction (ADR 0010), over all tables.
+  void CountRowEvents(const embedding::RowEvents& events);
   // Members the current sync barrier still waits for (0 outside sync).
   void SetBarrierWaitingWorkers(int64_t workers);
   // The rate the schedule gave the latest update.
@@ -59,6 +64,13 @@ class ShardMetrics {
   prometheus::Gauge& parameter_bytes_;
   prometheus::Gauge& optimizer_bytes_;
   prometheus::Gauge& embedding_rows_;
+  prometheus::Family<prometheus::Gauge>& table_rows_;
+  prometheus::Family<prometheus::Gauge>& table_bytes_;
+  prometheus::Counter& admitted_;
+  prometheus::Family<prometheus::Counter>& unadmitted_;  // by kind: lookup, gradient
+  prometheus::Counter& unadmitted_lookups_;
+  prometheus::Counter& unadmitted_gradients_;
+  prometheus::Counter& evicted_;
   prometheus::Gauge& barrier_waiting_workers_;
   prometheus::Gauge& learning_rate_;
   prometheus::Histogram& look_ahead_updates_;

@@ -56,10 +56,11 @@ std::vector<float> InitialRow(const EmbeddingTableSpec& spec, uint64_t key) {
 using Rows = std::map<uint64_t, std::pair<std::vector<float>, std::vector<float>>>;
 Rows Dump(const EmbeddingTable& table) {
   Rows rows;
-  table.ForEach([&](uint64_t key, std::span<const float> value, std::span<const float> slots) {
-    rows[key] = {std::vector<float>(value.begin(), value.end()),
-                 std::vector<float>(slots.begin(), slots.end())};
-  });
+  table.ForEach(
+      [&](uint64_t key, std::span<const float> value, std::span<const float> slots, int64_t) {
+        rows[key] = {std::vector<float>(value.begin(), value.end()),
+                     std::vector<float>(slots.begin(), slots.end())};
+      });
   return rows;
 }
 
@@ -217,11 +218,12 @@ TEST(EmbeddingTable, ForEachAndSetRoundTrip) {
   std::unique_ptr<EmbeddingTable> restored = Table(TableSpec(4), rule.get());
   restored->Pull(7919, row);  // Set overwrites an existing row too
   restored->Apply(7919, std::vector<float>{3, 3, 3, 3}, 1);
-  source->ForEach([&](uint64_t key, std::span<const float> value, std::span<const float> slots) {
-    EXPECT_EQ(value.size(), 4u);
-    EXPECT_EQ(slots.size(), 8u);
-    restored->Set(key, value, slots);
-  });
+  source->ForEach(
+      [&](uint64_t key, std::span<const float> value, std::span<const float> slots, int64_t) {
+        EXPECT_EQ(value.size(), 4u);
+        EXPECT_EQ(slots.size(), 8u);
+        restored->Set(key, value, slots);
+      });
   EXPECT_EQ(restored->size(), 300);
   EXPECT_EQ(Dump(*restored), saved);
   EXPECT_EQ(restored->raw_bytes(), source->raw_bytes());
@@ -273,10 +275,11 @@ TEST(EmbeddingTable, RowsKeepTheirValuesAcrossManyChunks) {
   constexpr uint64_t kRows = 100000;
   for (uint64_t key = 0; key < kRows; ++key) table->Pull(key, row);
   int64_t wrong = 0;
-  table->ForEach([&](uint64_t key, std::span<const float> value, std::span<const float> slots) {
-    wrong += std::vector<float>(value.begin(), value.end()) != InitialRow(spec, key);
-    wrong += std::vector<float>(slots.begin(), slots.end()) != std::vector<float>(6, 0.0f);
-  });
+  table->ForEach(
+      [&](uint64_t key, std::span<const float> value, std::span<const float> slots, int64_t) {
+        wrong += std::vector<float>(value.begin(), value.end()) != InitialRow(spec, key);
+        wrong += std::vector<float>(slots.begin(), slots.end()) != std::vector<float>(6, 0.0f);
+      });
   EXPECT_EQ(wrong, 0);
   EXPECT_EQ(table->size(), static_cast<int64_t>(kRows));
 }

@@ -2,6 +2,7 @@
 // aggregated under the global-batch rule, every malformed row request rejected and counted, and
 // checkpoints that restore onto a different number of shards.
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
@@ -310,6 +311,102 @@ TEST_F(ShardEmbeddingTest, InconsistentEmbeddingCheckpointIsRefusedAndChangesNot
   EXPECT_EQ(core->Stats().embedding_rows, 2);
   ASSERT_TRUE(core->Restore({good, other}).ok());
   EXPECT_EQ(core->EmbeddingRow(0, keys[0]), row);
+}
+
+// The value of every sample of `name` whose labels include `label`=`value` (or all samples
+// when `label` is empty), summed.
+double MetricValue(prometheus::Registry& registry, const std::string& name,
+                   const std::string& label = "", const std::string& value = "") {
+  double sum = 0;
+  for (const prometheus::MetricFamily& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const prometheus::ClientMetric& metric : family.metric) {
+      bool match = label.empty();
+      for (const prometheus::ClientMetric::Label& l : metric.label) {
+        match = match || (l.name == label && l.value == value);
+      }
+      if (match) sum += metric.counter.value + metric.gauge.value;
+    }
+  }
+  return sum;
+}
+
+// Scenario: with admit_after_count 3 and evict_after_updates 100, keys pulled twice have no row
+// and their gradients are dropped; a checkpoint of 2 shards restored onto 3 keeps each admitted
+// row's idle time and each pending key's sightings (its next sighting on its new owner admits
+// it), and the shard's metrics count all of it.
+TEST_F(ShardEmbeddingTest, AdmissionAndIdleTimesSurviveRestoreOntoThreeShards) {
+  const auto limited = [](int32_t shard, int32_t num_shards) {
+    v1::ShardAssignment a =
+        Assignment(shard, num_shards, v1::MODE_ASYNC, v1::OptimizerSpec::ADAGRAD);
+    a.mutable_partition()->mutable_tables(0)->set_admit_after_count(3);
+    a.mutable_partition()->mutable_tables(0)->set_evict_after_updates(100);
+    return a;
+  };
+  prometheus::Registry registry;
+  ShardMetrics metrics(registry, 0);
+  std::vector<std::unique_ptr<ShardCore>> old(2);
+  std::vector<uint64_t> pending, admitted;
+  for (int s = 0; s < 2; ++s) {
+    old[s] = *ShardCore::Create(limited(s, 2), &clock_, s == 0 ? &metrics : nullptr);
+    const std::vector<uint64_t> owned = OwnedKeys(s, 2, 20);
+    const std::vector<uint64_t> seen_twice(owned.begin(), owned.begin() + 10);
+    const std::vector<uint64_t> seen_thrice(owned.begin() + 10, owned.end());
+    for (int i = 0; i < 2; ++i) {
+      EXPECT_EQ(*PullRows(*old[s], seen_twice), std::vector<float>(10 * kDim, 0.0f))
+          << "not admitted: zeros";
+    }
+    for (int i = 0; i < 3; ++i) PullRows(*old[s], seen_thrice);
+    EXPECT_EQ(old[s]->Stats().embedding_rows, 10);
+    // One update with every key's gradient (the pending keys' are dropped), then two without
+    // rows: the admitted rows are idle for 2 updates at the checkpoint.
+    const std::vector<float> grad(owned.size() * kDim, 0.5f);
+    EXPECT_EQ(old[s]->Push(1, Push(0, 4, {Rows(0, owned, grad)})).outcome(), v1::PUSH_APPLIED);
+    for (int64_t token = 1; token <= 2; ++token) {
+      EXPECT_EQ(old[s]->Push(1, Push(token, 4, {})).outcome(), v1::PUSH_APPLIED);
+    }
+    EXPECT_EQ(old[s]->Stats().embedding_rows, 10);
+    pending.insert(pending.end(), seen_twice.begin(), seen_twice.end());
+    admitted.insert(admitted.end(), seen_thrice.begin(), seen_thrice.end());
+  }
+  EXPECT_EQ(MetricValue(registry, "syncopate_shard_embedding_admitted_total"), 10);
+  // Shard 0's lookups before admission: 2 for each of its 20 keys.
+  EXPECT_EQ(MetricValue(registry, "syncopate_shard_embedding_unadmitted_total", "kind", "lookup"),
+            40);
+  EXPECT_EQ(MetricValue(registry, "syncopate_shard_embedding_unadmitted_total", "kind", "gradient"),
+            10);
+  EXPECT_EQ(MetricValue(registry, "syncopate_shard_embedding_table_rows", "table", "emb"), 10);
+  EXPECT_GT(MetricValue(registry, "syncopate_shard_embedding_table_bytes", "table", "emb"),
+            embedding::AdmissionSketch::kDepth * embedding::AdmissionSketch::kWidth);
+
+  std::vector<v1::ShardCheckpoint> sources = {old[0]->Snapshot(), old[1]->Snapshot()};
+  ASSERT_TRUE(sources[0].embeddings(0).has_admission());
+  int64_t restored_rows = 0;
+  for (int s = 0; s < 3; ++s) {
+    v1::ShardAssignment a = limited(s, 3);
+    // As in CheckpointOfTwoShardsRestoresOntoThree: only the embedding layout differs.
+    a.mutable_partition()->set_flat_begin(0);
+    a.mutable_partition()->set_flat_end(2);
+    a.mutable_partition()->mutable_slices(0)->set_tensor_offset(0);
+    a.mutable_partition()->mutable_slices(0)->set_flat_offset(0);
+    a.mutable_partition()->mutable_slices(0)->set_length(2);
+    std::unique_ptr<ShardCore> fresh = *ShardCore::Create(a, &clock_, nullptr);
+    ASSERT_TRUE(fresh->Restore(sources).ok());
+    restored_rows += fresh->Stats().embedding_rows;
+    const v1::ShardCheckpoint again = fresh->Snapshot();
+    std::vector<uint64_t> touched;
+    ASSERT_TRUE(tensor::UnpackKeys(again.embeddings(0).last_touched(), touched).ok());
+    for (const uint64_t step : touched) {
+      EXPECT_EQ(again.optimizer_steps() - static_cast<int64_t>(step), 2) << "idle time kept";
+    }
+    for (const uint64_t key : pending) {
+      if (embedding::OwnerShard(key, 3) != s) continue;
+      const std::vector<float> row = *PullRows(*fresh, {key});
+      EXPECT_NE(row, std::vector<float>(kDim, 0.0f)) << "key " << key << " admitted on its third";
+      EXPECT_EQ(row, fresh->EmbeddingRow(0, key));
+    }
+  }
+  EXPECT_EQ(restored_rows, 20);
 }
 
 }  // namespace
