@@ -101,6 +101,10 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
       if (spec.dataset().kind() != v1::DatasetSpec::FASHION_MNIST) {
         return bad("dataset.kind", "must be FASHION_MNIST for model MLP");
       }
+      if (spec.model().admit_after_count() != 0 || spec.model().evict_after_updates() != 0) {
+        return bad("model.admit_after_count and evict_after_updates",
+                   "are for models with embedding tables (WDL, DEEPFM, DCN), not MLP");
+      }
       break;
     case v1::ModelSpec::WDL:
     case v1::ModelSpec::DEEPFM:
@@ -127,6 +131,15 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
           return bad("model.wide_crosses", "needs two different columns in 1..26 (C1..C26), got ",
                      cross.first(), " and ", cross.second());
         }
+      }
+      if (spec.model().admit_after_count() < 0 || spec.model().admit_after_count() > 255) {
+        return bad("model.admit_after_count",
+                   "must be in [0, 255] (0 = every key at first sight), got ",
+                   spec.model().admit_after_count());
+      }
+      if (spec.model().evict_after_updates() < 0) {
+        return bad("model.evict_after_updates", "must be >= 0 (0 = never evict), got ",
+                   spec.model().evict_after_updates());
       }
       if (spec.dataset().train_path().empty()) return bad("dataset.train_path", "is required");
       if (spec.dataset().test_path().empty()) return bad("dataset.test_path", "is required");

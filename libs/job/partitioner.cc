@@ -76,6 +76,10 @@ absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& spec) {
     if (!ctr.ok()) return ctr.status();
     layout.dense = ctr->tensors();
     layout.tables = ctr->tables();
+    for (v1::EmbeddingTableSpec& table : layout.tables) {
+      table.set_admit_after_count(spec.model().admit_after_count());
+      table.set_evict_after_updates(spec.model().evict_after_updates());
+    }
     return layout;
   }
   absl::StatusOr<model::Mlp> mlp = ModelForJob(spec);

@@ -143,6 +143,37 @@ TEST(ValidateJobSpec, DeepFmAndDcnShareTheCtrChecksAndCrossLayersIsDcnOnly) {
   EXPECT_FALSE(IsCtrModel(v1::ModelSpec::MLP));
 }
 
+// Admission and eviction (ADR 0010): off by default, one error line for a bad value, and every
+// table of the layout carries them to the shards.
+TEST(ValidateJobSpec, RowLimitsAreCheckedAndReachEveryTable) {
+  absl::StatusOr<v1::JobSpec> spec =
+      LoadJobSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/ctr_wdl.textproto");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  EXPECT_EQ(spec->model().admit_after_count(), 0);
+  EXPECT_EQ(spec->model().evict_after_updates(), 0);
+  v1::JobSpec job = *spec;
+  job.mutable_model()->set_admit_after_count(256);
+  EXPECT_EQ(ValidateJobSpec(job).message(),
+            "job spec: model.admit_after_count must be in [0, 255] (0 = every key at first "
+            "sight), got 256");
+  job.mutable_model()->set_admit_after_count(-1);
+  ExpectRejectsField(job, "model.admit_after_count");
+  job.mutable_model()->set_admit_after_count(4);
+  job.mutable_model()->set_evict_after_updates(-5);
+  ExpectRejectsField(job, "model.evict_after_updates");
+  job.mutable_model()->set_evict_after_updates(2000);
+  ASSERT_TRUE(ValidateJobSpec(job).ok());
+  absl::StatusOr<ModelLayout> layout = LayoutForJob(job);
+  ASSERT_TRUE(layout.ok()) << layout.status();
+  for (const v1::EmbeddingTableSpec& table : layout->tables) {
+    EXPECT_EQ(table.admit_after_count(), 4) << table.name();
+    EXPECT_EQ(table.evict_after_updates(), 2000) << table.name();
+  }
+  v1::JobSpec mlp = ValidSpec();
+  mlp.mutable_model()->set_evict_after_updates(10);
+  ExpectRejectsField(mlp, "model.admit_after_count and evict_after_updates");
+}
+
 TEST(ParseJobSpec, AppliesDefaultsToUnsetFields) {
   v1::JobSpec spec = ValidSpec();
   EXPECT_EQ(spec.job_id(), "job");
