@@ -774,6 +774,18 @@ void AppendLine(float label, const float* numeric, const uint64_t* categorical, 
   out.append(line, p);
 }
 
+// CtrKeyChurn: the values of the churning fraction get a key of their period.
+void ChurnKeys(const CtrKeyChurn& churn, int64_t period, uint64_t* categorical) {
+  constexpr uint64_t kChurnSalt = 0x636875726eull;  // "churn"
+  for (int f = 0; f < kCriteoCategorical; ++f) {
+    if (categorical[f] == kMissingCategory) continue;
+    const uint64_t value = categorical[f];
+    if (OpenUnit(DeriveSeed(kChurnSalt, value)) >= churn.fraction) continue;
+    // 8 hex digits like every key; period + 1, so no period keeps the value's own key.
+    categorical[f] = DeriveSeed(value, static_cast<uint64_t>(period) + 1) & 0xffffffffu;
+  }
+}
+
 absl::Status WriteAll(gzFile_s* file, const std::string& bytes, const std::string& path) {
   if (bytes.empty()) return absl::OkStatus();
   if (gzwrite(file, bytes.data(), static_cast<unsigned>(bytes.size())) ==
@@ -790,8 +802,14 @@ absl::Status WriteAll(gzFile_s* file, const std::string& bytes, const std::strin
 
 absl::StatusOr<CtrGenerationReport> GenerateCtr(const CtrTeacherConfig& teacher_config,
                                                 uint64_t sample_seed, int64_t rows,
-                                                const std::string& out_path) {
+                                                const std::string& out_path,
+                                                const CtrKeyChurn& churn) {
   if (rows < 1) return absl::InvalidArgumentError(absl::StrCat("rows must be >= 1, got ", rows));
+  if (churn.period_rows < 0 || !(churn.fraction >= 0 && churn.fraction <= 1)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("key churn needs period_rows >= 0 and fraction in [0, 1], got ",
+                     churn.period_rows, " and ", churn.fraction));
+  }
   SYNCOPATE_RETURN_IF_ERROR(ValidateCtrTeacherConfig(teacher_config));
   // One of the two teachers; `draw` returns the label's probability and sets the Bayes one.
   std::optional<CtrTeacher> pairs;
@@ -830,6 +848,7 @@ absl::StatusOr<CtrGenerationReport> GenerateCtr(const CtrTeacherConfig& teacher_
     labels[i] = Uniform(rng) < p ? 1.0f : 0.0f;
     probabilities[i] = static_cast<float>(bayes);
     positives += labels[i] != 0 ? 1 : 0;
+    if (churn.period_rows > 0) ChurnKeys(churn, i / churn.period_rows, categorical.data());
     AppendLine(labels[i], numeric.data(), categorical.data(), buffer);
     if (buffer.size() >= kFlushBytes) {
       status = WriteAll(file.get(), buffer, temp_path);

@@ -246,6 +246,17 @@ class SegmentTeacher {
   double bias_ = 0;
 };
 
+// A stream whose key space grows without bound (the test of bounded embedding memory, ADR 0010):
+// every `period_rows` rows, the values of a `fraction` of each field's vocabulary (picked by a
+// fixed hash of the value, the same in every period) appear under new keys, as new ad, item and
+// session ids replace old ones in a live click log and are never seen again. Labels, and the
+// Bayes AUC, are those of the underlying values: a model has to learn each period's keys anew,
+// and a test file written without churn holds those values under keys no training period used.
+struct CtrKeyChurn {
+  int64_t period_rows = 0;  // 0 = off: every value keeps its key
+  double fraction = 0;      // of each field's values, in [0, 1]
+};
+
 struct CtrGenerationReport {
   int64_t rows;
   double positive_rate;  // of the drawn labels
@@ -264,11 +275,15 @@ struct CtrGenerationReport {
 //
 // Memory: 8 bytes per row (each row's p and label, for the exact AUC) plus a 1 MiB buffer.
 //
-// Errors: INVALID_ARGUMENT for `rows` < 1 or a bad config; the open/write errors of the file
-// (NOT_FOUND when its directory does not exist, PERMISSION_DENIED, UNKNOWN).
+// `churn` renames keys as CtrKeyChurn says after the draws, so the rows and labels are those of
+// the same seed without churn.
+//
+// Errors: INVALID_ARGUMENT for `rows` < 1 or a bad config or churn; the open/write errors of the
+// file (NOT_FOUND when its directory does not exist, PERMISSION_DENIED, UNKNOWN).
 absl::StatusOr<CtrGenerationReport> GenerateCtr(const CtrTeacherConfig& teacher,
                                                 uint64_t sample_seed, int64_t rows,
-                                                const std::string& out_path);
+                                                const std::string& out_path,
+                                                const CtrKeyChurn& churn = {});
 
 }  // namespace syncopate::data
 

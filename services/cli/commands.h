@@ -36,6 +36,8 @@ ABSL_DECLARE_FLAG(int64_t, rows);
 ABSL_DECLARE_FLAG(std::string, out);
 ABSL_DECLARE_FLAG(uint64_t, seed);
 ABSL_DECLARE_FLAG(uint64_t, teacher_seed);
+ABSL_DECLARE_FLAG(int64_t, churn_period_rows);
+ABSL_DECLARE_FLAG(double, churn_fraction);
 ABSL_DECLARE_FLAG(std::string, sim);
 ABSL_DECLARE_FLAG(std::string, policy);
 ABSL_DECLARE_FLAG(double, target_accuracy);

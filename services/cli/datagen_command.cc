@@ -38,8 +38,11 @@ int RunDatagen(const std::vector<char*>& args) {
         absl::StrCat("datagen ctr: --teacher must be pairs or segments, got '", teacher_name, "'"));
   }
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
+  const data::CtrKeyChurn churn = {.period_rows = absl::GetFlag(FLAGS_churn_period_rows),
+                                   .fraction = absl::GetFlag(FLAGS_churn_fraction)};
   const absl::Time start = absl::Now();
-  absl::StatusOr<data::CtrGenerationReport> report = data::GenerateCtr(teacher, seed, rows, out);
+  absl::StatusOr<data::CtrGenerationReport> report =
+      data::GenerateCtr(teacher, seed, rows, out, churn);
   if (!report.ok()) runtime::Die(absl::StrCat("datagen ctr: ", report.status().message()), 1);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   printf(

@@ -50,6 +50,10 @@ ABSL_FLAG(uint64_t, seed, 1,
           "data order) and the step-time model's");
 ABSL_FLAG(uint64_t, teacher_seed, 1,
           "datagen: teacher seed (the model behind the clicks; train and test files share it)");
+ABSL_FLAG(int64_t, churn_period_rows, 0,
+          "datagen: every this many rows, --churn_fraction of each field's values get new keys "
+          "(a key space that grows without bound, like new ids in a live click log); 0 = off");
+ABSL_FLAG(double, churn_fraction, 0.5, "datagen: the share of values --churn_period_rows renames");
 ABSL_FLAG(std::string, teacher, "pairs",
           "datagen: the planted teacher, pairs (independent fields, four planted pairwise "
           "interactions) or segments (latent segments, FM interactions over 14 fields, "
@@ -77,6 +81,7 @@ int main(int argc, char** argv) {
       "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT\n"
       "  datagen ctr  write a synthetic Criteo-format click file: --rows=N --out=FILE[.gz]\n"
       "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments]\n"
+      "               [--churn_period_rows=N [--churn_fraction=F]]\n"
       "  sim     simulate the job in virtual time with the real shard, model and mode policy:\n"
       "          --sim=SPEC [--job=JOB] [--seed=N] [--policy=sync|gba|async|auto]\n"
       "          [--target_accuracy=A (MLP) | --target_auc=A (CTR models)]\n"

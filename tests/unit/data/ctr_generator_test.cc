@@ -7,7 +7,9 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -195,6 +197,37 @@ TEST_F(CtrGeneratorTest, DefaultTeacherHasRealisticRateAndBayesAuc) {
   EXPECT_THAT(report->bayes_auc, AllOf(Ge(0.78), Le(0.82)));
   // Between perfect (0) and the constant predictor's entropy (~0.56 at a rate of 0.25).
   EXPECT_THAT(report->bayes_logloss, AllOf(Ge(0.35), Le(0.50)));
+}
+
+// Key churn (CtrKeyChurn): the same rows and labels as without it, with the churning fraction of
+// values under a key of their period: the distinct keys grow with every period.
+TEST_F(CtrGeneratorTest, KeyChurnRenamesAFractionOfValuesEveryPeriod) {
+  const CtrTeacherConfig config;
+  ASSERT_TRUE(GenerateCtr(config, 3, 4000, PathOf("plain")).ok());
+  ASSERT_TRUE(
+      GenerateCtr(config, 3, 4000, PathOf("churn"), {.period_rows = 1000, .fraction = 0.5}).ok());
+  absl::StatusOr<CtrDataset> plain = ReadCriteoTsv(PathOf("plain"), 0);
+  absl::StatusOr<CtrDataset> churn = ReadCriteoTsv(PathOf("churn"), 0);
+  ASSERT_TRUE(plain.ok() && churn.ok());
+  EXPECT_EQ(churn->labels, plain->labels);
+  EXPECT_EQ(churn->size, 4000);
+  // A value keeps or changes its key in every row alike; changed keys differ between periods.
+  std::map<uint64_t, std::set<uint64_t>> keys_of;  // value of C1 -> its keys
+  int64_t renamed = 0, present = 0;
+  for (int64_t i = 0; i < churn->size; ++i) {
+    const uint64_t value = plain->categorical_row(i)[0];
+    if (value == kMissingCategory) continue;
+    ++present;
+    renamed += churn->categorical_row(i)[0] != value;
+    keys_of[value].insert(churn->categorical_row(i)[0]);
+  }
+  EXPECT_GT(renamed, present / 10);
+  EXPECT_LT(renamed, present);
+  for (const auto& [value, keys] : keys_of) {
+    EXPECT_TRUE(keys.size() == 1 || keys.count(value) == 0) << value;
+    EXPECT_LE(keys.size(), 4u) << "one key per period";
+  }
+  EXPECT_FALSE(GenerateCtr(config, 3, 10, PathOf("bad"), {.period_rows = 10, .fraction = 2}).ok());
 }
 
 TEST_F(CtrGeneratorTest, RejectsBadArgumentsAndLeavesNoFile) {
