@@ -10,10 +10,12 @@
 // saturate and admit everything, so the sketch ages as TinyLFU does (Einziger, Friedman & Manes,
 // ACM TOS 2017): after kAgingPeriod additions every counter is halved. A key is therefore
 // admitted once it has been seen about admit_after_count times within the last one or two
-// periods, not ever: 2^17 sightings, ~20 updates of a 512-example batch of 26 fields on each
-// of 2 shards, or ~10k examples. The period is half the width, so before each halving the
-// counters of a row hold at most 0.5 sightings of other keys on average; with 4 rows a key seen
-// c times reads as c + 1 with probability below 0.4^4 = 2.6%, and as c + 2 below 0.1%.
+// periods, not ever: 2^17 sightings of keys without a row (only those are counted), which is
+// ~20 updates of a 512-example batch of 26 fields on each of 2 shards, ~10k examples, if every
+// key were new, and longer the more keys already have rows. The period is half the width, so before
+// each halving the counters of a row hold at most 0.5 sightings of other keys on average; with 4
+// rows a key seen c times reads as c + 1 with probability below 0.4^4 = 2.6%, and as c + 2 below
+// 0.1%.
 //
 // Merging (restore onto another shard count): every shard uses the same hash functions, and a
 // key is counted on exactly one shard, so the element-wise maximum of several shards' sketches

@@ -407,6 +407,17 @@ TEST_F(ShardEmbeddingTest, AdmissionAndIdleTimesSurviveRestoreOntoThreeShards) {
     }
   }
   EXPECT_EQ(restored_rows, 20);
+  // Idle times or a sketch inconsistent with their rows are refused, changing nothing.
+  std::unique_ptr<ShardCore> target = *ShardCore::Create(limited(0, 2), &clock_, nullptr);
+  v1::ShardCheckpoint bad = sources[0];
+  bad.mutable_embeddings(0)->mutable_last_touched()->resize(3);
+  EXPECT_EQ(target->Restore({bad, sources[1]}).code(), absl::StatusCode::kDataLoss);
+  bad = sources[0];
+  bad.mutable_embeddings(0)->mutable_admission()->mutable_counters()->resize(10);
+  EXPECT_EQ(target->Restore({bad, sources[1]}).code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(target->Stats().embedding_rows, 0);
+  EXPECT_TRUE(target->Restore(sources).ok());
+  EXPECT_EQ(target->Stats().embedding_rows, 10);
 }
 
 }  // namespace
