@@ -1,11 +1,10 @@
 #include "libs/data/criteo_reader.h"
 
-#include <zlib.h>
-
 #include <algorithm>
 #include <array>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -16,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "libs/common/status_macros.h"
-#include "libs/data/gzip_file.h"
+#include "libs/data/criteo_files.h"
 
 namespace syncopate::data {
 namespace {
@@ -25,9 +24,6 @@ constexpr int kCriteoFields = 1 + kCriteoNumeric + kCriteoCategorical;
 // A real line is about 300 bytes and no valid line exceeds ~700 (19-digit integers, 15-digit
 // hex). The cap bounds the reader's buffer when a file has no line breaks at all.
 constexpr size_t kMaxLineBytes = 65536;
-// gzread moves this much per call; zlib's own input buffer is set to kGzInputBufferBytes.
-constexpr unsigned kReadChunkBytes = 1u << 20;
-constexpr unsigned kGzInputBufferBytes = 1u << 18;
 
 absl::Status LimitError(int64_t limit) {
   return absl::InvalidArgumentError(
@@ -94,7 +90,7 @@ bool ParseHex(std::string_view text, uint64_t* value) {
 // share every rule and every message.
 class CriteoParser {
  public:
-  explicit CriteoParser(int64_t limit) : limit_(limit) {}
+  CriteoParser(int64_t limit, int64_t first_line) : limit_(limit), line_number_(first_line - 1) {}
 
   bool full() const { return limit_ > 0 && dataset_.size >= limit_; }
 
@@ -157,7 +153,7 @@ class CriteoParser {
   }
 
   const int64_t limit_;
-  int64_t line_number_ = 0;
+  int64_t line_number_;
   CtrDataset dataset_;
 };
 
@@ -176,8 +172,16 @@ absl::Status ParseCompleteLines(std::string_view text, size_t* consumed, CriteoP
 }  // namespace
 
 absl::StatusOr<CtrDataset> ParseCriteoTsv(std::string_view text, int64_t limit) {
+  return ParseCriteoTsv(text, limit, 1);
+}
+
+absl::StatusOr<CtrDataset> ParseCriteoTsv(std::string_view text, int64_t limit,
+                                          int64_t first_line) {
   if (limit < 0) return LimitError(limit);
-  CriteoParser parser(limit);
+  if (first_line < 1) {
+    return absl::InvalidArgumentError(absl::StrCat("first_line must be >= 1, got ", first_line));
+  }
+  CriteoParser parser(limit, first_line);
   size_t consumed = 0;
   SYNCOPATE_RETURN_IF_ERROR(ParseCompleteLines(text, &consumed, parser));
   if (!parser.full() && consumed < text.size()) {
@@ -188,37 +192,9 @@ absl::StatusOr<CtrDataset> ParseCriteoTsv(std::string_view text, int64_t limit) 
 
 absl::StatusOr<CtrDataset> ReadCriteoTsv(const std::string& path, int64_t limit) {
   if (limit < 0) return LimitError(limit);
-  constexpr absl::string_view kWhat = "Criteo file";
-  // "e": O_CLOEXEC, so processes we spawn do not inherit the descriptor.
-  SYNCOPATE_ASSIGN_OR_RETURN(GzFile file, OpenGzFile(path, "rbe", kWhat));
-  gzbuffer(file.get(), kGzInputBufferBytes);
-  auto with_path = [&path, kWhat](const absl::Status& status) {
-    return absl::DataLossError(absl::StrCat(kWhat, " '", path, "': ", status.message()));
-  };
-  CriteoParser parser(limit);
-  // The unparsed tail of the previous chunk (a partial line) followed by the next chunk.
-  std::string pending;
-  while (!parser.full()) {
-    const size_t tail = pending.size();
-    pending.resize(tail + kReadChunkBytes);
-    SYNCOPATE_ASSIGN_OR_RETURN(
-        const int got, GzReadSome(file.get(), pending.data() + tail, kReadChunkBytes, path, kWhat));
-    pending.resize(tail + got);
-    if (got == 0) break;
-    size_t consumed = 0;
-    if (absl::Status parsed = ParseCompleteLines(pending, &consumed, parser); !parsed.ok()) {
-      return with_path(parsed);
-    }
-    pending.erase(0, consumed);
-    // A line that is already too long fails now rather than after the whole file is buffered.
-    if (!parser.full() && pending.size() > kMaxLineBytes) {
-      return with_path(parser.ParseLine(pending));
-    }
-  }
-  if (!parser.full() && !pending.empty()) {
-    if (absl::Status parsed = parser.ParseLine(pending); !parsed.ok()) return with_path(parsed);
-  }
-  return std::move(parser).Finish();
+  SYNCOPATE_ASSIGN_OR_RETURN(std::unique_ptr<CriteoFiles> files,
+                             CriteoFiles::OpenPaths({path}, {.limit = limit}));
+  return files->Read(0, files->rows());
 }
 
 }  // namespace syncopate::data

@@ -55,10 +55,12 @@ struct CtrDataset {
 //                     e.g. "line 17: field C3: bad hex 'zz'" or "line 4: expected 40 tab-separated
 //                     fields, found 39".
 absl::StatusOr<CtrDataset> ParseCriteoTsv(std::string_view text, int64_t limit);
+// The same for text whose first line is line `first_line` (>= 1) of its file, as errors name it.
+absl::StatusOr<CtrDataset> ParseCriteoTsv(std::string_view text, int64_t limit, int64_t first_line);
 
-// Reads a Criteo file, gzip-compressed or plain (zlib's gzread reads both), streaming: only one
-// chunk of the text is in memory at a time besides the dataset. Same `limit` and line rules as
-// ParseCriteoTsv; under a limit the rest of the file is not read.
+// Reads a Criteo file, gzip-compressed or plain, into memory (CriteoFiles reads rows of one or
+// many files without holding them all). Same `limit` and line rules as ParseCriteoTsv; under a
+// limit the rest of the file is not read.
 //
 // Errors:
 //   INVALID_ARGUMENT  `limit` < 0.

@@ -13,13 +13,7 @@
 
 namespace syncopate::data {
 
-absl::StatusOr<GzFile> OpenGzFile(const std::string& path, const char* mode,
-                                  absl::string_view what) {
-  errno = 0;
-  gzFile raw = gzopen(path.c_str(), mode);
-  if (raw != nullptr) return GzFile(raw);
-  const int errnum = errno;
-  // gzopen leaves errno at 0 when its own allocation failed.
+absl::Status OpenFileError(int errnum, absl::string_view what, const std::string& path) {
   std::string message = absl::StrCat("cannot open ", what, " '", path,
                                      "': ", errnum != 0 ? std::strerror(errnum) : "out of memory");
   switch (errnum) {
@@ -32,6 +26,15 @@ absl::StatusOr<GzFile> OpenGzFile(const std::string& path, const char* mode,
     default:
       return absl::UnknownError(message);
   }
+}
+
+absl::StatusOr<GzFile> OpenGzFile(const std::string& path, const char* mode,
+                                  absl::string_view what) {
+  errno = 0;
+  gzFile raw = gzopen(path.c_str(), mode);
+  if (raw != nullptr) return GzFile(raw);
+  // gzopen leaves errno at 0 when its own allocation failed.
+  return OpenFileError(errno, what, path);
 }
 
 absl::StatusOr<int> GzReadSome(gzFile_s* file, char* buffer, unsigned size, const std::string& path,

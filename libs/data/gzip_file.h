@@ -24,6 +24,11 @@ struct GzCloser {
 // reached the file calls GzCloseChecked instead.
 using GzFile = std::unique_ptr<gzFile_s, GzCloser>;
 
+// The status for a file that could not be opened, from its errno: "cannot open <what> '<path>':
+// <reason>" with NOT_FOUND (ENOENT, ENOTDIR), PERMISSION_DENIED (EACCES, EPERM) or UNKNOWN; errno
+// 0 (zlib's own allocation failed) reads "out of memory".
+absl::Status OpenFileError(int errnum, absl::string_view what, const std::string& path);
+
 // gzopen(path, mode). Errors name `what` and the path ("cannot open <what> '<path>': <reason>"):
 //   NOT_FOUND          the file or a directory on the path does not exist.
 //   PERMISSION_DENIED  EACCES / EPERM.

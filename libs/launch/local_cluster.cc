@@ -124,9 +124,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
   const int workers = o.worker_processes >= 0 ? o.worker_processes : o.job.num_workers();
   for (int w = 0; w < workers; ++w) {
     const double slowdown = w < static_cast<int>(o.slowdowns.size()) ? o.slowdowns[w] : 1.0;
-    std::vector<std::string> argv = {bin + "syncopate-worker", coordinator,
-                                     "--name=" + WorkerName(w),
-                                     absl::StrCat("--slowdown=", slowdown)};
+    std::vector<std::string> argv = o.worker_command_prefix;
+    argv.insert(argv.end(), {bin + "syncopate-worker", coordinator, "--name=" + WorkerName(w),
+                             absl::StrCat("--slowdown=", slowdown)});
     auto schedule = o.slowdown_schedules.find(w);
     if (schedule != o.slowdown_schedules.end()) {
       argv.push_back("--slowdown_schedule=" + schedule->second);
@@ -135,13 +135,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
         cluster->StartChild(WorkerName(w), std::move(argv), "", /*essential=*/false).status());
   }
   if (o.evaluator) {
+    std::vector<std::string> argv = o.worker_command_prefix;
+    argv.insert(argv.end(),
+                {bin + "syncopate-worker", coordinator, "--name=evaluator", "--role=evaluator"});
     SYNCOPATE_RETURN_IF_ERROR(
-        cluster
-            ->StartChild(
-                "evaluator",
-                {bin + "syncopate-worker", coordinator, "--name=evaluator", "--role=evaluator"}, "",
-                /*essential=*/false)
-            .status());
+        cluster->StartChild("evaluator", std::move(argv), "", /*essential=*/false).status());
   }
   return cluster;
 }

@@ -40,6 +40,10 @@ struct LocalClusterOptions {
   // never on a command line.
   std::string join_token;
   absl::Duration ready_timeout = absl::Seconds(30);
+  // Put before the worker's and the evaluator's command lines (an absolute path first), e.g.
+  // {"/usr/bin/prlimit", "--data=268435456", "--"} or a script that enters a memory cgroup: how
+  // a test confines them the way a container limit would.
+  std::vector<std::string> worker_command_prefix;
 };
 
 class LocalCluster final : public SupervisedChildren {

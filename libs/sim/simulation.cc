@@ -208,7 +208,11 @@ absl::Status Simulation::Setup() {
       auto leases, data::LeaseTable::Create(train_examples, job_.block_size(), job_.seed()));
   leases_ = std::make_unique<data::LeaseTable>(std::move(leases));
   modes_ = std::make_unique<coordinator::ModeController>(job_, &clock_);
-  SYNCOPATE_ASSIGN_OR_RETURN(train_, workload::CreateWorkload(job_, workload::Purpose::kTrain));
+  // Every simulated worker prepares its batches on this one workload: keep the blocks of the
+  // lease each is finishing and of its next.
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      train_, workload::CreateWorkload(job_, workload::Purpose::kTrain,
+                                       {.cached_blocks = 2 * int64_t{job_.num_workers()} + 2}));
   SYNCOPATE_ASSIGN_OR_RETURN(eval_, workload::CreateWorkload(job_, workload::Purpose::kEvaluate));
   params_.resize(static_cast<size_t>(train_->num_parameters()));
   evaluator_routing_.emplace(static_cast<int32_t>(partitions_.size()), eval_->table_dims());
@@ -360,7 +364,9 @@ void Simulation::StartStep(SimWorker& w) {
     if (has_tables_) {
       // Trainer::Run: the rows to pull depend on the batch, so it is prepared before the pull.
       // The workload is shared by every simulated worker, so Compute prepares it again.
-      train_->PrepareTrain(w.batch);
+      if (absl::Status prepared = train_->PrepareTrain(w.batch); !prepared.ok()) {
+        return Fail(prepared);
+      }
       if (absl::Status routed = w.routing->Route(&train_->keys()); !routed.ok()) {
         return Fail(routed);
       }
@@ -433,7 +439,7 @@ void Simulation::Compute(SimWorker& w) {
   }
   // The real model's real gradient on the real batch and its pulled rows; only its duration is
   // modelled.
-  train_->PrepareTrain(w.batch);
+  if (absl::Status prepared = train_->PrepareTrain(w.batch); !prepared.ok()) return Fail(prepared);
   absl::StatusOr<float> loss = train_->TrainStep(params_, w.rows, grad_, row_grads_);
   if (!loss.ok()) return Fail(loss.status());
   workload::TableRows().swap(w.rows);
@@ -809,7 +815,11 @@ void Simulation::Evaluate(EventQueue::Action then) {
   // their initial value and are not created), score. Scoring takes SimSpec.evaluation_seconds
   // (0: no virtual time); the pulls take no shard time.
   for (int64_t begin = 0; begin < eval_->eval_size(); begin += eval_->eval_chunk()) {
-    eval_->PrepareEval(begin, std::min(eval_->eval_size(), begin + eval_->eval_chunk()));
+    if (absl::Status prepared =
+            eval_->PrepareEval(begin, std::min(eval_->eval_size(), begin + eval_->eval_chunk()));
+        !prepared.ok()) {
+      return Fail(prepared);
+    }
     if (absl::Status routed = evaluator_routing_->Route(&eval_->keys()); !routed.ok()) {
       return Fail(routed);
     }

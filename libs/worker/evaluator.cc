@@ -60,7 +60,8 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
     absl::Status scored = connected;
     std::vector<int64_t> versions;
     for (int64_t begin = 0; scored.ok() && begin < model.eval_size(); begin += model.eval_chunk()) {
-      model.PrepareEval(begin, std::min(model.eval_size(), begin + model.eval_chunk()));
+      scored = model.PrepareEval(begin, std::min(model.eval_size(), begin + model.eval_chunk()));
+      if (!scored.ok()) break;
       absl::StatusOr<PullStats> pulled =
           parameters.PullAll(params, options.timeouts.pull, /*newest=*/true, &model.keys(), &rows);
       if (!pulled.ok()) {

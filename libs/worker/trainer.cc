@@ -56,7 +56,7 @@ absl::Status Trainer::Run() {
       if (!*have_data) return absl::OkStatus();
       leased_.Take(local_batch_, batch);
       // The rows to pull depend on the batch, so it is chosen before the pull.
-      model_.PrepareTrain(batch);
+      if (absl::Status prepared = model_.PrepareTrain(batch); !prepared.ok()) return prepared;
       pulled_for_batch = false;
     }
 
@@ -107,7 +107,7 @@ absl::Status Trainer::Run() {
     const bool stop_after_push = !*keep_going;
     if (!stop_after_push && leased_.size() >= local_batch_) {
       leased_.Take(local_batch_, batch);
-      model_.PrepareTrain(batch);
+      if (absl::Status prepared = model_.PrepareTrain(batch); !prepared.ok()) return prepared;
     }
     const absl::Time push_start = absl::Now();
     absl::StatusOr<PullStats> next_pull = absl::UnknownError("not pulled");

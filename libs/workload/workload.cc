@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <memory>
 #include <optional>
+#include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "libs/common/status_macros.h"
+#include "libs/data/criteo_files.h"
 #include "libs/data/criteo_reader.h"
 #include "libs/data/idx_reader.h"
 #include "libs/job/partitioner.h"
@@ -27,7 +31,10 @@ class ImageWorkload final : public Workload {
   const TableKeys& keys() const override { return no_keys_; }
 
   int64_t train_size() const override { return data_.size; }
-  void PrepareTrain(std::span<const int64_t> examples) override { Gather(examples); }
+  absl::Status PrepareTrain(std::span<const int64_t> examples) override {
+    Gather(examples);
+    return absl::OkStatus();
+  }
   absl::StatusOr<float> TrainStep(std::span<const float> params, const TableRows&,
                                   std::span<float> dense_grad, TableRows& row_grads) override {
     row_grads.clear();
@@ -39,7 +46,7 @@ class ImageWorkload final : public Workload {
   int64_t eval_size() const override { return data_.size; }
   // Mlp::Evaluate bounds its own memory, so the whole set is one chunk.
   int64_t eval_chunk() const override { return std::max<int64_t>(data_.size, 1); }
-  void PrepareEval(int64_t, int64_t) override {}
+  absl::Status PrepareEval(int64_t, int64_t) override { return absl::OkStatus(); }
   absl::Status ScoreEval(std::span<const float> params, const TableRows&) override {
     SYNCOPATE_ASSIGN_OR_RETURN(
         evaluation_,
@@ -72,16 +79,21 @@ class ImageWorkload final : public Workload {
   const TableKeys no_keys_;
 };
 
-// A CTR model (wide & deep, DeepFM or DCN) on Criteo-format data: the deep table holds the
-// fields' values, the wide table those and the crosses' value pairs.
+// A CTR model (wide & deep, DeepFM or DCN) on Criteo-format data, read from disk as it is
+// needed: the deep table holds the fields' values, the wide table those and the crosses' value
+// pairs.
 class CtrWorkload final : public Workload {
  public:
   // Examples per evaluation chunk: bounds one pull's keys (~26 per example before dedup) and
   // the model's scratch while keeping the matrix products large.
   static constexpr int64_t kEvalChunk = 8192;
 
-  CtrWorkload(model::CtrModel model, data::CtrDataset data)
-      : model_(std::move(model)), data_(std::move(data)) {
+  CtrWorkload(model::CtrModel model, std::unique_ptr<data::CriteoFiles> files, int64_t block_size,
+              int64_t cached_blocks)
+      : model_(std::move(model)),
+        files_(std::move(files)),
+        block_size_(block_size),
+        cached_blocks_(cached_blocks) {
     for (const v1::EmbeddingTableSpec& table : model_.tables()) dims_.push_back(table.dim());
     keys_.resize(dims_.size());
   }
@@ -90,9 +102,28 @@ class CtrWorkload final : public Workload {
   int64_t num_parameters() const override { return model_.num_parameters(); }
   const TableKeys& keys() const override { return keys_; }
 
-  int64_t train_size() const override { return data_.size; }
-  void PrepareTrain(std::span<const int64_t> examples) override {
-    Gather(examples.size(), [&](size_t i) { return examples[i]; });
+  int64_t train_size() const override { return files_->rows(); }
+  absl::Status PrepareTrain(std::span<const int64_t> examples) override {
+    const size_t n = examples.size();
+    numeric_.resize(n * data::kCriteoNumeric);
+    categorical_.resize(n * data::kCriteoCategorical);
+    labels_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      const int64_t e = examples[i];
+      if (e < 0 || e >= files_->rows()) {
+        return absl::OutOfRangeError(
+            absl::StrCat("example ", e, " is outside the training set's ", files_->rows()));
+      }
+      SYNCOPATE_ASSIGN_OR_RETURN(const Block* block, BlockOf(e));
+      const int64_t row = e % block_size_;
+      std::copy_n(block->rows.numeric_row(row), data::kCriteoNumeric,
+                  numeric_.data() + i * data::kCriteoNumeric);
+      std::copy_n(block->rows.categorical_row(row), data::kCriteoCategorical,
+                  categorical_.data() + i * data::kCriteoCategorical);
+      labels_[i] = block->rows.labels[row];
+    }
+    CollectKeys();
+    return absl::OkStatus();
   }
   absl::StatusOr<float> TrainStep(std::span<const float> params, const TableRows& rows,
                                   std::span<float> dense_grad, TableRows& row_grads) override {
@@ -105,11 +136,16 @@ class CtrWorkload final : public Workload {
                                   row_grads[model::CtrModel::kWideTable]);
   }
 
-  int64_t eval_size() const override { return data_.size; }
+  int64_t eval_size() const override { return files_->rows(); }
   int64_t eval_chunk() const override { return kEvalChunk; }
-  void PrepareEval(int64_t begin, int64_t end) override {
-    Gather(static_cast<size_t>(end - begin),
-           [&](size_t i) { return begin + static_cast<int64_t>(i); });
+  // Chunks are read in order, so each continues the open file (CriteoFiles' cursor).
+  absl::Status PrepareEval(int64_t begin, int64_t end) override {
+    SYNCOPATE_ASSIGN_OR_RETURN(data::CtrDataset chunk, files_->Read(begin, end));
+    numeric_ = std::move(chunk.numeric);
+    categorical_ = std::move(chunk.categorical);
+    labels_ = std::move(chunk.labels);
+    CollectKeys();
+    return absl::OkStatus();
   }
   absl::Status ScoreEval(std::span<const float> params, const TableRows& rows) override {
     SYNCOPATE_RETURN_IF_ERROR(CheckRows(rows));
@@ -138,19 +174,33 @@ class CtrWorkload final : public Workload {
   }
 
  private:
-  template <typename IndexOf>
-  void Gather(size_t n, IndexOf index_of) {
-    numeric_.resize(n * data::kCriteoNumeric);
-    categorical_.resize(n * data::kCriteoCategorical);
-    labels_.resize(n);
-    for (size_t i = 0; i < n; ++i) {
-      const int64_t e = index_of(i);
-      std::copy_n(data_.numeric_row(e), data::kCriteoNumeric,
-                  numeric_.data() + i * data::kCriteoNumeric);
-      std::copy_n(data_.categorical_row(e), data::kCriteoCategorical,
-                  categorical_.data() + i * data::kCriteoCategorical);
-      labels_[i] = data_.labels[e];
+  // Parsed rows of one lease block, keyed by its first example.
+  struct Block {
+    data::CtrDataset rows;
+    int64_t last_used = 0;
+  };
+
+  // The cached block holding example `e`, read (and the least recently used dropped) if absent.
+  absl::StatusOr<const Block*> BlockOf(int64_t e) {
+    const int64_t begin = e / block_size_ * block_size_;
+    ++clock_;
+    if (auto it = blocks_.find(begin); it != blocks_.end()) {
+      it->second.last_used = clock_;
+      return &it->second;
     }
+    SYNCOPATE_ASSIGN_OR_RETURN(
+        data::CtrDataset rows,
+        files_->Read(begin, std::min(begin + block_size_, files_->rows())));
+    if (static_cast<int64_t>(blocks_.size()) >= cached_blocks_) {
+      blocks_.erase(std::min_element(blocks_.begin(), blocks_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_used < b.second.last_used;
+      }));
+    }
+    Block& block = blocks_[begin];
+    block = Block{.rows = std::move(rows), .last_used = clock_};
+    return &block;
+  }
+  void CollectKeys() {
     model_.CollectKeys(View(), batch_keys_);
     keys_[model::CtrModel::kDeepTable] = batch_keys_.keys;
     keys_[model::CtrModel::kWideTable] = batch_keys_.wide_keys;
@@ -168,7 +218,11 @@ class CtrWorkload final : public Workload {
   }
 
   model::CtrModel model_;
-  data::CtrDataset data_;
+  const std::unique_ptr<data::CriteoFiles> files_;
+  const int64_t block_size_;
+  const int64_t cached_blocks_;
+  absl::flat_hash_map<int64_t, Block> blocks_;  // at most cached_blocks_
+  int64_t clock_ = 0;          // PrepareTrain lookups, for least-recently-used
   std::vector<int32_t> dims_;
   TableKeys keys_;
   model::BatchKeys batch_keys_;
@@ -181,7 +235,8 @@ class CtrWorkload final : public Workload {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job, Purpose purpose) {
+absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job, Purpose purpose,
+                                                         const WorkloadOptions& options) {
   const v1::DatasetSpec& dataset = job.dataset();
   const bool train = purpose == Purpose::kTrain;
   switch (job.model().kind()) {
@@ -197,15 +252,19 @@ absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job,
     case v1::ModelSpec::DEEPFM:
     case v1::ModelSpec::DCN: {
       SYNCOPATE_ASSIGN_OR_RETURN(model::CtrModel model, job::CtrModelForJob(job));
+      const std::string& path = train ? dataset.train_path() : dataset.test_path();
       SYNCOPATE_ASSIGN_OR_RETURN(
-          data::CtrDataset data,
-          data::ReadCriteoTsv(train ? dataset.train_path() : dataset.test_path(),
-                              train ? dataset.train_limit() : dataset.test_limit()));
-      if (data.size == 0) {
-        return absl::FailedPreconditionError(
-            absl::StrCat(train ? dataset.train_path() : dataset.test_path(), " holds no examples"));
+          std::unique_ptr<data::CriteoFiles> files,
+          data::CriteoFiles::Open(
+              path, {.limit = train ? dataset.train_limit() : dataset.test_limit()}));
+      if (files->rows() == 0) {
+        return absl::FailedPreconditionError(absl::StrCat(path, " holds no examples"));
       }
-      return std::make_unique<CtrWorkload>(std::move(model), std::move(data));
+      if (options.cached_blocks < 1 || job.block_size() < 1) {
+        return absl::InvalidArgumentError("cached_blocks and block_size must be >= 1");
+      }
+      return std::make_unique<CtrWorkload>(std::move(model), std::move(files), job.block_size(),
+                                           options.cached_blocks);
     }
     default:
       return absl::InvalidArgumentError(absl::StrCat("no workload for model kind ",
@@ -223,11 +282,12 @@ absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job) {
       break;
     }
     case v1::DatasetSpec::CRITEO: {
-      // Parsing the file is the count that agrees with what workers load (and it validates the
-      // file before any worker starts).
-      SYNCOPATE_ASSIGN_OR_RETURN(data::CtrDataset data,
-                                 data::ReadCriteoTsv(dataset.train_path(), dataset.train_limit()));
-      count = data.size;
+      // Parsing every line (and keeping none) validates the data before any worker starts.
+      SYNCOPATE_ASSIGN_OR_RETURN(
+          std::unique_ptr<data::CriteoFiles> files,
+          data::CriteoFiles::Open(dataset.train_path(),
+                                  {.limit = dataset.train_limit(), .validate = true}));
+      count = files->rows();
       break;
     }
     default:

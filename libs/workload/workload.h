@@ -34,9 +34,11 @@ class Workload {
   // The distinct rows the prepared batch touches, per table.
   virtual const TableKeys& keys() const = 0;
 
-  // Training (workers): the training set's size, then batches of its example indices.
+  // Training (workers): the training set's size, then batches of its example indices. A
+  // dataset on disk reads the lease blocks the examples fall in (data::CriteoFiles); errors are
+  // that read's (DATA_LOSS: a bad line, a file changed since it was counted).
   virtual int64_t train_size() const = 0;
-  virtual void PrepareTrain(std::span<const int64_t> examples) = 0;
+  virtual absl::Status PrepareTrain(std::span<const int64_t> examples) = 0;
   // Mean loss of the prepared batch; writes the dense gradient and the row gradients (resized to
   // the rows' shapes).
   virtual absl::StatusOr<float> TrainStep(std::span<const float> params, const TableRows& rows,
@@ -46,7 +48,7 @@ class Workload {
   // eval_chunk() examples, scored in order, then the metrics over everything scored.
   virtual int64_t eval_size() const = 0;
   virtual int64_t eval_chunk() const = 0;
-  virtual void PrepareEval(int64_t begin, int64_t end) = 0;
+  virtual absl::Status PrepareEval(int64_t begin, int64_t end) = 0;
   virtual absl::Status ScoreEval(std::span<const float> params, const TableRows& rows) = 0;
   // Accuracy, mean loss, AUC over the chunks scored since the last FinishEval; resets.
   virtual absl::StatusOr<model::Evaluation> FinishEval() = 0;
@@ -54,12 +56,24 @@ class Workload {
 
 enum class Purpose { kTrain, kEvaluate };
 
-// Builds the job's model and loads the data the purpose needs (the training set for workers,
-// the evaluation set for the evaluator). Errors name the file or field.
-absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job, Purpose purpose);
+struct WorkloadOptions {
+  // CTR training data stays on disk; this many lease blocks (job.block_size examples, ~264 bytes
+  // each in memory) are kept parsed, least recently used dropped first. A worker's batches come
+  // from the lease it is finishing and the next one; the simulator, whose workers share one
+  // workload, keeps two per worker.
+  int64_t cached_blocks = 4;
+};
+
+// Builds the job's model and opens the data the purpose needs (the training set for workers,
+// the evaluation set for the evaluator). Image data is loaded into memory; CTR data is indexed
+// (data::CriteoFiles: one pass, a bounded index) and read block by block. Errors name the file
+// or field.
+absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job, Purpose purpose,
+                                                         const WorkloadOptions& options = {});
 
 // How many training examples the job's dataset holds (after train_limit): what the
-// coordinator's data leases cover.
+// coordinator's data leases cover. A CTR dataset is parsed line by line to count it, so a bad
+// line fails the job before any worker starts; memory stays bounded.
 absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job);
 
 }  // namespace syncopate::workload

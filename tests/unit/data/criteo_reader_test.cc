@@ -1,5 +1,11 @@
 #include "libs/data/criteo_reader.h"
 
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <memory>
+#include <random>
+
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -9,6 +15,8 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "libs/data/criteo_files.h"
+#include "libs/data/text_stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/data/data_file_test.h"
@@ -285,6 +293,179 @@ TEST_F(CriteoFileTest, CorruptAndTruncatedGzipAreDataLoss) {
       ReadCriteoTsv(WritePlain("cut.gz", gz.substr(0, gz.size() / 2)), 0);
   EXPECT_EQ(cut.status().code(), absl::StatusCode::kDataLoss) << cut.status();
   EXPECT_THAT(cut.status().message(), HasSubstr("truncated"));
+}
+
+
+// Rows [begin, end) of `all`.
+CtrDataset Slice(const CtrDataset& all, int64_t begin, int64_t end) {
+  CtrDataset out;
+  out.size = end - begin;
+  out.labels.assign(all.labels.begin() + begin, all.labels.begin() + end);
+  out.numeric.assign(all.numeric.begin() + begin * kCriteoNumeric,
+                     all.numeric.begin() + end * kCriteoNumeric);
+  out.categorical.assign(all.categorical.begin() + begin * kCriteoCategorical,
+                         all.categorical.begin() + end * kCriteoCategorical);
+  return out;
+}
+
+std::string Bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Lines 0-6999 plain, 7000-13999 two concatenated gzip members, the rest gzip without a final
+// newline: one dataset over three files, three layouts.
+class CriteoFilesTest : public DataFileTest {
+ protected:
+  void SetUp() override {
+    DataFileTest::SetUp();
+    text_ = ManyLines(20000);
+    std::vector<size_t> cuts = {0};
+    for (int line : {7000, 10500, 14000}) {
+      size_t at = 0;
+      for (int i = 0; i < line; ++i) at = text_.find('\n', at) + 1;
+      cuts.push_back(at);
+    }
+    WritePlain("day_a", text_.substr(cuts[0], cuts[1] - cuts[0]));
+    const std::string first = Bytes(WriteGzip("m1.tmp", text_.substr(cuts[1], cuts[2] - cuts[1])));
+    const std::string second = Bytes(WriteGzip("m2.tmp", text_.substr(cuts[2], cuts[3] - cuts[2])));
+    WritePlain("day_b.gz", first + second);
+    WriteGzip("day_c.gz", text_.substr(cuts[3], text_.size() - 1 - cuts[3]));
+    absl::StatusOr<CtrDataset> all = ParseCriteoTsv(text_, 0);
+    ASSERT_TRUE(all.ok()) << all.status();
+    all_ = *std::move(all);
+  }
+
+  std::string Spec() const { return absl::StrCat(PathOf("day_a"), ",", PathOf("day_*.gz")); }
+
+  std::string text_;
+  CtrDataset all_;
+};
+
+TEST_F(CriteoFilesTest, AnyRangeReadsTheRowsOfTheWholeText) {
+  // Small spacing and cap: the index fills and halves several times on this ~5 MB dataset.
+  absl::StatusOr<std::unique_ptr<CriteoFiles>> files =
+      CriteoFiles::Open(Spec(), {.max_seek_points = 8, .min_spacing_bytes = 16 << 10});
+  ASSERT_TRUE(files.ok()) << files.status();
+  ASSERT_EQ((*files)->rows(), 20000);
+  EXPECT_EQ((*files)->paths().size(), 3u);
+  EXPECT_GT((*files)->seek_points(), 2);
+  EXPECT_LE((*files)->seek_points(), 8);
+  std::mt19937_64 random(7);
+  for (int i = 0; i < 150; ++i) {
+    int64_t begin = static_cast<int64_t>(random() % 20001);
+    int64_t end = static_cast<int64_t>(random() % 20001);
+    if (begin > end) std::swap(begin, end);
+    end = std::min<int64_t>(end, begin + 3000);
+    SCOPED_TRACE(absl::StrCat("rows [", begin, ", ", end, ")"));
+    absl::StatusOr<CtrDataset> read = (*files)->Read(begin, end);
+    ASSERT_TRUE(read.ok()) << read.status();
+    ExpectSameDataset(*read, Slice(all_, begin, end));
+  }
+  // Consecutive ranges continue the open stream, across the files' ends.
+  for (int64_t begin = 0; begin < 20000; begin += 1777) {
+    const int64_t end = std::min<int64_t>(begin + 1777, 20000);
+    absl::StatusOr<CtrDataset> read = (*files)->Read(begin, end);
+    ASSERT_TRUE(read.ok()) << read.status();
+    ExpectSameDataset(*read, Slice(all_, begin, end));
+  }
+  EXPECT_EQ((*files)->Read(5, 20001).status().code(), absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*files)->Read(-1, 2).status().code(), absl::StatusCode::kOutOfRange);
+}
+
+TEST_F(CriteoFilesTest, LimitValidationAndDefaultIndex) {
+  absl::StatusOr<std::unique_ptr<CriteoFiles>> files =
+      CriteoFiles::Open(Spec(), {.limit = 12345, .validate = true});
+  ASSERT_TRUE(files.ok()) << files.status();
+  EXPECT_EQ((*files)->rows(), 12345);
+  absl::StatusOr<CtrDataset> read = (*files)->Read(12000, 12345);
+  ASSERT_TRUE(read.ok()) << read.status();
+  ExpectSameDataset(*read, Slice(all_, 12000, 12345));
+  EXPECT_EQ((*files)->Read(0, 12346).status().code(), absl::StatusCode::kOutOfRange);
+  // The default spacing (1 MiB) keeps a few points here, each well under 32 KiB.
+  EXPECT_LT((*files)->index_bytes(), 8 * 32768);
+}
+
+TEST_F(CriteoFilesTest, BadSpecsAndBadLinesAreNamed) {
+  absl::StatusOr<std::unique_ptr<CriteoFiles>> none = CriteoFiles::Open(PathOf("nope_*.gz"), {});
+  EXPECT_EQ(none.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_THAT(none.status().message(), HasSubstr("no file matches"));
+  EXPECT_EQ(CriteoFiles::Open(absl::StrCat(PathOf("day_a"), ",,"), {}).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(CriteoFiles::Open(PathOf("missing"), {}).status().code(), absl::StatusCode::kNotFound);
+  // A bad line in the second file: validation names that file and its own line number.
+  WriteGzip("day_b.gz", ManyLines(50) + "1\tbad\n");
+  absl::StatusOr<std::unique_ptr<CriteoFiles>> bad = CriteoFiles::Open(Spec(), {.validate = true});
+  EXPECT_EQ(bad.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(bad.status().message(),
+            absl::StrCat("Criteo file '", PathOf("day_b.gz"),
+                         "': line 51: expected 40 tab-separated fields, found 2"));
+  // Without validation the read that reaches the line fails the same way.
+  absl::StatusOr<std::unique_ptr<CriteoFiles>> lazy = CriteoFiles::Open(Spec(), {});
+  ASSERT_TRUE(lazy.ok()) << lazy.status();
+  EXPECT_TRUE((*lazy)->Read(7000, 7050).ok());
+  EXPECT_EQ((*lazy)->Read(7040, 7051).status().message(), bad.status().message());
+}
+
+TEST_F(CriteoFilesTest, AFileThatShrankAfterOpeningIsDataLoss) {
+  absl::StatusOr<std::unique_ptr<CriteoFiles>> files = CriteoFiles::Open(Spec(), {});
+  ASSERT_TRUE(files.ok()) << files.status();
+  WriteGzip("day_c.gz", ManyLines(10));
+  absl::StatusOr<CtrDataset> read = (*files)->Read(14000, 14100);
+  EXPECT_EQ(read.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_THAT(read.status().message(), HasSubstr("no longer holds the rows"));
+}
+
+
+// Everything `stream` returns from here to its end.
+std::string ReadToEnd(TextStream& stream) {
+  std::string out;
+  char buffer[7001];  // odd-sized reads end mid-line and mid-block
+  while (!stream.eof()) {
+    absl::StatusOr<size_t> got = stream.Read(buffer, sizeof(buffer));
+    EXPECT_TRUE(got.ok()) << got.status();
+    if (!got.ok()) break;
+    out.append(buffer, *got);
+  }
+  return out;
+}
+
+TEST_F(CriteoFilesTest, AGzipStreamResumesAtEveryPointItTook) {
+  // Two members, each several deflate blocks: a point at every block boundary of both.
+  const std::string path = PathOf("day_b.gz");
+  absl::StatusOr<std::unique_ptr<TextStream>> stream = TextStream::Open(path);
+  ASSERT_TRUE(stream.ok()) << stream.status();
+  ASSERT_TRUE((*stream)->gzip());
+  std::vector<SeekPoint> points;
+  std::string text;
+  char buffer[4096];
+  while (!(*stream)->eof()) {
+    if ((*stream)->resumable() && (*stream)->position() > 0 &&
+        (points.empty() || (*stream)->position() > points.back().out)) {
+      points.push_back((*stream)->Here());
+    }
+    absl::StatusOr<size_t> got = (*stream)->Read(buffer, sizeof(buffer));
+    ASSERT_TRUE(got.ok()) << got.status();
+    text.append(buffer, *got);
+  }
+  ASSERT_GT(points.size(), 4u);
+  int with_bits = 0;
+  for (const SeekPoint& point : points) {
+    SCOPED_TRACE(absl::StrCat("point at ", point.out, " (byte ", point.in, ", ", point.bits,
+                              " bits)"));
+    with_bits += point.bits != 0 ? 1 : 0;
+    EXPECT_GT(point.window_bytes, 0);
+    EXPECT_LT(static_cast<int>(point.window.size()), point.window_bytes);  // compressed
+    absl::StatusOr<std::unique_ptr<TextStream>> resumed = TextStream::Open(path, &point);
+    ASSERT_TRUE(resumed.ok()) << resumed.status();
+    EXPECT_EQ(ReadToEnd(**resumed), text.substr(static_cast<size_t>(point.out)));
+  }
+  EXPECT_GT(with_bits, 0);  // most blocks end mid-byte: inflatePrime is exercised
+  // A point that does not belong to the file is refused, not inflated into garbage.
+  SeekPoint wrong = points[3];
+  wrong.window = "not deflate";
+  absl::StatusOr<std::unique_ptr<TextStream>> refused = TextStream::Open(path, &wrong);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kDataLoss);
 }
 
 }  // namespace

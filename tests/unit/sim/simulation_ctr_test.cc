@@ -156,7 +156,7 @@ TEST(SimulationCtr, SyncRunMatchesTheRealShardsFedDirectly) {
     std::vector<std::vector<v1::PushRequest>> pushes(2, std::vector<v1::PushRequest>(2));
     for (int w = 0; w < 2; ++w) {
       std::vector<int64_t> batch(stream[w].begin() + k * 16, stream[w].begin() + (k + 1) * 16);
-      model->PrepareTrain(batch);
+      ASSERT_TRUE(model->PrepareTrain(batch).ok());
       worker::KeyRouting routing(2, model->table_dims());
       ASSERT_TRUE(routing.Route(&model->keys()).ok());
       PullAll(shards, partitions, routing, {&routing, w + 1, /*trains=*/true}, k, params, rows);
@@ -198,7 +198,7 @@ TEST(SimulationCtr, SyncRunMatchesTheRealShardsFedDirectly) {
   auto eval = *workload::CreateWorkload(job, workload::Purpose::kEvaluate);
   worker::KeyRouting routing(2, eval->table_dims());
   for (int64_t begin = 0; begin < eval->eval_size(); begin += eval->eval_chunk()) {
-    eval->PrepareEval(begin, std::min(eval->eval_size(), begin + eval->eval_chunk()));
+    ASSERT_TRUE(eval->PrepareEval(begin, std::min(eval->eval_size(), begin + eval->eval_chunk())).ok());
     ASSERT_TRUE(routing.Route(&eval->keys()).ok());
     PullAll(shards, partitions, routing, {&routing, 0, /*trains=*/false}, 0, params, rows);
     ASSERT_TRUE(eval->ScoreEval(params, rows).ok());

@@ -310,7 +310,7 @@ TEST(Simulation, SyncRunMatchesTheRealAggregatorFedDirectly) {
   for (int64_t k = 0; k < versions; ++k) {
     for (int w = 0; w < 2; ++w) {
       std::vector<int64_t> batch(stream[w].begin() + k * 16, stream[w].begin() + (k + 1) * 16);
-      model->PrepareTrain(batch);
+      ASSERT_TRUE(model->PrepareTrain(batch).ok());
       ASSERT_TRUE(model->TrainStep(params, rows, grad, row_grads).ok());
       const aggregation::PushVerdict verdict = aggregator.Push({w + 1, k, 16, grad, {}});
       ASSERT_EQ(verdict.outcome, v1::PUSH_APPLIED);

@@ -152,8 +152,9 @@ class FakeWorkload : public workload::Workload {
   int64_t num_parameters() const override { return 1; }
   const workload::TableKeys& keys() const override { return keys_; }
   int64_t train_size() const override { return 1000; }
-  void PrepareTrain(std::span<const int64_t> examples) override {
+  absl::Status PrepareTrain(std::span<const int64_t> examples) override {
     for (int64_t e : examples) trained.push_back(e);
+    return absl::OkStatus();
   }
   absl::StatusOr<float> TrainStep(std::span<const float> params, const workload::TableRows&,
                                   std::span<float> dense_grad, workload::TableRows&) override {
@@ -163,7 +164,10 @@ class FakeWorkload : public workload::Workload {
   }
   int64_t eval_size() const override { return eval_size_; }
   int64_t eval_chunk() const override { return eval_chunk_; }
-  void PrepareEval(int64_t begin, int64_t end) override { chunks.emplace_back(begin, end); }
+  absl::Status PrepareEval(int64_t begin, int64_t end) override {
+    chunks.emplace_back(begin, end);
+    return absl::OkStatus();
+  }
   absl::Status ScoreEval(std::span<const float> params, const workload::TableRows&) override {
     last_scored = params[0];
     return absl::OkStatus();
