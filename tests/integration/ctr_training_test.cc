@@ -288,7 +288,7 @@ TEST(CtrTraining, TrainsOnADatasetLargerThanAWorkersMemory) {
     // The limit bites: dd's buffer is allocated and filled (reading /dev/zero) before any write.
     std::vector<std::string> argv = limit.prefix;
     for (const char* arg : {"/bin/dd", "if=/dev/zero", "of=/dev/null", "count=1"}) {
-      argv.push_back(arg);
+      argv.emplace_back(arg);
     }
     argv.push_back(absl::StrCat("bs=", 2 * kLimit));
     std::string command;
