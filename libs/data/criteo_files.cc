@@ -67,7 +67,8 @@ absl::StatusOr<std::vector<std::string>> ExpandDataPaths(const std::string& spec
     }
     globfree(&matches);
     if (result != 0 && result != GLOB_NOMATCH) {
-      return absl::UnknownError(absl::StrCat("cannot expand '", pattern, "': a directory could not be read"));
+      return absl::UnknownError(
+          absl::StrCat("cannot expand '", pattern, "': a directory could not be read"));
     }
     if (found.empty()) return absl::NotFoundError(absl::StrCat("no file matches '", pattern, "'"));
     std::sort(found.begin(), found.end());
@@ -159,7 +160,8 @@ absl::Status CriteoFiles::Scan(const CriteoFilesOptions& options) {
 
 int64_t CriteoFiles::index_bytes() const {
   int64_t bytes = static_cast<int64_t>(file_first_row_.capacity() * sizeof(int64_t));
-  for (const Point& point : points_) bytes += point.point.bytes() + sizeof(Point) - sizeof(SeekPoint);
+  for (const Point& point : points_)
+    bytes += point.point.bytes() + sizeof(Point) - sizeof(SeekPoint);
   for (const std::string& path : paths_) bytes += static_cast<int64_t>(path.capacity());
   return bytes;
 }
@@ -168,8 +170,8 @@ absl::Status CriteoFiles::Position(int file, const Point* point) {
   cursor_.stream.reset();
   cursor_.buffer.clear();
   cursor_.offset = 0;
-  SYNCOPATE_ASSIGN_OR_RETURN(cursor_.stream,
-                             TextStream::Open(paths_[file], point != nullptr ? &point->point : nullptr));
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      cursor_.stream, TextStream::Open(paths_[file], point != nullptr ? &point->point : nullptr));
   cursor_.file = file;
   cursor_.row = point != nullptr ? point->first_row : file_first_row_[file];
   if (point != nullptr && !point->at_line_start) {
@@ -194,7 +196,8 @@ absl::StatusOr<bool> CriteoFiles::NextLine(std::string_view* line) {
       c.offset = newline + 1;
       return true;
     }
-    if (c.buffer.size() - c.offset >= kLongestLine || (c.stream->eof() && c.offset < c.buffer.size())) {
+    if (c.buffer.size() - c.offset >= kLongestLine ||
+        (c.stream->eof() && c.offset < c.buffer.size())) {
       *line = std::string_view(c.buffer).substr(c.offset);
       c.offset = c.buffer.size();
       return true;
@@ -220,16 +223,17 @@ absl::StatusOr<CtrDataset> CriteoFiles::Read(int64_t begin, int64_t end) {
   }
   CtrDataset out;
   if (begin == end) return out;
-  int file = static_cast<int>(
-      std::upper_bound(file_first_row_.begin(), file_first_row_.end(), begin) -
-      file_first_row_.begin() - 1);
+  int file =
+      static_cast<int>(std::upper_bound(file_first_row_.begin(), file_first_row_.end(), begin) -
+                       file_first_row_.begin() - 1);
   // The last point of `file` at or before `begin`; none: the file's start.
-  const auto after = std::upper_bound(
-      points_.begin(), points_.end(), std::make_pair(file, begin),
-      [](const std::pair<int, int64_t>& key, const Point& p) {
-        return key.first < p.file || (key.first == p.file && key.second < p.first_row);
-      });
-  const Point* point = after != points_.begin() && (after - 1)->file == file ? &*(after - 1) : nullptr;
+  const auto after = std::upper_bound(points_.begin(), points_.end(), std::make_pair(file, begin),
+                                      [](const std::pair<int, int64_t>& key, const Point& p) {
+                                        return key.first < p.file ||
+                                               (key.first == p.file && key.second < p.first_row);
+                                      });
+  const Point* point =
+      after != points_.begin() && (after - 1)->file == file ? &*(after - 1) : nullptr;
   const int64_t point_row = point != nullptr ? point->first_row : file_first_row_[file];
   const bool continue_cursor = cursor_.stream != nullptr && cursor_.file == file &&
                                cursor_.row <= begin && cursor_.row >= point_row;

@@ -75,7 +75,7 @@ class CriteoFiles {
  private:
   struct Point {
     int file;
-    int64_t first_row;    // the first row that starts at or after point.out (global numbering)
+    int64_t first_row;   // the first row that starts at or after point.out (global numbering)
     bool at_line_start;  // point.out is the start of that row (else skip to the next '\n')
     SeekPoint point;
   };

@@ -72,8 +72,8 @@ absl::Status TextStream::StartRaw(const SeekPoint& from) {
   // The byte before `in` holds the first `bits` bits of the block (zran.c's inflatePrime).
   const int64_t at = from.in - (from.bits != 0 ? 1 : 0);
   if (at < 0 || from.bits < 0 || from.bits > 7 || fseeko(file_, at, SEEK_SET) != 0) {
-    return absl::DataLossError(absl::StrCat("'", path_, "': the seek point at byte ", from.in,
-                                            " does not fit the file"));
+    return absl::DataLossError(
+        absl::StrCat("'", path_, "': the seek point at byte ", from.in, " does not fit the file"));
   }
   file_pos_ = at;
   // -15: raw deflate, no wrapper: the point sits inside a member.
@@ -91,7 +91,8 @@ absl::Status TextStream::StartRaw(const SeekPoint& from) {
     uLongf size = window.size();
     if (from.window_bytes > static_cast<int>(kWindowBytes) ||
         uncompress(reinterpret_cast<Bytef*>(window.data()), &size,
-                   reinterpret_cast<const Bytef*>(from.window.data()), from.window.size()) != Z_OK ||
+                   reinterpret_cast<const Bytef*>(from.window.data()),
+                   from.window.size()) != Z_OK ||
         size != window.size() ||
         inflateSetDictionary(&zs_, reinterpret_cast<const Bytef*>(window.data()),
                              static_cast<uInt>(size)) != Z_OK) {
@@ -111,7 +112,8 @@ absl::StatusOr<size_t> TextStream::Refill() {
     std::memmove(input_.data(), zs_.next_in, zs_.avail_in);
   }
   zs_.next_in = input_.data();
-  const size_t got = std::fread(input_.data() + zs_.avail_in, 1, input_.size() - zs_.avail_in, file_);
+  const size_t got =
+      std::fread(input_.data() + zs_.avail_in, 1, input_.size() - zs_.avail_in, file_);
   if (got == 0 && std::ferror(file_)) {
     return absl::UnknownError(absl::StrCat("cannot read '", path_, "': ", std::strerror(errno)));
   }
@@ -169,7 +171,8 @@ absl::StatusOr<size_t> TextStream::Read(char* buffer, size_t size) {
     const size_t got = std::fread(buffer, 1, size, file_);
     if (got == 0) {
       if (std::ferror(file_)) {
-        return absl::UnknownError(absl::StrCat("cannot read '", path_, "': ", std::strerror(errno)));
+        return absl::UnknownError(
+            absl::StrCat("cannot read '", path_, "': ", std::strerror(errno)));
       }
       eof_ = true;
     }

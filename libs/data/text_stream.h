@@ -34,7 +34,7 @@ struct SeekPoint {
   int64_t out = 0;
   int64_t in = 0;
   int bits = 0;
-  std::string window;  // deflate-compressed; empty for plain files and for out == 0
+  std::string window;    // deflate-compressed; empty for plain files and for out == 0
   int window_bytes = 0;  // its uncompressed size
 
   // Memory the point holds.
@@ -84,16 +84,16 @@ class TextStream {
   std::FILE* const file_;
   const bool gzip_;
   z_stream zs_{};
-  bool inflating_ = false;     // zs_ is initialised
-  bool raw_ = false;           // inflating raw deflate (resumed from a point), not a gzip member
+  bool inflating_ = false;        // zs_ is initialised
+  bool raw_ = false;              // inflating raw deflate (resumed from a point), not a gzip member
   bool between_members_ = false;  // a member ended; the next bytes decide whether another starts
-  int trailer_left_ = 0;       // raw mode: bytes of the ended member's trailer still to skip
+  int trailer_left_ = 0;          // raw mode: bytes of the ended member's trailer still to skip
   bool at_boundary_ = true;
   bool eof_ = false;
-  int64_t out_ = 0;            // uncompressed offset of the next byte returned
-  int64_t file_pos_ = 0;       // offset in the file of input_'s end
+  int64_t out_ = 0;                   // uncompressed offset of the next byte returned
+  int64_t file_pos_ = 0;              // offset in the file of input_'s end
   std::vector<unsigned char> input_;  // gzip: zs_.next_in / avail_in point into it
-  std::string history_;        // the last >= 32 KiB returned (gzip read from the start)
+  std::string history_;               // the last >= 32 KiB returned (gzip read from the start)
   bool keep_window_ = false;
 };
 

@@ -212,7 +212,6 @@ TEST(CtrTraining, EmbeddingMemoryStaysFlatOnAnEndlessStream) {
   EXPECT_GT(flat_auc, keep_auc - 0.01);
 }
 
-
 // How the test confines a worker's memory the way a container limit would: its own memory
 // cgroup (v1 here; the kernel kills it past the limit, there is no swap to spill to) where the
 // hierarchy is writable, else RLIMIT_DATA (allocations past the limit fail). Each worker and the
@@ -234,10 +233,12 @@ MemoryLimit LimitMemory(int64_t bytes, const std::string& name) {
     const std::string script = absl::StrCat(
         "d=", group.string(), "/$$ && mkdir \"$d\" && echo ", bytes,
         " > \"$d/memory.limit_in_bytes\" && echo $$ > \"$d/cgroup.procs\" && exec \"$@\"");
-    return {{"/bin/sh", "-c", script, "sh"}, group.string(),
+    return {{"/bin/sh", "-c", script, "sh"},
+            group.string(),
             absl::StrCat("memory cgroup v1, ", bytes >> 20, " MiB per process")};
   }
-  return {{"/usr/bin/prlimit", absl::StrCat("--data=", bytes), "--"}, "",
+  return {{"/usr/bin/prlimit", absl::StrCat("--data=", bytes), "--"},
+          "",
           absl::StrCat("RLIMIT_DATA, ", bytes >> 20, " MiB per process")};
 }
 
@@ -269,9 +270,9 @@ TEST(CtrTraining, TrainsOnADatasetLargerThanAWorkersMemory) {
   std::filesystem::create_directories(dir);
   const data::CtrTeacherConfig teacher;
   for (int f = 0; f < kFiles; ++f) {
-    ASSERT_TRUE(data::GenerateCtr(teacher, 10 + f, kRowsPerFile,
-                                  absl::StrCat(dir, "/day_", f, ".tsv.gz"))
-                    .ok());
+    ASSERT_TRUE(
+        data::GenerateCtr(teacher, 10 + f, kRowsPerFile, absl::StrCat(dir, "/day_", f, ".tsv.gz"))
+            .ok());
   }
   absl::StatusOr<data::CtrGenerationReport> test =
       data::GenerateCtr(teacher, 2, 20000, dir + "/test.tsv.gz");

@@ -1,24 +1,23 @@
 #include "libs/data/criteo_reader.h"
 
+#include <cmath>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <memory>
 #include <random>
-
-#include <cmath>
-#include <cstdint>
-#include <cstring>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
-#include "libs/data/criteo_files.h"
-#include "libs/data/text_stream.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/data/criteo_files.h"
+#include "libs/data/text_stream.h"
 #include "tests/unit/data/data_file_test.h"
 
 namespace syncopate::data {
@@ -295,7 +294,6 @@ TEST_F(CriteoFileTest, CorruptAndTruncatedGzipAreDataLoss) {
   EXPECT_THAT(cut.status().message(), HasSubstr("truncated"));
 }
 
-
 // Rows [begin, end) of `all`.
 CtrDataset Slice(const CtrDataset& all, int64_t begin, int64_t end) {
   CtrDataset out;
@@ -416,7 +414,6 @@ TEST_F(CriteoFilesTest, AFileThatShrankAfterOpeningIsDataLoss) {
   EXPECT_THAT(read.status().message(), HasSubstr("no longer holds the rows"));
 }
 
-
 // Everything `stream` returns from here to its end.
 std::string ReadToEnd(TextStream& stream) {
   std::string out;
@@ -451,8 +448,8 @@ TEST_F(CriteoFilesTest, AGzipStreamResumesAtEveryPointItTook) {
   ASSERT_GT(points.size(), 4u);
   int with_bits = 0;
   for (const SeekPoint& point : points) {
-    SCOPED_TRACE(absl::StrCat("point at ", point.out, " (byte ", point.in, ", ", point.bits,
-                              " bits)"));
+    SCOPED_TRACE(
+        absl::StrCat("point at ", point.out, " (byte ", point.in, ", ", point.bits, " bits)"));
     with_bits += point.bits != 0 ? 1 : 0;
     EXPECT_GT(point.window_bytes, 0);
     EXPECT_LT(static_cast<int>(point.window.size()), point.window_bytes);  // compressed

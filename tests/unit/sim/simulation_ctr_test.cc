@@ -198,7 +198,8 @@ TEST(SimulationCtr, SyncRunMatchesTheRealShardsFedDirectly) {
   auto eval = *workload::CreateWorkload(job, workload::Purpose::kEvaluate);
   worker::KeyRouting routing(2, eval->table_dims());
   for (int64_t begin = 0; begin < eval->eval_size(); begin += eval->eval_chunk()) {
-    ASSERT_TRUE(eval->PrepareEval(begin, std::min(eval->eval_size(), begin + eval->eval_chunk())).ok());
+    ASSERT_TRUE(
+        eval->PrepareEval(begin, std::min(eval->eval_size(), begin + eval->eval_chunk())).ok());
     ASSERT_TRUE(routing.Route(&eval->keys()).ok());
     PullAll(shards, partitions, routing, {&routing, 0, /*trains=*/false}, 0, params, rows);
     ASSERT_TRUE(eval->ScoreEval(params, rows).ok());
