@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <limits>
 #include <utility>
 #include <vector>
@@ -56,6 +58,74 @@ double BinaryAuc(std::span<const float> scores, std::span<const float> labels) {
   std::vector<Scored> examples(scores.size());
   for (size_t i = 0; i < scores.size(); ++i) examples[i] = {scores[i], labels[i] >= 0.5f};
   return RankAuc(examples);
+}
+
+namespace {
+
+// Histogram bins: NaN, then scores <= 0, then positive floats below 1 by their top bits, then
+// scores >= 1.
+constexpr int kDroppedBits = 12;
+constexpr uint32_t kOneBits = 0x3F800000;  // 1.0f
+constexpr size_t kBins = (kOneBits >> kDroppedBits) + 3;
+
+size_t BinOf(float score) {
+  if (std::isnan(score)) return 0;
+  if (score <= 0) return 1;
+  if (score >= 1) return kBins - 1;
+  uint32_t bits = 0;
+  std::memcpy(&bits, &score, sizeof(bits));
+  return (bits >> kDroppedBits) + 2;
+}
+
+}  // namespace
+
+StreamingAuc::StreamingAuc(int64_t exact_limit) : exact_limit_(exact_limit) {}
+
+void StreamingAuc::Add(std::span<const float> scores, std::span<const float> labels) {
+  const size_t n = std::min(scores.size(), labels.size());
+  examples_ += static_cast<int64_t>(n);
+  if (exact() && examples_ > exact_limit_) MoveToHistogram();
+  for (size_t i = 0; i < n; ++i) {
+    if (exact()) {
+      scores_.push_back(scores[i]);
+      positive_.push_back(labels[i] >= 0.5f);
+    } else {
+      AddToHistogram(scores[i], labels[i] >= 0.5f);
+    }
+  }
+}
+
+void StreamingAuc::MoveToHistogram() {
+  histogram_positive_.assign(kBins, 0);
+  histogram_negative_.assign(kBins, 0);
+  for (size_t i = 0; i < scores_.size(); ++i) AddToHistogram(scores_[i], positive_[i]);
+  std::vector<float>().swap(scores_);
+  std::vector<bool>().swap(positive_);
+}
+
+void StreamingAuc::AddToHistogram(float score, bool positive) {
+  (positive ? histogram_positive_ : histogram_negative_)[BinOf(score)] += 1;
+}
+
+double StreamingAuc::Auc() const {
+  if (exact()) {
+    std::vector<Scored> examples(scores_.size());
+    for (size_t i = 0; i < scores_.size(); ++i) examples[i] = {scores_[i], positive_[i]};
+    return RankAuc(examples);
+  }
+  // Each positive beats every negative in a lower bin and ties (one half) those in its own.
+  double wins = 0;
+  double negatives_below = 0;
+  double positives = 0;
+  for (size_t b = 0; b < kBins; ++b) {
+    const double p = static_cast<double>(histogram_positive_[b]);
+    const double n = static_cast<double>(histogram_negative_[b]);
+    wins += p * (negatives_below + 0.5 * n);
+    negatives_below += n;
+    positives += p;
+  }
+  if (positives == 0 || negatives_below == 0) return kNaN;
+  return wins / (positives * negatives_below);
 }
 
 double LogLoss(std::span<const float> probabilities, std::span<const float> labels) {

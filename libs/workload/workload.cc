@@ -149,27 +149,28 @@ class CtrWorkload final : public Workload {
   }
   absl::Status ScoreEval(std::span<const float> params, const TableRows& rows) override {
     SYNCOPATE_RETURN_IF_ERROR(CheckRows(rows));
-    const size_t before = scores_.size();
-    scores_.resize(before + labels_.size());
-    SYNCOPATE_RETURN_IF_ERROR(model_.Predict(
-        params, View(), batch_keys_, rows[model::CtrModel::kDeepTable],
-        rows[model::CtrModel::kWideTable], std::span<float>(scores_).subspan(before)));
-    scored_labels_.insert(scored_labels_.end(), labels_.begin(), labels_.end());
+    scores_.resize(labels_.size());
+    SYNCOPATE_RETURN_IF_ERROR(model_.Predict(params, View(), batch_keys_,
+                                             rows[model::CtrModel::kDeepTable],
+                                             rows[model::CtrModel::kWideTable], scores_));
+    // Streamed: the evaluator's memory does not grow with the test set (ADR 0011).
+    auc_.Add(scores_, labels_);
+    loss_sum_ += model::LogLoss(scores_, labels_) * static_cast<double>(scores_.size());
+    for (size_t i = 0; i < scores_.size(); ++i) {
+      correct_ += ((scores_[i] > 0.5f) == (labels_[i] > 0.5f)) ? 1 : 0;
+    }
     return absl::OkStatus();
   }
   absl::StatusOr<model::Evaluation> FinishEval() override {
-    if (scores_.empty()) return absl::FailedPreconditionError("nothing was scored");
-    int64_t correct = 0;
-    for (size_t i = 0; i < scores_.size(); ++i) {
-      correct += ((scores_[i] > 0.5f) == (scored_labels_[i] > 0.5f)) ? 1 : 0;
-    }
-    model::Evaluation result{
-        .accuracy = static_cast<double>(correct) / static_cast<double>(scores_.size()),
-        .mean_loss = model::LogLoss(scores_, scored_labels_),
-        .auc = model::BinaryAuc(scores_, scored_labels_),
-        .examples = static_cast<int64_t>(scores_.size())};
-    scores_.clear();
-    scored_labels_.clear();
+    if (auc_.examples() == 0) return absl::FailedPreconditionError("nothing was scored");
+    const double examples = static_cast<double>(auc_.examples());
+    model::Evaluation result{.accuracy = static_cast<double>(correct_) / examples,
+                             .mean_loss = loss_sum_ / examples,
+                             .auc = auc_.Auc(),
+                             .examples = auc_.examples()};
+    auc_ = model::StreamingAuc();
+    loss_sum_ = 0;
+    correct_ = 0;
     return result;
   }
 
@@ -188,13 +189,12 @@ class CtrWorkload final : public Workload {
       it->second.last_used = clock_;
       return &it->second;
     }
-    SYNCOPATE_ASSIGN_OR_RETURN(
-        data::CtrDataset rows,
-        files_->Read(begin, std::min(begin + block_size_, files_->rows())));
+    SYNCOPATE_ASSIGN_OR_RETURN(data::CtrDataset rows,
+                               files_->Read(begin, std::min(begin + block_size_, files_->rows())));
     if (static_cast<int64_t>(blocks_.size()) >= cached_blocks_) {
-      blocks_.erase(std::min_element(blocks_.begin(), blocks_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_used < b.second.last_used;
-      }));
+      blocks_.erase(std::min_element(
+          blocks_.begin(), blocks_.end(),
+          [](const auto& a, const auto& b) { return a.second.last_used < b.second.last_used; }));
     }
     Block& block = blocks_[begin];
     block = Block{.rows = std::move(rows), .last_used = clock_};
@@ -222,15 +222,17 @@ class CtrWorkload final : public Workload {
   const int64_t block_size_;
   const int64_t cached_blocks_;
   absl::flat_hash_map<int64_t, Block> blocks_;  // at most cached_blocks_
-  int64_t clock_ = 0;          // PrepareTrain lookups, for least-recently-used
+  int64_t clock_ = 0;                           // PrepareTrain lookups, for least-recently-used
   std::vector<int32_t> dims_;
   TableKeys keys_;
   model::BatchKeys batch_keys_;
   std::vector<float> numeric_;
   std::vector<uint64_t> categorical_;
   std::vector<float> labels_;
-  std::vector<float> scores_;
-  std::vector<float> scored_labels_;
+  std::vector<float> scores_;  // the chunk's
+  model::StreamingAuc auc_;    // over the chunks scored since the last FinishEval
+  double loss_sum_ = 0;
+  int64_t correct_ = 0;
 };
 
 }  // namespace
@@ -255,8 +257,8 @@ absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job,
       const std::string& path = train ? dataset.train_path() : dataset.test_path();
       SYNCOPATE_ASSIGN_OR_RETURN(
           std::unique_ptr<data::CriteoFiles> files,
-          data::CriteoFiles::Open(
-              path, {.limit = train ? dataset.train_limit() : dataset.test_limit()}));
+          data::CriteoFiles::Open(path,
+                                  {.limit = train ? dataset.train_limit() : dataset.test_limit()}));
       if (files->rows() == 0) {
         return absl::FailedPreconditionError(absl::StrCat(path, " holds no examples"));
       }

@@ -1,9 +1,11 @@
 #include "libs/model/auc.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -102,6 +104,64 @@ TEST(LogLoss, MatchesDefinitionAndClampsCertainMisses) {
   EXPECT_NEAR(LogLoss(std::vector<float>{1.0f}, std::vector<float>{0}), -std::log(1e-7), 1e-6);
   EXPECT_TRUE(std::isnan(LogLoss(std::vector<float>{}, std::vector<float>{})));
   EXPECT_TRUE(std::isnan(LogLoss(std::vector<float>{0.5f}, std::vector<float>{0, 1})));
+}
+
+}  // namespace
+}  // namespace syncopate::model
+
+namespace syncopate::model {
+namespace {
+
+// Scores spread like a CTR model's (a logistic of a normal logit) with labels drawn from them.
+void CtrLikeScores(int n, uint64_t seed, std::vector<float>& scores, std::vector<float>& labels) {
+  std::mt19937_64 random(seed);
+  std::normal_distribution<double> logit(-1.2, 1.0);
+  std::uniform_real_distribution<double> uniform(0, 1);
+  scores.resize(static_cast<size_t>(n));
+  labels.resize(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    scores[i] = static_cast<float>(1 / (1 + std::exp(-logit(random))));
+    labels[i] = uniform(random) < scores[i] ? 1.0f : 0.0f;
+  }
+}
+
+TEST(StreamingAuc, ExactUpToItsLimitThenWithinOneInTenThousand) {
+  std::vector<float> scores, labels;
+  CtrLikeScores(300000, 3, scores, labels);
+  const double exact = BinaryAuc(scores, labels);
+  // Up to the limit, chunk by chunk: the same value as BinaryAuc, bit for bit.
+  StreamingAuc whole(300000);
+  for (size_t begin = 0; begin < scores.size(); begin += 8192) {
+    const size_t n = std::min<size_t>(8192, scores.size() - begin);
+    whole.Add(std::span(scores).subspan(begin, n), std::span(labels).subspan(begin, n));
+  }
+  EXPECT_TRUE(whole.exact());
+  EXPECT_EQ(whole.Auc(), exact);
+  EXPECT_EQ(whole.examples(), 300000);
+  // Past it, the histogram: within 1e-4 of the exact value.
+  StreamingAuc bounded(50000);
+  for (size_t begin = 0; begin < scores.size(); begin += 8192) {
+    const size_t n = std::min<size_t>(8192, scores.size() - begin);
+    bounded.Add(std::span(scores).subspan(begin, n), std::span(labels).subspan(begin, n));
+  }
+  EXPECT_FALSE(bounded.exact());
+  EXPECT_NEAR(bounded.Auc(), exact, 1e-4);
+  EXPECT_NE(bounded.Auc(), exact);  // it is the histogram that answered
+}
+
+TEST(StreamingAuc, HistogramKeepsTiesNanAndTheUndefinedCase) {
+  StreamingAuc auc(0);  // histogram from the first example
+  EXPECT_TRUE(std::isnan(auc.Auc()));
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  // NaN ranks lowest, 0 and negatives next, 1 and above highest; equal scores tie.
+  const std::vector<float> scores = {nan, -1.0f, 0.25f, 0.25f, 2.0f, 0.5f};
+  const std::vector<float> labels = {0, 0, 1, 0, 1, 1};
+  auc.Add(scores, labels);
+  EXPECT_FALSE(auc.exact());
+  EXPECT_DOUBLE_EQ(auc.Auc(), BinaryAuc(scores, labels));
+  StreamingAuc one_class(0);
+  one_class.Add(std::vector<float>{0.1f, 0.9f}, std::vector<float>{1, 1});
+  EXPECT_TRUE(std::isnan(one_class.Auc()));
 }
 
 }  // namespace
