@@ -217,6 +217,13 @@ absl::StatusOr<bool> CriteoFiles::NextLine(std::string_view* line) {
 }
 
 absl::StatusOr<CtrDataset> CriteoFiles::Read(int64_t begin, int64_t end) {
+  absl::StatusOr<CtrDataset> rows = ReadRows(begin, end);
+  // After a failure the stream's position and cursor_.row may disagree: the next read seeks.
+  if (!rows.ok()) cursor_ = Cursor();
+  return rows;
+}
+
+absl::StatusOr<CtrDataset> CriteoFiles::ReadRows(int64_t begin, int64_t end) {
   if (begin < 0 || end < begin || end > rows_) {
     return absl::OutOfRangeError(
         absl::StrCat("rows [", begin, ", ", end, ") are outside [0, ", rows_, ")"));

@@ -89,6 +89,7 @@ class CriteoFiles {
 
   CriteoFiles() = default;
   absl::Status Scan(const CriteoFilesOptions& options);
+  absl::StatusOr<CtrDataset> ReadRows(int64_t begin, int64_t end);
   // Opens file `file` at `point` (nullptr: its start) as the cursor.
   absl::Status Position(int file, const Point* point);
   // The next line of the cursor's file without its '\n'; false at the file's end.

@@ -403,6 +403,10 @@ TEST_F(CriteoFilesTest, BadSpecsAndBadLinesAreNamed) {
   ASSERT_TRUE(lazy.ok()) << lazy.status();
   EXPECT_TRUE((*lazy)->Read(7000, 7050).ok());
   EXPECT_EQ((*lazy)->Read(7040, 7051).status().message(), bad.status().message());
+  // A failed read leaves nothing behind: the next one seeks afresh and reads good rows.
+  absl::StatusOr<CtrDataset> after = (*lazy)->Read(7000, 7050);
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->size, 50);
 }
 
 TEST_F(CriteoFilesTest, AFileThatShrankAfterOpeningIsDataLoss) {
