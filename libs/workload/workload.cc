@@ -253,6 +253,9 @@ absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job,
     case v1::ModelSpec::WDL:
     case v1::ModelSpec::DEEPFM:
     case v1::ModelSpec::DCN: {
+      if (options.cached_blocks < 1 || job.block_size() < 1) {
+        return absl::InvalidArgumentError("cached_blocks and block_size must be >= 1");
+      }
       SYNCOPATE_ASSIGN_OR_RETURN(model::CtrModel model, job::CtrModelForJob(job));
       const std::string& path = train ? dataset.train_path() : dataset.test_path();
       SYNCOPATE_ASSIGN_OR_RETURN(
@@ -261,9 +264,6 @@ absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job,
                                   {.limit = train ? dataset.train_limit() : dataset.test_limit()}));
       if (files->rows() == 0) {
         return absl::FailedPreconditionError(absl::StrCat(path, " holds no examples"));
-      }
-      if (options.cached_blocks < 1 || job.block_size() < 1) {
-        return absl::InvalidArgumentError("cached_blocks and block_size must be >= 1");
       }
       return std::make_unique<CtrWorkload>(std::move(model), std::move(files), job.block_size(),
                                            options.cached_blocks);
