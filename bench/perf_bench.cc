@@ -215,9 +215,10 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
     pull.set_min_version(version + 1);
     bool answered = false;
     Check(core->Pull({&owner, worker_id, true}, pull,
-                     [&](v1::PullResponse response) {
-                       Check(tensor::UnpackFloatsInto(response.values(), params), "unpack");
-                       version = response.version();
+                     [&](shard::PullReply reply) {
+                       Check(tensor::UnpackFloatsInto(tensor::PackedView(*reply.values), params),
+                             "unpack");
+                       version = reply.response.version();
                        answered = true;
                      }),
           "in-process pull");

@@ -32,6 +32,8 @@ absl::string_view RejectionReasonName(RejectionReason reason) {
       return "wrong_shard";
     case RejectionReason::kDuplicateKey:
       return "duplicate_key";
+    case RejectionReason::kMalformed:
+      return "malformed";
   }
   return "invalid";
 }

@@ -25,6 +25,7 @@ enum class RejectionReason {
   kWrongJob,         // a hello naming another job
   kWrongShard,       // an embedding key another shard owns, or a table the job lacks
   kDuplicateKey,     // the same embedding key twice in one table of one push
+  kMalformed,        // a Train message that is not a valid encoding (rpc::DecodeWithPayload)
 };
 
 // Every reason, in the order above (metrics start each at 0).
@@ -33,7 +34,7 @@ inline constexpr RejectionReason kAllRejectionReasons[] = {
     RejectionReason::kNotMember,    RejectionReason::kFutureToken,     RejectionReason::kDuplicate,
     RejectionReason::kOversize,     RejectionReason::kInvalid,         RejectionReason::kNoHello,
     RejectionReason::kEmptyMessage, RejectionReason::kUnauthenticated, RejectionReason::kWrongJob,
-    RejectionReason::kWrongShard,   RejectionReason::kDuplicateKey,
+    RejectionReason::kWrongShard,   RejectionReason::kDuplicateKey,    RejectionReason::kMalformed,
 };
 
 // The metric label: "wrong_shape", "non_finite", ...

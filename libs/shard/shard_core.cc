@@ -178,15 +178,28 @@ v1::PushAck ShardCore::Reject(v1::PushAck ack, const absl::Status& status, Rejec
   return ack;
 }
 
+v1::PullResponse PullReply::ToMessage() && {
+  if (values != nullptr) response.set_values(tensor::PackFloats(*values));
+  return std::move(response);
+}
+
 v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
+  return Push(worker, push, tensor::ByteChunks{{push.gradient().data(), push.gradient().size()}});
+}
+
+v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push,
+                            const tensor::ByteChunks& gradient) {
   std::vector<ReadyPull> ready;
   v1::PushAck ack;
   ack.set_request_id(push.request_id());
   {
     absl::MutexLock lock(&mu_);
     // Validate everything before touching the aggregator: nothing invalid is ever applied.
-    // Size first: the whole message, so sparse rows count as much as the dense gradient.
-    if (const size_t bytes = push.ByteSizeLong(); bytes > static_cast<size_t>(max_push_bytes_)) {
+    // Size first: the whole message, so sparse rows count as much as the dense gradient (a
+    // gradient beside the request is counted as the field it stands for).
+    if (const size_t bytes =
+            push.ByteSizeLong() - push.gradient().size() + tensor::TotalSize(gradient);
+        bytes > static_cast<size_t>(max_push_bytes_)) {
       return Reject(ack,
                     absl::ResourceExhaustedError(
                         absl::StrCat("push of ", bytes, " bytes exceeds the shard's limit of ",
@@ -208,7 +221,7 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
               "samples ", push.samples(), " exceed the global batch ", aggregator_.global_batch())),
           RejectionReason::kBadSamples);
     }
-    absl::Status unpacked = tensor::UnpackFloatsInto(push.gradient(), scratch_gradient_);
+    absl::Status unpacked = tensor::UnpackFloatsInto(gradient, scratch_gradient_);
     if (!unpacked.ok()) {
       return Reject(ack,
                     absl::InvalidArgumentError(
@@ -331,6 +344,7 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
     const optim::Step step = optimizer_->Apply(
         params_, mean_gradient_,
         static_cast<double>(samples) / static_cast<double>(aggregator_.global_batch()));
+    published_.reset();  // pullers still sending the old copy keep it alive
     // Lazy: only the rows this update touched move; Adam's bias correction uses the shard's
     // update count (TensorFlow's LazyAdam does the same with the global step).
     for (size_t t = 0; t < sparse_update_.tables.size(); ++t) {
@@ -361,9 +375,10 @@ void ShardCore::AnswerDuePulls(std::vector<ReadyPull>* ready) {
   pending_pulls_.erase(due, pending_pulls_.end());
 }
 
-v1::PullResponse ShardCore::MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
-                                         const Puller& puller, absl::Time since) {
-  v1::PullResponse response;
+PullReply ShardCore::MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
+                                  const Puller& puller, absl::Time since) {
+  PullReply reply;
+  v1::PullResponse& response = reply.response;
   response.set_request_id(request_id);
   response.set_version(aggregator_.version());
   response.set_mode(aggregator_.mode());
@@ -376,13 +391,15 @@ v1::PullResponse ShardCore::MakeResponse(int64_t request_id, const std::vector<R
           ? aggregator_.PredictedStaleness(puller.worker)
           : 0.0;
   if (delay > 0) {
-    look_ahead_.resize(params_.size());
-    optimizer_->LookAhead(params_, delay, look_ahead_);
-    response.set_values(tensor::PackFloats(look_ahead_));
+    // Each puller's delay is its own: these values are written for this reply alone.
+    auto look_ahead = std::make_shared<std::vector<float>>(params_.size());
+    optimizer_->LookAhead(params_, delay, *look_ahead);
+    reply.values = std::move(look_ahead);
     response.set_look_ahead_updates(delay);
     metrics_->ObserveLookAhead(delay);
   } else {
-    response.set_values(tensor::PackFloats(params_));
+    if (published_ == nullptr) published_ = std::make_shared<const std::vector<float>>(params_);
+    reply.values = published_;
   }
   const bool create_rows = puller.trains;
   bool created = false;
@@ -409,11 +426,11 @@ v1::PullResponse ShardCore::MakeResponse(int64_t request_id, const std::vector<R
   const double held = absl::ToDoubleSeconds(clock_->Now() - since);
   response.set_held_seconds(held);
   metrics_->ObservePullHeld(held);
-  return response;
+  return reply;
 }
 
 void ShardCore::Deliver(std::vector<ReadyPull>& ready) {
-  for (ReadyPull& pull : ready) pull.done(std::move(pull.response));
+  for (ReadyPull& pull : ready) pull.done(std::move(pull.reply));
 }
 
 absl::Status ShardCore::Pull(const Puller& puller, const v1::PullRequest& request,
@@ -435,7 +452,7 @@ absl::Status ShardCore::Pull(const Puller& puller, const v1::PullRequest& reques
     }
     rows.push_back(std::move(row));
   }
-  v1::PullResponse response;
+  PullReply reply;
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
@@ -445,9 +462,9 @@ absl::Status ShardCore::Pull(const Puller& puller, const v1::PullRequest& reques
                                 std::move(rows), now, std::move(done)});
       return absl::OkStatus();
     }
-    response = MakeResponse(request.request_id(), rows, puller, now);
+    reply = MakeResponse(request.request_id(), rows, puller, now);
   }
-  done(std::move(response));
+  done(std::move(reply));
   return absl::OkStatus();
 }
 
@@ -638,6 +655,7 @@ void ShardCore::Adopt(checkpoint::RestoredShard restored) {
   PublishTables();  // the outgoing tables' last events
   tables_ = std::move(restored.tables);
   params_ = std::move(restored.parameters);
+  published_.reset();
   optimizer_->set_steps(restored.optimizer_steps);
   optimizer_->set_progress(restored.schedule_progress);
   std::vector<std::span<float>> state = optimizer_->state_vectors();

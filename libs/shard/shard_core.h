@@ -32,6 +32,7 @@
 #include "libs/optim/optimizer.h"
 #include "libs/shard/rejection_reason.h"
 #include "libs/shard/shard_metrics.h"
+#include "libs/tensor/packed.h"
 #include "syncopate/v1/checkpoint.pb.h"
 #include "syncopate/v1/cluster.pb.h"
 #include "syncopate/v1/coordinator.pb.h"
@@ -66,9 +67,20 @@ struct Puller {
   bool trains = true;
 };
 
+// A pull's answer: the response without its dense values, which travel beside it so that every
+// puller of one version shares one immutable copy and the transport sends it without copying
+// (rpc::EncodeWithPayload; ADR 0012).
+struct PullReply {
+  v1::PullResponse response;                         // `values` empty
+  std::shared_ptr<const std::vector<float>> values;  // the shard's [flat_begin, flat_end)
+
+  // The response with its values packed in (in-process callers, tests).
+  v1::PullResponse ToMessage() &&;
+};
+
 class ShardCore {
  public:
-  using PullCallback = std::function<void(v1::PullResponse)>;
+  using PullCallback = std::function<void(PullReply)>;
 
   // Initialises the partition from its initializers. `metrics` (not owned) null means
   // ShardMetrics::NoOp(). Pushes whose
@@ -80,6 +92,9 @@ class ShardCore {
   // Validates and aggregates one gradient from `worker`; applies every update that becomes
   // ready. The ack says what happened (rejections carry a gRPC status code and message).
   v1::PushAck Push(int32_t worker, const v1::PushRequest& push);
+  // The same, with the dense gradient's bytes beside the request, in the pieces they arrived in
+  // (`push.gradient()` is then ignored): copied once, into the aggregation's scratch.
+  v1::PushAck Push(int32_t worker, const v1::PushRequest& push, const tensor::ByteChunks& gradient);
 
   // Answers with the parameters (and the requested embedding rows) once the version is >=
   // request.min_version(); `done` runs immediately or when the version arrives (sync: when the
@@ -148,7 +163,7 @@ class ShardCore {
   };
   struct ReadyPull {
     PullCallback done;
-    v1::PullResponse response;
+    PullReply reply;
   };
 
   ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,
@@ -168,9 +183,8 @@ class ShardCore {
   // Takes `restored`'s parameters, optimizer state and progress and embedding rows; the caller
   // sets the version.
   void Adopt(checkpoint::RestoredShard restored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  v1::PullResponse MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
-                                const Puller& puller, absl::Time since)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  PullReply MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
+                         const Puller& puller, absl::Time since) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts one push's outcome in `counts_.gradients` and in the metrics.
   void CountOutcome(v1::PushOutcome outcome, int64_t staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::PushAck Reject(v1::PushAck ack, const absl::Status& status, RejectionReason reason)
@@ -214,7 +228,9 @@ class ShardCore {
   aggregation::GlobalBatchAggregator aggregator_ ABSL_GUARDED_BY(mu_);
   std::vector<PendingPull> pending_pulls_ ABSL_GUARDED_BY(mu_);
   std::vector<float> scratch_gradient_ ABSL_GUARDED_BY(mu_);
-  std::vector<float> look_ahead_ ABSL_GUARDED_BY(mu_);  // scratch for one look-ahead pull
+  // The parameters as pulls of the current version see them, copied once for all its pullers;
+  // null until the first such pull, and again whenever the parameters change.
+  std::shared_ptr<const std::vector<float>> published_ ABSL_GUARDED_BY(mu_);
   ShardStats counts_ ABSL_GUARDED_BY(mu_);
   // The state to roll back to while the coordinator's LossGuard watches a gba stint.
   std::optional<v1::ShardCheckpoint> rollback_point_ ABSL_GUARDED_BY(mu_);

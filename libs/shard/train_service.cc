@@ -3,19 +3,34 @@
 #include "glog/logging.h"
 #include "libs/rpc/bidi_stream.h"
 #include "libs/rpc/grpc_util.h"
+#include "libs/rpc/payload_codec.h"
 #include "libs/rpc/security.h"
 
 namespace syncopate::shard {
 namespace {
 
-class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToWorker> {
+// Where the payloads sit in the two directions' messages.
+constexpr rpc::PayloadField kPushGradient{v1::WorkerToShard::kPushFieldNumber,
+                                          v1::PushRequest::kGradientFieldNumber};
+constexpr rpc::PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
+                                        v1::PullResponse::kValuesFieldNumber};
+
+class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
   TrainStream(TrainService* service, std::string peer)
       : service_(service), peer_(std::move(peer)) {}
   void set_weak_self(std::weak_ptr<TrainStream> self) { weak_self_ = std::move(self); }
 
  private:
-  void OnRequest(const v1::WorkerToShard& request) override {
+  void OnRequest(const grpc::ByteBuffer& bytes) override {
+    v1::WorkerToShard request;
+    rpc::ReceivedPayload gradient;
+    if (absl::Status decoded = rpc::DecodeWithPayload(bytes, kPushGradient, request, gradient);
+        !decoded.ok()) {
+      Refuse(grpc::StatusCode::INVALID_ARGUMENT, RejectionReason::kMalformed,
+             std::string(decoded.message()));
+      return;
+    }
     switch (request.kind_case()) {
       case v1::WorkerToShard::kHello:
         OnHello(request.hello());
@@ -31,12 +46,12 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
           OnPull(request.pull());
         } else {
           v1::ShardToWorker reply;
-          *reply.mutable_ack() = core_->Push(worker_id_, request.push());
+          *reply.mutable_ack() = core_->Push(worker_id_, request.push(), gradient.chunks());
           if (reply.ack().outcome() == v1::PUSH_REJECTED) {
             LOG_EVERY_N(WARNING, 100)
                 << "rejected push from worker " << worker_id_ << ": " << reply.ack().message();
           }
-          Send(std::move(reply));
+          Send(rpc::Encode(reply));
         }
         return;
       default:
@@ -80,20 +95,19 @@ class TrainStream final : public rpc::BidiStream<v1::WorkerToShard, v1::ShardToW
     ack->set_mode(stats.mode);
     ack->set_flat_begin(core_->flat_begin());
     ack->set_flat_end(core_->flat_end());
-    Send(std::move(reply));
+    Send(rpc::Encode(reply));
   }
 
   void OnPull(const v1::PullRequest& pull) {
     std::weak_ptr<TrainStream> weak = weak_self_;
     // The evaluator reads rows without creating them: evaluation must not grow the tables.
-    absl::Status accepted = core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull,
-                                        [weak](v1::PullResponse response) {
-                                          if (auto self = weak.lock()) {
-                                            v1::ShardToWorker reply;
-                                            *reply.mutable_pull() = std::move(response);
-                                            self->Send(std::move(reply));
-                                          }
-                                        });
+    absl::Status accepted =
+        core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull, [weak](PullReply reply) {
+          if (auto self = weak.lock()) {
+            self->Send(rpc::EncodeWithPayload(kPullValues, reply.response,
+                                              rpc::SliceReferencing(std::move(reply.values))));
+          }
+        });
     if (!accepted.ok()) {  // already counted by the core
       LOG_EVERY_N(WARNING, 100) << "refused pull from worker " << worker_id_ << ": "
                                 << accepted.message();
@@ -130,7 +144,7 @@ std::shared_ptr<ShardCore> TrainService::core() const {
   return core_;
 }
 
-grpc::ServerBidiReactor<v1::WorkerToShard, v1::ShardToWorker>* TrainService::Train(
+grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* TrainService::Train(
     grpc::CallbackServerContext* context) {
   auto stream = std::make_shared<TrainStream>(this, context->peer());
   stream->set_weak_self(stream);

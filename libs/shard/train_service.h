@@ -1,4 +1,7 @@
-// The ParameterShard gRPC service: one Train stream per worker, wired to a ShardCore.
+// The ParameterShard gRPC service: one Train stream per worker, wired to a ShardCore. The stream
+// carries raw bytes: the dense payloads travel beside protobuf (rpc::DecodeWithPayload and
+// EncodeWithPayload, ADR 0012); the encoding on the wire is protobuf's, so a client on the
+// generated stub's protobuf codec is served the same.
 // Thread-safety: thread-safe.
 #ifndef SYNCOPATE_LIBS_SHARD_TRAIN_SERVICE_H_
 #define SYNCOPATE_LIBS_SHARD_TRAIN_SERVICE_H_
@@ -14,7 +17,8 @@
 
 namespace syncopate::shard {
 
-class TrainService final : public v1::ParameterShard::CallbackService {
+class TrainService final
+    : public v1::ParameterShard::WithRawCallbackMethod_Train<v1::ParameterShard::Service> {
  public:
   // `join_token`: every TrainHello must carry it (empty = no check).
   TrainService(ShardMetrics* metrics, std::string join_token)
@@ -28,7 +32,7 @@ class TrainService final : public v1::ParameterShard::CallbackService {
   ShardMetrics* metrics() const { return metrics_; }
   const std::string& join_token() const { return join_token_; }
 
-  grpc::ServerBidiReactor<v1::WorkerToShard, v1::ShardToWorker>* Train(
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Train(
       grpc::CallbackServerContext* context) override;
 
  private:

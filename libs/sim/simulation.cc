@@ -79,7 +79,8 @@ struct SimWorker {
   std::vector<int64_t> tokens;
   std::vector<int64_t> min_versions;
   std::vector<v1::Mode> modes;
-  std::vector<std::string> pulled;      // packed values of this step's pull, per shard
+  // This step's pulled values, per shard (a sync version's pullers share one copy).
+  std::vector<std::shared_ptr<const std::vector<float>>> pulled;
   std::vector<v1::PushRequest> pushes;  // this step's gradient, per shard
   // The batch's embedding keys routed to their shards (ParameterClient's routing), and the
   // rows pulled for them; empty for a dense model.
@@ -113,7 +114,7 @@ class Simulation {
   void StartStep(SimWorker& w);
   void SendLeaseRequest(SimWorker& w);
   void StartPull(SimWorker& w);
-  void OnPullReply(SimWorker& w, size_t shard, v1::PullResponse& response);
+  void OnPullReply(SimWorker& w, size_t shard, const shard::PullReply& reply);
   void Compute(SimWorker& w);
   void StartPush(SimWorker& w);
   void OnPushAck(SimWorker& w, size_t shard);
@@ -402,9 +403,12 @@ void Simulation::StartPull(SimWorker& w) {
         const shard::Puller puller{&w, w.id, /*trains=*/true};
         // The answer may come now or when a sync barrier releases (inside another worker's push).
         absl::Status pulled =
-            shards_[s]->Pull(puller, request, [this, &w, s](v1::PullResponse response) {
-              auto shared = std::make_shared<v1::PullResponse>(std::move(response));
-              Send(ShardThread(s), static_cast<int64_t>(shared->ByteSizeLong()),
+            shards_[s]->Pull(puller, request, [this, &w, s](shard::PullReply reply) {
+              auto shared = std::make_shared<shard::PullReply>(std::move(reply));
+              // On the wire the values are a field of the response (rpc::EncodeWithPayload).
+              const size_t bytes = shared->response.ByteSizeLong() +
+                                   (shared->values ? shared->values->size() * sizeof(float) : 0);
+              Send(ShardThread(s), static_cast<int64_t>(bytes),
                    [this, &w, s, shared] { OnPullReply(w, s, *shared); });
             });
         if (!pulled.ok()) Fail(pulled);
@@ -413,14 +417,15 @@ void Simulation::StartPull(SimWorker& w) {
   }
 }
 
-void Simulation::OnPullReply(SimWorker& w, size_t shard, v1::PullResponse& response) {
+void Simulation::OnPullReply(SimWorker& w, size_t shard, const shard::PullReply& reply) {
   if (w.state != WorkerState::kPulling) return;
+  const v1::PullResponse& response = reply.response;
   if (absl::Status scattered =
           w.routing->ScatterRows(static_cast<int32_t>(shard), response.sparse(), w.rows);
       !scattered.ok()) {
     return Fail(scattered);
   }
-  w.pulled[shard] = std::move(*response.mutable_values());
+  w.pulled[shard] = reply.values;
   w.tokens[shard] = response.version();
   w.modes[shard] = response.mode();
   w.held_seconds = std::max(w.held_seconds, response.held_seconds());
@@ -431,11 +436,15 @@ void Simulation::Compute(SimWorker& w) {
   w.pull_seconds = Seconds(queue_.now() - w.pull_start) - w.held_seconds;
   for (size_t s = 0; s < shards_.size(); ++s) {
     const v1::ShardPartition& p = partitions_[s];
-    absl::Status unpacked = tensor::UnpackFloatsInto(
-        w.pulled[s],
-        std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin()));
-    std::string().swap(w.pulled[s]);  // 1,000 workers x the model would not fit twice
-    if (!unpacked.ok()) return Fail(unpacked);
+    const std::span<float> to =
+        std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin());
+    const std::shared_ptr<const std::vector<float>> values = std::move(w.pulled[s]);
+    if (values == nullptr || values->size() != to.size()) {
+      return Fail(absl::InternalError(absl::StrCat("shard ", s, " answered a pull with ",
+                                                   values ? values->size() : 0, " values, not ",
+                                                   to.size())));
+    }
+    std::copy(values->begin(), values->end(), to.begin());
   }
   // The real model's real gradient on the real batch and its pulled rows; only its duration is
   // modelled.
@@ -558,7 +567,7 @@ void Simulation::Die(SimWorker& w, const v1::WorkerDeath& death) {
   w.state = WorkerState::kDead;
   w.batch.clear();
   workload::TableRows().swap(w.rows);
-  for (std::string& pulled : w.pulled) std::string().swap(pulled);
+  for (auto& pulled : w.pulled) pulled.reset();
   for (v1::PushRequest& push : w.pushes) push.Clear();
   result_.dead_workers.push_back(w.id);
   // Its streams close: each shard drops its held pulls once it sees that.
@@ -786,19 +795,19 @@ absl::Status Simulation::EvaluatorPull(bool& answered) {
       *request.add_sparse() = std::move(rows);
     }
     const shard::Puller puller{&evaluator_routing_, /*worker=*/0, /*trains=*/false};
-    SYNCOPATE_RETURN_IF_ERROR(
-        shards_[s]->Pull(puller, request, [&, s](const v1::PullResponse& response) {
-          const v1::ShardPartition& p = partitions_[s];
-          absl::Status unpacked = tensor::UnpackFloatsInto(
-              response.values(),
-              std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin()));
-          if (unpacked.ok()) {
-            unpacked = evaluator_routing_->ScatterRows(static_cast<int32_t>(s), response.sparse(),
-                                                       eval_rows_);
-          }
-          if (status.ok()) status = unpacked;
-          --pending;
-        }));
+    SYNCOPATE_RETURN_IF_ERROR(shards_[s]->Pull(puller, request, [&, s](shard::PullReply reply) {
+      const v1::ShardPartition& p = partitions_[s];
+      const v1::PullResponse& response = reply.response;
+      absl::Status unpacked = tensor::UnpackFloatsInto(
+          tensor::PackedView(*reply.values),
+          std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin()));
+      if (unpacked.ok()) {
+        unpacked =
+            evaluator_routing_->ScatterRows(static_cast<int32_t>(s), response.sparse(), eval_rows_);
+      }
+      if (status.ok()) status = unpacked;
+      --pending;
+    }));
   }
   answered = pending == 0;
   if (!answered) {

@@ -57,17 +57,30 @@ absl::Status UnpackKeys(std::string_view bytes, std::vector<uint64_t>& out) {
   return absl::OkStatus();
 }
 
-std::string PackFloats(std::span<const float> values) {
-  return {reinterpret_cast<const char*>(values.data()), values.size_bytes()};
-}
+std::string PackFloats(std::span<const float> values) { return std::string(PackedView(values)); }
 
 absl::Status UnpackFloatsInto(std::string_view bytes, std::span<float> out) {
-  if (bytes.size() != out.size_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat("packed float payload has ", bytes.size(),
+  return UnpackFloatsInto(ByteChunks{std::span<const char>(bytes.data(), bytes.size())}, out);
+}
+
+size_t TotalSize(const ByteChunks& chunks) {
+  size_t size = 0;
+  for (const std::span<const char> chunk : chunks) size += chunk.size();
+  return size;
+}
+
+absl::Status UnpackFloatsInto(const ByteChunks& chunks, std::span<float> out) {
+  if (const size_t size = TotalSize(chunks); size != out.size_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("packed float payload has ", size,
                                                    " bytes, expected ", out.size_bytes(), " (",
                                                    out.size(), " floats)"));
   }
-  if (!out.empty()) std::memcpy(out.data(), bytes.data(), bytes.size());
+  char* to = reinterpret_cast<char*>(out.data());
+  for (const std::span<const char> chunk : chunks) {
+    if (chunk.empty()) continue;
+    std::memcpy(to, chunk.data(), chunk.size());
+    to += chunk.size();
+  }
   return absl::OkStatus();
 }
 

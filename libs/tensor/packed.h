@@ -16,10 +16,26 @@ namespace syncopate::tensor {
 // The values as little-endian IEEE-754 float32, 4 bytes each, in order.
 std::string PackFloats(std::span<const float> values);
 
+// The same bytes without copying: a view of the values' own memory (the host is little-endian:
+// packed.cc asserts it).
+inline std::string_view PackedView(std::span<const float> values) {
+  return {reinterpret_cast<const char*>(values.data()), values.size_bytes()};
+}
+
 // Inverse of PackFloats. INVALID_ARGUMENT, leaving `out` untouched, unless
 // bytes.size() == 4 * out.size(): a wrong-sized payload means sender and receiver disagree on the
 // layout, and silently truncating it would corrupt parameters.
 absl::Status UnpackFloatsInto(std::string_view bytes, std::span<float> out);
+
+// Bytes that arrived in pieces, in order: the slices a received message came in
+// (rpc::ReceivedPayload). Views: whoever owns the bytes must outlive them.
+using ByteChunks = std::vector<std::span<const char>>;
+
+size_t TotalSize(const ByteChunks& chunks);
+
+// UnpackFloatsInto for bytes in pieces: one copy, piece after piece (a float may straddle two
+// pieces: the copy is of bytes into the floats' little-endian representation).
+absl::Status UnpackFloatsInto(const ByteChunks& chunks, std::span<float> out);
 
 // Embedding keys on the wire: little-endian uint64, 8 bytes each, in order.
 std::string PackKeys(std::span<const uint64_t> keys);

@@ -8,6 +8,16 @@
 #include "libs/tensor/packed.h"
 
 namespace syncopate::worker {
+namespace {
+
+// ParameterShard.Train, called with raw bytes (the generated stub would bind protobuf's codec).
+constexpr char kTrainMethod[] = "/syncopate.v1.ParameterShard/Train";
+constexpr rpc::PayloadField kPushGradient{v1::WorkerToShard::kPushFieldNumber,
+                                          v1::PushRequest::kGradientFieldNumber};
+constexpr rpc::PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
+                                        v1::PullResponse::kValuesFieldNumber};
+
+}  // namespace
 
 ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id,
                                  v1::Role role, std::string join_token, std::string job_id)
@@ -16,7 +26,8 @@ ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, int32_t work
       role_(role),
       join_token_(std::move(join_token)),
       job_id_(std::move(job_id)),
-      stub_(v1::ParameterShard::NewStub(rpc::CreateChannel(endpoint.address()))) {}
+      channel_(rpc::CreateChannel(endpoint.address())),
+      train_method_(kTrainMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel_) {}
 
 ShardConnection::~ShardConnection() { stream_.reset(); }
 
@@ -26,32 +37,57 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     replies_.clear();
     ended_ = false;
+    malformed_ = absl::OkStatus();
   }
-  stream_ = std::make_unique<rpc::ClientStream<v1::WorkerToShard, v1::ShardToWorker>>(
-      [this](grpc::ClientContext* context) { return stub_->Train(context); },
-      [this](v1::ShardToWorker& message) { OnMessage(message); },
+  stream_ = std::make_unique<rpc::ClientStream<grpc::ByteBuffer, grpc::ByteBuffer>>(
+      [this](grpc::ClientContext* context) {
+        // What the generated stub's TrainRaw does, with gRPC's ByteBuffer as the message type.
+        return std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>>(
+            grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+                channel_.get(), train_method_, context));
+      },
+      [this](grpc::ByteBuffer& bytes) { OnMessage(bytes); },
       [this](const grpc::Status& status) { OnEnd(status); });
   v1::WorkerToShard hello;
   hello.mutable_hello()->set_worker_id(worker_id_);
   hello.mutable_hello()->set_role(role_);
   hello.mutable_hello()->set_join_token(join_token_);
   hello.mutable_hello()->set_job_id(job_id_);
-  if (!stream_->Write(hello)) {
+  if (!Write(rpc::Encode(hello))) {
     stream_->WaitForEnd(timeout);
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), " at ",
                                                endpoint_.address(), " is unreachable"));
   }
-  absl::StatusOr<v1::ShardToWorker> ack = WaitReply(0, timeout);
+  absl::StatusOr<ShardReply> ack = WaitReply(0, timeout);
   if (!ack.ok()) return ack.status();
   return absl::OkStatus();
 }
 
-void ShardConnection::OnMessage(v1::ShardToWorker& message) {
+bool ShardConnection::Write(const grpc::ByteBuffer& message) {
+  return stream_ != nullptr && stream_->Write(message);
+}
+
+void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
+  ShardReply reply;
+  if (absl::Status decoded =
+          rpc::DecodeWithPayload(bytes, kPullValues, reply.message, reply.values);
+      !decoded.ok()) {
+    // What gRPC's protobuf codec does with a reply it cannot parse: the call ends, INTERNAL
+    // (retried: the worker reconnects).
+    {
+      absl::MutexLock lock(&mu_);
+      malformed_ = absl::InternalError(
+          absl::StrCat("shard ", endpoint_.shard_id(),
+                       " sent a reply that does not parse: ", decoded.message()));
+    }
+    stream_->Cancel();
+    return;
+  }
   int64_t id = 0;  // the hello ack has no request id
-  if (message.has_pull()) id = message.pull().request_id();
-  if (message.has_ack()) id = message.ack().request_id();
+  if (reply.message.has_pull()) id = reply.message.pull().request_id();
+  if (reply.message.has_ack()) id = reply.message.ack().request_id();
   absl::MutexLock lock(&mu_);
-  replies_[id] = std::move(message);
+  replies_[id] = std::move(reply);
 }
 
 void ShardConnection::OnEnd(const grpc::Status& status) {
@@ -72,32 +108,30 @@ absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
   message.mutable_pull()->set_request_id(id);
   message.mutable_pull()->set_min_version(min_version);
   for (v1::SparseRows& rows : sparse) *message.mutable_pull()->add_sparse() = std::move(rows);
-  if (stream_ == nullptr || !stream_->Write(message)) {
+  if (!Write(rpc::Encode(message))) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
   return id;
 }
 
 absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples,
-                                                  std::string gradient,
+                                                  std::string_view gradient,
                                                   std::vector<v1::SparseRows> sparse) {
-  v1::WorkerToShard message;
+  v1::PushRequest push;
   const int64_t id = next_request_id_++;
-  v1::PushRequest* push = message.mutable_push();
-  push->set_request_id(id);
-  push->set_token(token);
-  push->set_samples(samples);
-  push->set_gradient(std::move(gradient));
-  for (v1::SparseRows& rows : sparse) *push->add_sparse() = std::move(rows);
-  if (stream_ == nullptr || !stream_->Write(message)) {
+  push.set_request_id(id);
+  push.set_token(token);
+  push.set_samples(samples);
+  for (v1::SparseRows& rows : sparse) *push.add_sparse() = std::move(rows);
+  if (!Write(rpc::EncodeWithPayload(kPushGradient, push,
+                                    rpc::SliceCopying({gradient.data(), gradient.size()})))) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
   return id;
 }
 
-absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
-                                                             absl::Duration timeout,
-                                                             const std::function<bool()>& abort) {
+absl::StatusOr<ShardReply> ShardConnection::WaitReply(int64_t request_id, absl::Duration timeout,
+                                                      const std::function<bool()>& abort) {
   // How often a long wait (a sync barrier) checks whether it should give up early.
   constexpr absl::Duration kAbortPoll = absl::Milliseconds(200);
   const absl::Time deadline = absl::Now() + timeout;
@@ -115,6 +149,7 @@ absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
     }
   }
   auto it = replies_.find(request_id);
+  if (it == replies_.end() && !malformed_.ok()) return malformed_;
   if (it == replies_.end()) {
     // A refusal retrying cannot fix (wrong join token, another job's shard, a request the shard
     // can never accept) keeps its code so the worker ends; anything else is UNAVAILABLE, which
@@ -127,7 +162,7 @@ absl::StatusOr<v1::ShardToWorker> ShardConnection::WaitReply(int64_t request_id,
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(),
                                                " stream ended: ", end_status_.error_message()));
   }
-  v1::ShardToWorker reply = std::move(it->second);
+  ShardReply reply = std::move(it->second);
   replies_.erase(it);
   return reply;
 }
@@ -183,12 +218,12 @@ absl::StatusOr<PullStats> ParameterClient::CollectPulls(const std::vector<int64_
                                                         absl::Duration timeout, TableRows* rows) {
   PullStats stats;
   for (size_t s = 0; s < shards_.size(); ++s) {
-    absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(ids[s], timeout, abort_);
+    absl::StatusOr<ShardReply> reply = shards_[s]->WaitReply(ids[s], timeout, abort_);
     if (!reply.ok()) return reply.status();
-    const v1::PullResponse& pull = reply->pull();
+    const v1::PullResponse& pull = reply->message.pull();
     const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
     absl::Status unpacked = tensor::UnpackFloatsInto(
-        pull.values(),
+        reply->values.chunks(),
         params.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
     if (!unpacked.ok()) return unpacked;
     if (rows != nullptr) {
@@ -250,10 +285,10 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
     std::vector<std::pair<size_t, int64_t>> ids;
     for (size_t s : pending) {
       const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
-      std::string bytes = tensor::PackFloats(
-          gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
+      const std::span<const float> slice =
+          gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin());
       absl::StatusOr<int64_t> id =
-          shards_[s]->SendPush(tokens_[s], samples, std::move(bytes), sparse[s]);
+          shards_[s]->SendPush(tokens_[s], samples, tensor::PackedView(slice), sparse[s]);
       if (!id.ok()) return id.status();
       ids.emplace_back(s, *id);
     }
@@ -268,9 +303,9 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
     }
     pending.clear();
     for (auto [s, id] : ids) {
-      absl::StatusOr<v1::ShardToWorker> reply = shards_[s]->WaitReply(id, timeout, abort_);
+      absl::StatusOr<ShardReply> reply = shards_[s]->WaitReply(id, timeout, abort_);
       if (!reply.ok()) return reply.status();
-      const v1::PushAck& ack = reply->ack();
+      const v1::PushAck& ack = reply->message.ack();
       switch (ack.outcome()) {
         case v1::PUSH_APPLIED:
           ++stats.applied;

@@ -17,6 +17,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -24,13 +25,22 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "libs/rpc/client_stream.h"
+#include "libs/rpc/payload_codec.h"
 #include "libs/worker/key_routing.h"
 #include "libs/worker/parameter_store.h"
 #include "syncopate/v1/shard.grpc.pb.h"
 
 namespace syncopate::worker {
 
-// One Train stream to one shard.
+// A shard's answer: the message and, for a pull, its dense values, left in the slices they
+// arrived in until they are copied into the parameters.
+struct ShardReply {
+  v1::ShardToWorker message;  // a pull's `values` empty: they are in `values`
+  rpc::ReceivedPayload values;
+};
+
+// One Train stream to one shard. The stream carries raw bytes (rpc::EncodeWithPayload and
+// DecodeWithPayload: protobuf's encoding, the dense payloads beside protobuf; ADR 0012).
 class ShardConnection {
  public:
   // `join_token` goes into the TrainHello (the shard refuses a wrong one with UNAUTHENTICATED),
@@ -42,30 +52,36 @@ class ShardConnection {
   // Opens the stream and waits for the shard's hello ack.
   absl::Status Connect(absl::Duration timeout);
   absl::StatusOr<int64_t> SendPull(int64_t min_version, std::vector<v1::SparseRows> sparse = {});
-  absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string gradient,
+  // `gradient`: the packed little-endian float32 bytes of the shard's range, copied once, into
+  // the message.
+  absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string_view gradient,
                                    std::vector<v1::SparseRows> sparse = {});
   // Waits up to `timeout`; gives up early with CANCELLED once `abort` returns true (polled).
-  absl::StatusOr<v1::ShardToWorker> WaitReply(int64_t request_id, absl::Duration timeout,
-                                              const std::function<bool()>& abort = nullptr);
+  absl::StatusOr<ShardReply> WaitReply(int64_t request_id, absl::Duration timeout,
+                                       const std::function<bool()>& abort = nullptr);
 
   const v1::ShardEndpoint& endpoint() const { return endpoint_; }
   bool broken() const;
 
  private:
-  void OnMessage(v1::ShardToWorker& message);
+  void OnMessage(grpc::ByteBuffer& bytes);
   void OnEnd(const grpc::Status& status);
+  bool Write(const grpc::ByteBuffer& message);
 
   const v1::ShardEndpoint endpoint_;
   const int32_t worker_id_;
   const v1::Role role_;
   const std::string join_token_;
   const std::string job_id_;
-  std::unique_ptr<v1::ParameterShard::Stub> stub_;
-  std::unique_ptr<rpc::ClientStream<v1::WorkerToShard, v1::ShardToWorker>> stream_;
+  const std::shared_ptr<grpc::Channel> channel_;
+  const grpc::internal::RpcMethod train_method_;
+  std::unique_ptr<rpc::ClientStream<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
   int64_t next_request_id_ = 1;
 
   mutable absl::Mutex mu_;
-  std::map<int64_t, v1::ShardToWorker> replies_ ABSL_GUARDED_BY(mu_);
+  std::map<int64_t, ShardReply> replies_ ABSL_GUARDED_BY(mu_);
+  // A reply that did not decode: the stream is cancelled and every wait returns this.
+  absl::Status malformed_ ABSL_GUARDED_BY(mu_);
   bool ended_ ABSL_GUARDED_BY(mu_) = false;
   grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
 };

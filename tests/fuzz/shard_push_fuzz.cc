@@ -72,7 +72,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
           rows->set_table(static_cast<int32_t>(in.Byte() % 3) - 1);
           rows->set_keys(in.Bytes(24));
         }
-        (void)core.Pull({&owner, 0, (kind & 0x80) != 0}, pull, [](const v1::PullResponse&) {});
+        (void)core.Pull({&owner, 0, (kind & 0x80) != 0}, pull,
+                        [](const syncopate::shard::PullReply&) {});
         continue;
       }
       case 4: {

@@ -31,9 +31,9 @@ v1::PushAck PushOnce(worker::ShardConnection& shard, int64_t token, int64_t samp
                      const std::vector<float>& gradient) {
   absl::StatusOr<int64_t> id = shard.SendPush(token, samples, tensor::PackFloats(gradient));
   EXPECT_TRUE(id.ok()) << id.status();
-  absl::StatusOr<v1::ShardToWorker> reply = shard.WaitReply(*id, absl::Seconds(10));
+  absl::StatusOr<worker::ShardReply> reply = shard.WaitReply(*id, absl::Seconds(10));
   EXPECT_TRUE(reply.ok()) << reply.status();
-  return reply->ack();
+  return reply->message.ack();
 }
 
 // Scenario: wrong length, NaN, Inf, non-positive samples, an unknown worker and a token from
@@ -156,19 +156,23 @@ struct Parameters {
 Parameters Pull(worker::ShardConnection& shard) {
   absl::StatusOr<int64_t> id = shard.SendPull(/*min_version=*/0);
   EXPECT_TRUE(id.ok()) << id.status();
-  absl::StatusOr<v1::ShardToWorker> reply = shard.WaitReply(*id, absl::Seconds(10));
+  absl::StatusOr<worker::ShardReply> reply = shard.WaitReply(*id, absl::Seconds(10));
   EXPECT_TRUE(reply.ok()) << reply.status();
   if (!reply.ok()) return {};
-  return {reply->pull().version(), reply->pull().values()};
+  std::string values;
+  for (const std::span<const char> chunk : reply->values.chunks()) {
+    values.append(chunk.data(), chunk.size());
+  }
+  return {reply->message.pull().version(), std::move(values)};
 }
 
 v1::PushAck PushBytes(worker::ShardConnection& shard, int64_t token, int64_t samples,
                       std::string gradient) {
-  absl::StatusOr<int64_t> id = shard.SendPush(token, samples, std::move(gradient));
+  absl::StatusOr<int64_t> id = shard.SendPush(token, samples, gradient);
   EXPECT_TRUE(id.ok()) << id.status();
-  absl::StatusOr<v1::ShardToWorker> reply = shard.WaitReply(*id, absl::Seconds(30));
+  absl::StatusOr<worker::ShardReply> reply = shard.WaitReply(*id, absl::Seconds(30));
   EXPECT_TRUE(reply.ok()) << reply.status();
-  return reply.ok() ? reply->ack() : v1::PushAck();
+  return reply.ok() ? reply->message.ack() : v1::PushAck();
 }
 
 // Polls the shard's metrics until its sync barrier waits for `members` workers (the membership
@@ -333,6 +337,31 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
     EXPECT_NE(status.error_message().find("wrong job id"), std::string::npos)
         << status.error_message();
     ExpectCountedOnce(before, Scrape(cluster), "wrong_job", "");
+    EXPECT_TRUE(Pull(a).values == params.values);
+  }
+
+  // Bytes that are not a Train message at all (the shard decodes them itself, beside
+  // protobuf: rpc::DecodeWithPayload): INVALID_ARGUMENT, counted, nothing applied.
+  {
+    const ShardCounts before = Scrape(cluster);
+    const std::shared_ptr<grpc::Channel> channel = rpc::CreateChannel(endpoint.address());
+    const grpc::internal::RpcMethod method("/syncopate.v1.ParameterShard/Train",
+                                           grpc::internal::RpcMethod::BIDI_STREAMING, channel);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
+        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
+            channel.get(), method, &context));
+    const std::string garbage = "\x1a\xff\xff\xff\x0f not a push";  // field 3 of 4 GiB
+    const grpc::Slice slice(garbage);
+    stream->Write(grpc::ByteBuffer(&slice, 1));
+    grpc::ByteBuffer reply;
+    EXPECT_FALSE(stream->Read(&reply));
+    const grpc::Status status = stream->Finish();
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(status.error_message().find("malformed message"), std::string::npos)
+        << status.error_message();
+    ExpectCountedOnce(before, Scrape(cluster), "malformed", "");
     EXPECT_TRUE(Pull(a).values == params.values);
   }
 

@@ -86,7 +86,7 @@ struct Pulled {
 Pulled Pull(ShardCore& core, int32_t worker) {
   std::optional<v1::PullResponse> response;
   EXPECT_TRUE(core.Pull({nullptr, worker, true}, v1::PullRequest(),
-                        [&](v1::PullResponse r) { response = std::move(r); })
+                        [&](PullReply r) { response = std::move(r).ToMessage(); })
                   .ok());
   std::vector<float> x(1);
   EXPECT_TRUE(tensor::UnpackFloatsInto(response->values(), x).ok());

@@ -68,8 +68,7 @@ TEST(ShardCoreConcurrency, PushesPullsAndModeSwitchesFromManyThreads) {
         ++acks;
         v1::PullRequest pull;
         pull.set_request_id(i);
-        EXPECT_TRUE(
-            shard.Pull({&threads}, pull, [&](const v1::PullResponse&) { ++pulls_answered; }).ok());
+        EXPECT_TRUE(shard.Pull({&threads}, pull, [&](const PullReply&) { ++pulls_answered; }).ok());
       }
     });
   }

@@ -112,7 +112,7 @@ class ShardCoreTest : public ::testing::Test {
     request.set_request_id(request_id);
     request.set_min_version(min_version);
     ASSERT_TRUE(
-        core.Pull({owner}, request, [&out](v1::PullResponse r) { out = std::move(r); }).ok());
+        core.Pull({owner}, request, [&out](PullReply r) { out = std::move(r).ToMessage(); }).ok());
   }
 
   FakeClock clock_;

@@ -121,7 +121,7 @@ class ShardEmbeddingTest : public ::testing::Test {
     *request.add_sparse() = Rows(0, keys);
     std::optional<v1::PullResponse> response;
     absl::Status status = core.Pull({this, -1, create}, request,
-                                    [&](v1::PullResponse r) { response = std::move(r); });
+                                    [&](PullReply r) { response = std::move(r).ToMessage(); });
     if (!status.ok()) return std::nullopt;
     EXPECT_TRUE(response.has_value());
     EXPECT_EQ(response->sparse_size(), 1);

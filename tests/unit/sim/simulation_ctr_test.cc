@@ -88,10 +88,11 @@ void PullAll(std::vector<std::unique_ptr<shard::ShardCore>>& shards,
         shards[s]
             ->Pull(
                 puller, request,
-                [&](const v1::PullResponse& response) {
+                [&](shard::PullReply reply) {
+                  const v1::PullResponse& response = reply.response;
                   const v1::ShardPartition& p = partitions[s];
                   EXPECT_TRUE(
-                      tensor::UnpackFloatsInto(response.values(),
+                      tensor::UnpackFloatsInto(tensor::PackedView(*reply.values),
                                                std::span<float>(params).subspan(
                                                    p.flat_begin(), p.flat_end() - p.flat_begin()))
                           .ok());

@@ -54,6 +54,27 @@ TEST(UnpackFloatsInto, RejectsPayloadNotAMultipleOfFour) {
   EXPECT_EQ(UnpackFloatsInto(std::string(5, '\0'), out).code(), absl::StatusCode::kInvalidArgument);
 }
 
+TEST(UnpackFloatsInto, JoinsPiecesThatSplitFloats) {
+  const std::vector<float> values = {1.0f, -2.5f, 3.25f, 1e-30f};
+  const std::string bytes = PackFloats(values);
+  // Pieces of 3, 0, 6 and 7 bytes: floats straddle every boundary, and an empty piece is fine.
+  const ByteChunks chunks = {
+      {bytes.data(), 3}, {bytes.data() + 3, 0}, {bytes.data() + 3, 6}, {bytes.data() + 9, 7}};
+  EXPECT_EQ(TotalSize(chunks), bytes.size());
+  std::vector<float> out(values.size());
+  ASSERT_TRUE(UnpackFloatsInto(chunks, out).ok());
+  EXPECT_EQ(out, values);
+  std::vector<float> untouched(values.size() + 1, 9.0f);
+  EXPECT_EQ(UnpackFloatsInto(chunks, untouched).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(untouched, std::vector<float>(values.size() + 1, 9.0f));
+}
+
+TEST(PackedView, IsPackFloatsWithoutTheCopy) {
+  const std::vector<float> values = {1.0f, -2.5f};
+  EXPECT_EQ(PackedView(values), PackFloats(values));
+  EXPECT_EQ(PackedView(values).data(), reinterpret_cast<const char*>(values.data()));
+}
+
 TEST(AllFinite, AcceptsFiniteValuesIncludingExtremes) {
   std::vector<float> values(5000, 1.0f);
   values[10] = std::numeric_limits<float>::max();
