@@ -215,7 +215,7 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
     pull.set_min_version(version + 1);
     bool answered = false;
     Check(core->Pull({&owner, worker_id, true}, pull,
-                     [&](shard::PullReply reply) {
+                     [&](const shard::PullReply& reply) {
                        Check(tensor::UnpackFloatsInto(tensor::PackedView(*reply.values), params),
                              "unpack");
                        version = reply.response.version();

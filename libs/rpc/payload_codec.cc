@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <string>
 #include <utility>
 
@@ -227,9 +226,9 @@ grpc::ByteBuffer EncodeWithPayload(const PayloadField& field,
   // One slice for everything but the payload: the prefixes and the container's other fields.
   grpc_slice head = grpc_slice_malloc(prefix.size() + container_size + payload_prefix.size());
   uint8_t* out = GRPC_SLICE_START_PTR(head);
-  std::memcpy(out, prefix.data(), prefix.size());
-  out = container.SerializeWithCachedSizesToArray(out + prefix.size());
-  std::memcpy(out, payload_prefix.data(), payload_prefix.size());
+  out = std::copy(prefix.begin(), prefix.end(), out);
+  out = container.SerializeWithCachedSizesToArray(out);
+  std::copy(payload_prefix.begin(), payload_prefix.end(), out);
   const grpc::Slice slices[] = {grpc::Slice(head, grpc::Slice::STEAL_REF), payload};
   return {slices, payload.size() == 0 ? 1u : 2u};
 }

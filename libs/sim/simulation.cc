@@ -795,19 +795,20 @@ absl::Status Simulation::EvaluatorPull(bool& answered) {
       *request.add_sparse() = std::move(rows);
     }
     const shard::Puller puller{&evaluator_routing_, /*worker=*/0, /*trains=*/false};
-    SYNCOPATE_RETURN_IF_ERROR(shards_[s]->Pull(puller, request, [&, s](shard::PullReply reply) {
-      const v1::ShardPartition& p = partitions_[s];
-      const v1::PullResponse& response = reply.response;
-      absl::Status unpacked = tensor::UnpackFloatsInto(
-          tensor::PackedView(*reply.values),
-          std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin()));
-      if (unpacked.ok()) {
-        unpacked =
-            evaluator_routing_->ScatterRows(static_cast<int32_t>(s), response.sparse(), eval_rows_);
-      }
-      if (status.ok()) status = unpacked;
-      --pending;
-    }));
+    SYNCOPATE_RETURN_IF_ERROR(
+        shards_[s]->Pull(puller, request, [&, s](const shard::PullReply& reply) {
+          const v1::ShardPartition& p = partitions_[s];
+          const v1::PullResponse& response = reply.response;
+          absl::Status unpacked = tensor::UnpackFloatsInto(
+              tensor::PackedView(*reply.values),
+              std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin()));
+          if (unpacked.ok()) {
+            unpacked = evaluator_routing_->ScatterRows(static_cast<int32_t>(s), response.sparse(),
+                                                       eval_rows_);
+          }
+          if (status.ok()) status = unpacked;
+          --pending;
+        }));
   }
   answered = pending == 0;
   if (!answered) {

@@ -67,8 +67,9 @@ void CheckAgainstProtobuf(const std::vector<grpc::Slice>& slices, const std::str
   Check(reference_ok);
   Check(payload.size() == syncopate::tensor::TotalSize(payload.chunks()));
   std::string value;
-  for (const std::span<const char> chunk : payload.chunks())
+  for (const std::span<const char> chunk : payload.chunks()) {
     value.append(chunk.data(), chunk.size());
+  }
   put_back(decoded, value);
   Check(decoded.SerializeAsString() == reference.SerializeAsString());
 }
@@ -79,8 +80,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   syncopate::fuzz::FuzzInput in(data, size);
   const uint8_t choice = in.Byte();
   // Up to three cut points, each the next byte's value into what remains.
-  std::vector<size_t> cuts;
-  for (int i = 0; i < (choice >> 1) % 4; ++i) cuts.push_back(in.Byte());
+  std::vector<size_t> cuts((choice >> 1) % 4);
+  for (size_t& cut : cuts) cut = in.Byte();
   const std::string bytes = in.Rest();
   std::vector<grpc::Slice> slices;
   size_t at = 0;

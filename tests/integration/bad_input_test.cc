@@ -167,7 +167,7 @@ Parameters Pull(worker::ShardConnection& shard) {
 }
 
 v1::PushAck PushBytes(worker::ShardConnection& shard, int64_t token, int64_t samples,
-                      std::string gradient) {
+                      const std::string& gradient) {
   absl::StatusOr<int64_t> id = shard.SendPush(token, samples, gradient);
   EXPECT_TRUE(id.ok()) << id.status();
   absl::StatusOr<worker::ShardReply> reply = shard.WaitReply(*id, absl::Seconds(30));

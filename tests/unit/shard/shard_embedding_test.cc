@@ -353,7 +353,7 @@ TEST_F(ShardEmbeddingTest, AdmissionAndIdleTimesSurviveRestoreOntoThreeShards) {
     const std::vector<uint64_t> seen_twice(owned.begin(), owned.begin() + 10);
     const std::vector<uint64_t> seen_thrice(owned.begin() + 10, owned.end());
     for (int i = 0; i < 2; ++i) {
-      EXPECT_EQ(*PullRows(*old[s], seen_twice), std::vector<float>(10 * kDim, 0.0f))
+      EXPECT_EQ(*PullRows(*old[s], seen_twice), std::vector<float>(size_t{10} * kDim, 0.0f))
           << "not admitted: zeros";
     }
     for (int i = 0; i < 3; ++i) PullRows(*old[s], seen_thrice);

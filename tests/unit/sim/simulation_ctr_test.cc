@@ -88,7 +88,7 @@ void PullAll(std::vector<std::unique_ptr<shard::ShardCore>>& shards,
         shards[s]
             ->Pull(
                 puller, request,
-                [&](shard::PullReply reply) {
+                [&](const shard::PullReply& reply) {
                   const v1::PullResponse& response = reply.response;
                   const v1::ShardPartition& p = partitions[s];
                   EXPECT_TRUE(
