@@ -258,11 +258,11 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
   ASSERT_EQ(params.version, 0);
   ASSERT_EQ(params.values.size(), size * sizeof(float));
   auto probe = [&](const std::string& what, worker::ShardConnection& from, int64_t token,
-                   int64_t samples, std::string gradient, grpc::StatusCode code,
+                   int64_t samples, const std::string& gradient, grpc::StatusCode code,
                    const std::string& reason) {
     SCOPED_TRACE(what);
     const ShardCounts before = Scrape(cluster);
-    const v1::PushAck ack = PushBytes(from, token, samples, std::move(gradient));
+    const v1::PushAck ack = PushBytes(from, token, samples, gradient);
     EXPECT_EQ(ack.outcome(), v1::PUSH_REJECTED);
     EXPECT_EQ(ack.code(), static_cast<int>(code)) << ack.message();
     EXPECT_FALSE(ack.message().empty());
