@@ -127,8 +127,8 @@ void GlobalBatchAggregator::Accumulate(const GradientPush& push, double weight) 
   buffered_samples_ += push.samples;
 }
 
-void GlobalBatchAggregator::ClearBuffer() {
-  std::fill(weighted_sum_.begin(), weighted_sum_.end(), 0.0f);
+void GlobalBatchAggregator::ClearBuffer(bool dense) {
+  if (dense) std::fill(weighted_sum_.begin(), weighted_sum_.end(), 0.0f);
   for (SparseBuffer& buffer : sparse_) {
     buffer.index.clear();
     buffer.keys.clear();
@@ -160,8 +160,21 @@ bool GlobalBatchAggregator::UpdateReady() const {
 
 int64_t GlobalBatchAggregator::TakeUpdate(std::span<float> mean, SparseUpdate* sparse) {
   const int64_t samples = buffered_samples_;
-  for (int64_t i = 0; i < dim_; ++i) {
-    mean[i] = NormalisedByGlobalBatch(weighted_sum_[i], samples);
+  // The sum goes back to zero in the same pass that reads it: one pass over the dense buffer per
+  // version instead of two (ClearBuffer's fill was a second one). The buffers never overlap, and
+  // the divisor's test is made once: then the compiler vectorises the division (perf: as a
+  // scalar loop stalled on each divss it cost more per version than the optimizer's update).
+  float* __restrict sum = weighted_sum_.data();
+  float* __restrict out = mean.data();
+  if (samples > 0) {
+    const float divisor = static_cast<float>(samples);  // as NormalisedByGlobalBatch divides
+    for (int64_t i = 0; i < dim_; ++i) {
+      out[i] = sum[i] / divisor;
+      sum[i] = 0.0f;
+    }
+  } else {
+    std::fill(out, out + dim_, 0.0f);
+    std::fill(sum, sum + dim_, 0.0f);
   }
   if (sparse != nullptr) {
     sparse->tables.resize(sparse_.size());
@@ -174,7 +187,7 @@ int64_t GlobalBatchAggregator::TakeUpdate(std::span<float> mean, SparseUpdate* s
       }
     }
   }
-  ClearBuffer();
+  ClearBuffer(/*dense=*/false);
   ++version_;
   return samples;
 }
@@ -194,7 +207,7 @@ void GlobalBatchAggregator::SetMode(v1::Mode mode) {
 }
 
 void GlobalBatchAggregator::RestoreVersion(int64_t version) {
-  ClearBuffer();
+  ClearBuffer(/*dense=*/true);
   recent_staleness_.clear();
   version_ = version;
 }

@@ -132,7 +132,9 @@ class GlobalBatchAggregator {
 
   void Accumulate(const GradientPush& push, double weight);
   void RecordStaleness(int32_t worker, int64_t staleness);
-  void ClearBuffer();
+  // Empties the buffer; the dense sum too unless the caller has zeroed it (TakeUpdate does while
+  // reading it).
+  void ClearBuffer(bool dense);
 
   const int64_t dim_;
   const int64_t global_batch_;
