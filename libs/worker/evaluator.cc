@@ -40,18 +40,31 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
   rpc::Backoff backoff;
   const absl::Duration interval = absl::Seconds(job.eval().interval_seconds());
   absl::Time next_eval = absl::Now() + interval;
+  // A requested evaluation whose pull failed (a shard restarting) is tried again after the
+  // backoff, not dropped: the coordinator asks for the final one once, and dropping it left the
+  // job waiting out its finish timeout (fault matrix: a shard killed as training ended stalled
+  // the job 120 s).
+  std::optional<v1::EvaluateNow> retry;
   while (!ShuttingDown(options)) {
-    absl::StatusOr<std::optional<v1::CoordinatorToWorker>> command =
-        coordinator.NextCommand(std::max(absl::ZeroDuration(), next_eval - absl::Now()));
+    absl::StatusOr<std::optional<v1::CoordinatorToWorker>> command = coordinator.NextCommand(
+        retry.has_value() ? absl::ZeroDuration()
+                          : std::max(absl::ZeroDuration(), next_eval - absl::Now()));
     if (!command.ok()) return command.status();
     v1::EvaluateNow request;
     if (command->has_value()) {
       if ((*command)->has_stop()) return absl::OkStatus();
       if (!(*command)->has_evaluate()) continue;
       request = (*command)->evaluate();
+      // A newer request replaces the one to retry, but never turns a final one into a
+      // periodic one.
+      if (retry.has_value() && retry->final() && !request.final()) request = *retry;
+    } else if (retry.has_value()) {
+      request = *retry;
     } else {
       next_eval = absl::Now() + interval;
     }
+    const bool requested = command->has_value() || retry.has_value();
+    retry.reset();
     absl::Status connected = parameters.Connect(options.timeouts.connect);
     if (rpc::IsPermanentError(connected)) return connected;
     // Chunk by chunk: each pulls the newest dense parameters and the rows its examples touch.
@@ -75,6 +88,7 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
     if (rpc::IsPermanentError(scored)) return scored;
     if (!scored.ok()) {
       LOG(WARNING) << "evaluator pull failed: " << scored;
+      if (requested) retry = request;
       if (options.wait) {
         options.wait(backoff.Next());
       } else {

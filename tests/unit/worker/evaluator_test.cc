@@ -1,5 +1,8 @@
 #include "libs/worker/evaluator.h"
 
+#include <thread>
+
+#include "absl/synchronization/notification.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/unit/worker/fakes.h"
@@ -78,6 +81,35 @@ TEST(Evaluator, RetriesATransientFailureAndEndsOnARefusal) {
             absl::StatusCode::kPermissionDenied);
   EXPECT_EQ(waits, 1);
   EXPECT_TRUE(coordinator.sent().empty());
+}
+
+// The final evaluation is asked for once: when its pull fails (a shard restarting as training
+// ended) it is tried again after the backoff, not dropped for the next periodic one.
+TEST(Evaluator, AFinalEvaluationWhosePullFailedIsTriedAgain) {
+  FakeCoordinator coordinator(EvaluatorWelcome(),
+                              [](const v1::WorkerMessage& m, FakeCoordinator& c) {
+                                if (m.has_eval() && m.eval().final()) c.Stop();
+                              });
+  FakeWorkload model(0);
+  FakeParameters parameters({0.0f}, 0.1f);
+  parameters.pull_failures = {absl::UnavailableError("shard 1 is unreachable")};
+  EvaluatorOptions options;
+  options.wait = [](absl::Duration) { return false; };
+  coordinator.Queue(Evaluate(true));
+  // Without the retry the evaluator would wait an hour for its next periodic evaluation: end
+  // the session after 10 s so that such a failure is a failed test, not a hung one.
+  absl::Notification done;
+  std::thread guard([&] {
+    if (!done.WaitForNotificationWithTimeout(absl::Seconds(10))) coordinator.End();
+  });
+  const absl::Status status = RunEvaluator(coordinator, model, parameters, options);
+  done.Notify();
+  guard.join();
+  EXPECT_TRUE(status.ok()) << status;
+  const std::vector<v1::WorkerMessage> sent = coordinator.sent();
+  ASSERT_EQ(sent.size(), 1u);
+  EXPECT_TRUE(sent[0].eval().final());
+  EXPECT_EQ(sent[0].eval().requested_at_examples(), 1234);
 }
 
 // After the final report, a channel that breaks before the stop surfaces as UNAVAILABLE, so the
