@@ -72,15 +72,12 @@ void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
   if (absl::Status decoded =
           rpc::DecodeWithPayload(bytes, kPullValues, reply.message, reply.values);
       !decoded.ok()) {
-    // What gRPC's protobuf codec does with a reply it cannot parse: the call ends, INTERNAL
-    // (retried: the worker reconnects).
-    {
-      absl::MutexLock lock(&mu_);
-      malformed_ = absl::InternalError(
-          absl::StrCat("shard ", endpoint_.shard_id(),
-                       " sent a reply that does not parse: ", decoded.message()));
-    }
-    stream_->Cancel();
+    // As gRPC's protobuf codec treats a reply it cannot parse: the stream is done for, INTERNAL
+    // (retried: the worker reconnects, which cancels this stream). Not cancelled from here:
+    // this is the stream's own reader thread, and Connect() may be replacing `stream_`.
+    absl::MutexLock lock(&mu_);
+    malformed_ = absl::InternalError(absl::StrCat(
+        "shard ", endpoint_.shard_id(), " sent a reply that does not parse: ", decoded.message()));
     return;
   }
   int64_t id = 0;  // the hello ack has no request id
@@ -98,7 +95,7 @@ void ShardConnection::OnEnd(const grpc::Status& status) {
 
 bool ShardConnection::broken() const {
   absl::MutexLock lock(&mu_);
-  return stream_ == nullptr || ended_;
+  return stream_ == nullptr || ended_ || !malformed_.ok();
 }
 
 absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
@@ -137,7 +134,7 @@ absl::StatusOr<ShardReply> ShardConnection::WaitReply(int64_t request_id, absl::
   const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
   auto arrived = [this, request_id]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-    return replies_.contains(request_id) || ended_;
+    return replies_.contains(request_id) || ended_ || !malformed_.ok();
   };
   while (!mu_.AwaitWithTimeout(absl::Condition(&arrived),
                                std::min(kAbortPoll, deadline - absl::Now()))) {

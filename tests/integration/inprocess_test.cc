@@ -7,18 +7,21 @@
 #include <vector>
 
 #include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "libs/coordinator/coordinator_server.h"
 #include "libs/job/job_spec.h"
 #include "libs/optim/optimizer.h"
+#include "libs/rpc/bidi_stream.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/shard/shard_server.h"
 #include "libs/tensor/packed.h"
 #include "libs/worker/coordinator_session.h"
 #include "libs/worker/parameter_client.h"
 #include "syncopate/v1/coordinator.grpc.pb.h"
+#include "syncopate/v1/shard.grpc.pb.h"
 
 namespace syncopate {
 namespace {
@@ -163,6 +166,49 @@ TEST_F(InProcess, AWorkerIsWelcomedAndParametersFlowOverTheStreams) {
   step.mutable_step()->set_compute_seconds(0.01);
   ASSERT_TRUE(session->Send(step));
   EXPECT_TRUE(Eventually([&] { return coordinator_->core().Status().examples() == 8; }));
+}
+
+// A shard whose every reply is bytes that do not parse as a ShardToWorker.
+class GarbageShard final
+    : public v1::ParameterShard::WithRawCallbackMethod_Train<v1::ParameterShard::Service> {
+ public:
+  grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Train(
+      grpc::CallbackServerContext* /*context*/) override {
+    auto stream = std::make_shared<Stream>();
+    stream->Begin(stream);
+    return stream.get();
+  }
+
+ private:
+  class Stream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuffer> {
+    void OnRequest(const grpc::ByteBuffer& /*request*/) override {
+      const grpc::Slice garbage(std::string("\x12\xff\xff\xff\x0f truncated pull"));
+      Send(grpc::ByteBuffer(&garbage, 1));
+    }
+  };
+};
+
+// A reply that does not parse ends the wait at once with a retryable INTERNAL (as gRPC's own
+// protobuf codec would), and the connection reports itself broken so that Connect replaces it.
+TEST(ShardConnection, AReplyThatDoesNotParseIsARetryableErrorAtOnce) {
+  GarbageShard service;
+  absl::StatusOr<rpc::StartedServer> server =
+      rpc::StartServer("127.0.0.1:0", {&service}, rpc::TransportSecurity());
+  ASSERT_TRUE(server.ok()) << server.status();
+  v1::ShardEndpoint endpoint;
+  endpoint.set_shard_id(3);
+  endpoint.set_address(absl::StrCat("127.0.0.1:", server->port));
+  worker::ShardConnection connection(endpoint, /*worker_id=*/1, v1::ROLE_WORKER);
+  const absl::Time start = absl::Now();
+  const absl::Status connected = connection.Connect(absl::Seconds(30));
+  EXPECT_EQ(connected.code(), absl::StatusCode::kInternal) << connected;
+  EXPECT_THAT(connected.message(), HasSubstr("shard 3 sent a reply that does not parse"));
+  EXPECT_TRUE(rpc::IsRetryable(connected));
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10)) << "waited for the timeout instead";
+  EXPECT_TRUE(connection.broken());
+  // Reconnecting replaces the stream (and cancels the old one) without hanging.
+  EXPECT_EQ(connection.Connect(absl::Seconds(30)).code(), absl::StatusCode::kInternal);
+  server->server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
 }
 
 // Refused hellos end the session with a code retrying cannot fix, and say why.
