@@ -5,15 +5,10 @@
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/payload_codec.h"
 #include "libs/rpc/security.h"
+#include "libs/rpc/train_wire.h"
 
 namespace syncopate::shard {
 namespace {
-
-// Where the payloads sit in the two directions' messages.
-constexpr rpc::PayloadField kPushGradient{v1::WorkerToShard::kPushFieldNumber,
-                                          v1::PushRequest::kGradientFieldNumber};
-constexpr rpc::PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
-                                        v1::PullResponse::kValuesFieldNumber};
 
 class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuffer> {
  public:
@@ -25,7 +20,7 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
   void OnRequest(const grpc::ByteBuffer& bytes) override {
     v1::WorkerToShard request;
     rpc::ReceivedPayload gradient;
-    if (absl::Status decoded = rpc::DecodeWithPayload(bytes, kPushGradient, request, gradient);
+    if (absl::Status decoded = rpc::DecodeWithPayload(bytes, rpc::kPushGradient, request, gradient);
         !decoded.ok()) {
       Refuse(grpc::StatusCode::INVALID_ARGUMENT, RejectionReason::kMalformed,
              std::string(decoded.message()));
@@ -104,7 +99,7 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
     absl::Status accepted =
         core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull, [weak](PullReply reply) {
           if (auto self = weak.lock()) {
-            self->Send(rpc::EncodeWithPayload(kPullValues, reply.response,
+            self->Send(rpc::EncodeWithPayload(rpc::kPullValues, reply.response,
                                               rpc::SliceReferencing(std::move(reply.values))));
           }
         });

@@ -5,19 +5,10 @@
 #include "absl/strings/str_cat.h"
 #include "libs/common/status_macros.h"
 #include "libs/rpc/grpc_util.h"
+#include "libs/rpc/train_wire.h"
 #include "libs/tensor/packed.h"
 
 namespace syncopate::worker {
-namespace {
-
-// ParameterShard.Train, called with raw bytes (the generated stub would bind protobuf's codec).
-constexpr char kTrainMethod[] = "/syncopate.v1.ParameterShard/Train";
-constexpr rpc::PayloadField kPushGradient{v1::WorkerToShard::kPushFieldNumber,
-                                          v1::PushRequest::kGradientFieldNumber};
-constexpr rpc::PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
-                                        v1::PullResponse::kValuesFieldNumber};
-
-}  // namespace
 
 ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id,
                                  v1::Role role, std::string join_token, std::string job_id)
@@ -26,8 +17,7 @@ ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, int32_t work
       role_(role),
       join_token_(std::move(join_token)),
       job_id_(std::move(job_id)),
-      channel_(rpc::CreateChannel(endpoint.address())),
-      train_method_(kTrainMethod, grpc::internal::RpcMethod::BIDI_STREAMING, channel_) {}
+      channel_(rpc::CreateChannel(endpoint.address())) {}
 
 ShardConnection::~ShardConnection() { stream_.reset(); }
 
@@ -40,12 +30,7 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
     malformed_ = absl::OkStatus();
   }
   stream_ = std::make_unique<rpc::ClientStream<grpc::ByteBuffer, grpc::ByteBuffer>>(
-      [this](grpc::ClientContext* context) {
-        // What the generated stub's TrainRaw does, with gRPC's ByteBuffer as the message type.
-        return std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>>(
-            grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
-                channel_.get(), train_method_, context));
-      },
+      [this](grpc::ClientContext* context) { return rpc::OpenRawTrainStream(channel_, context); },
       [this](grpc::ByteBuffer& bytes) { OnMessage(bytes); },
       [this](const grpc::Status& status) { OnEnd(status); });
   v1::WorkerToShard hello;
@@ -70,7 +55,7 @@ bool ShardConnection::Write(const grpc::ByteBuffer& message) {
 void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
   ShardReply reply;
   if (absl::Status decoded =
-          rpc::DecodeWithPayload(bytes, kPullValues, reply.message, reply.values);
+          rpc::DecodeWithPayload(bytes, rpc::kPullValues, reply.message, reply.values);
       !decoded.ok()) {
     // As gRPC's protobuf codec treats a reply it cannot parse: the stream is done for, INTERNAL
     // (retried: the worker reconnects, which cancels this stream). Not cancelled from here:
@@ -120,7 +105,7 @@ absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples
   push.set_token(token);
   push.set_samples(samples);
   for (v1::SparseRows& rows : sparse) *push.add_sparse() = std::move(rows);
-  if (!Write(rpc::EncodeWithPayload(kPushGradient, push,
+  if (!Write(rpc::EncodeWithPayload(rpc::kPushGradient, push,
                                     rpc::SliceCopying({gradient.data(), gradient.size()})))) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }

@@ -74,7 +74,6 @@ class ShardConnection {
   const std::string join_token_;
   const std::string job_id_;
   const std::shared_ptr<grpc::Channel> channel_;
-  const grpc::internal::RpcMethod train_method_;
   std::unique_ptr<rpc::ClientStream<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
   int64_t next_request_id_ = 1;
 

@@ -14,6 +14,7 @@
 #include "google/protobuf/unknown_field_set.h"
 #include "grpcpp/support/byte_buffer.h"
 #include "libs/rpc/payload_codec.h"
+#include "libs/rpc/train_wire.h"
 #include "syncopate/v1/shard.pb.h"
 #include "tests/fuzz/fuzz_input.h"
 
@@ -92,17 +93,15 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   slices.emplace_back(bytes.data() + at, bytes.size() - at);
   if (choice & 1) {
-    CheckAgainstProtobuf<v1::ShardToWorker>(
-        slices, bytes, {v1::ShardToWorker::kPullFieldNumber, v1::PullResponse::kValuesFieldNumber},
-        [](v1::ShardToWorker& m, const std::string& v) {
-          if (m.has_pull()) m.mutable_pull()->set_values(v);
-        });
+    CheckAgainstProtobuf<v1::ShardToWorker>(slices, bytes, syncopate::rpc::kPullValues,
+                                            [](v1::ShardToWorker& m, const std::string& v) {
+                                              if (m.has_pull()) m.mutable_pull()->set_values(v);
+                                            });
   } else {
-    CheckAgainstProtobuf<v1::WorkerToShard>(
-        slices, bytes, {v1::WorkerToShard::kPushFieldNumber, v1::PushRequest::kGradientFieldNumber},
-        [](v1::WorkerToShard& m, const std::string& v) {
-          if (m.has_push()) m.mutable_push()->set_gradient(v);
-        });
+    CheckAgainstProtobuf<v1::WorkerToShard>(slices, bytes, syncopate::rpc::kPushGradient,
+                                            [](v1::WorkerToShard& m, const std::string& v) {
+                                              if (m.has_push()) m.mutable_push()->set_gradient(v);
+                                            });
   }
   return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "gtest/gtest.h"
 #include "libs/rpc/grpc_util.h"
+#include "libs/rpc/train_wire.h"
 #include "libs/shard/shard_core.h"
 #include "libs/tensor/packed.h"
 #include "libs/worker/coordinator_session.h"
@@ -345,14 +346,11 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
   {
     const ShardCounts before = Scrape(cluster);
     const std::shared_ptr<grpc::Channel> channel = rpc::CreateChannel(endpoint.address());
-    const grpc::internal::RpcMethod method("/syncopate.v1.ParameterShard/Train",
-                                           grpc::internal::RpcMethod::BIDI_STREAMING, channel);
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
-    std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> stream(
-        grpc::internal::ClientReaderWriterFactory<grpc::ByteBuffer, grpc::ByteBuffer>::Create(
-            channel.get(), method, &context));
-    const std::string garbage = "\x1a\xff\xff\xff\x0f not a push";  // field 3 of 4 GiB
+    auto stream = rpc::OpenRawTrainStream(channel, &context);
+    // Field 3 (the push) said to be 256 MiB long, in a 19-byte message.
+    const std::string garbage = "\x1a\xff\xff\xff\x0f not a push";
     const grpc::Slice slice(garbage);
     stream->Write(grpc::ByteBuffer(&slice, 1));
     grpc::ByteBuffer reply;

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/rpc/train_wire.h"
 #include "libs/tensor/packed.h"
 #include "syncopate/v1/shard.pb.h"
 
@@ -13,11 +14,6 @@ namespace syncopate::rpc {
 namespace {
 
 using ::testing::HasSubstr;
-
-constexpr PayloadField kPushGradient{v1::WorkerToShard::kPushFieldNumber,
-                                     v1::PushRequest::kGradientFieldNumber};
-constexpr PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
-                                   v1::PullResponse::kValuesFieldNumber};
 
 std::string Flatten(const grpc::ByteBuffer& buffer) {
   std::vector<grpc::Slice> slices;

@@ -1,0 +1,31 @@
+// The ParameterShard.Train stream as raw bytes: where its dense payloads sit, for
+// rpc::EncodeWithPayload and DecodeWithPayload (ADR 0012), and the client side of the method
+// with gRPC's ByteBuffer as the message type. Shared by the shard's service, the worker's
+// connection and the tests that speak the stream directly.
+// Thread-safety: constants and a free function without shared state.
+#ifndef SYNCOPATE_LIBS_RPC_TRAIN_WIRE_H_
+#define SYNCOPATE_LIBS_RPC_TRAIN_WIRE_H_
+
+#include <memory>
+
+#include "grpcpp/grpcpp.h"
+#include "libs/rpc/payload_codec.h"
+#include "syncopate/v1/shard.grpc.pb.h"
+
+namespace syncopate::rpc {
+
+// WorkerToShard.push.gradient and ShardToWorker.pull.values.
+inline constexpr PayloadField kPushGradient{v1::WorkerToShard::kPushFieldNumber,
+                                            v1::PushRequest::kGradientFieldNumber};
+inline constexpr PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
+                                          v1::PullResponse::kValuesFieldNumber};
+
+// Opens ParameterShard.Train on `channel` with raw bytes as messages: what the generated stub's
+// Train does, without binding protobuf's codec. `channel` and `context` must outlive the stream
+// (the stream calls back into the channel).
+std::unique_ptr<grpc::ClientReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>> OpenRawTrainStream(
+    const std::shared_ptr<grpc::Channel>& channel, grpc::ClientContext* context);
+
+}  // namespace syncopate::rpc
+
+#endif  // SYNCOPATE_LIBS_RPC_TRAIN_WIRE_H_
