@@ -436,15 +436,12 @@ void Simulation::Compute(SimWorker& w) {
   w.pull_seconds = Seconds(queue_.now() - w.pull_start) - w.held_seconds;
   for (size_t s = 0; s < shards_.size(); ++s) {
     const v1::ShardPartition& p = partitions_[s];
-    const std::span<float> to =
-        std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin());
+    // The last reference goes here: 1,000 workers x the model would not fit twice.
     const std::shared_ptr<const std::vector<float>> values = std::move(w.pulled[s]);
-    if (values == nullptr || values->size() != to.size()) {
-      return Fail(absl::InternalError(absl::StrCat("shard ", s, " answered a pull with ",
-                                                   values ? values->size() : 0, " values, not ",
-                                                   to.size())));
-    }
-    std::copy(values->begin(), values->end(), to.begin());
+    absl::Status unpacked = tensor::UnpackFloatsInto(
+        tensor::PackedView(*values),
+        std::span<float>(params_).subspan(p.flat_begin(), p.flat_end() - p.flat_begin()));
+    if (!unpacked.ok()) return Fail(unpacked);
   }
   // The real model's real gradient on the real batch and its pulled rows; only its duration is
   // modelled.
