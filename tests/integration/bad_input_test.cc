@@ -48,7 +48,10 @@ TEST(BadInput, RejectedPushesGetPreciseCodesAndAreCounted) {
   auto cluster = launch::LocalCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
-      **cluster, [](const v1::ClusterStatus& s) { return s.shards(0).version() > 0; },
+      **cluster,
+      [](const v1::ClusterStatus& s) {
+        return s.shards(0).version() > 0 && s.membership().worker_ids_size() > 0;
+      },
       absl::Seconds(60));
   ASSERT_TRUE(running.ok()) << running.status();
   const v1::ShardStatus& shard_status = running->shards(0);

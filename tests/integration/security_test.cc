@@ -77,7 +77,10 @@ std::string HttpStatusLine(int port, const std::string& request) {
 // token are refused (UNAVAILABLE at the handshake, UNAUTHENTICATED on the session), logged and
 // counted; the metrics endpoints answer GET only.
 TEST(Security, MutualTlsAndJoinTokenAdmitMembersAndRefuseStrangers) {
-  v1::JobSpec job = SmallJob(v1::MODE_SYNC, 2, 2, 1);
+  // 10 epochs: the probes below need the job still running. One epoch of this job trains in
+  // ~0.5 s, and in CI the first status showing a version came after the job had finished and its
+  // workers had left the membership (SIGSEGV reading worker_ids(0) of an empty list).
+  v1::JobSpec job = SmallJob(v1::MODE_SYNC, 2, 2, 10);
   launch::LocalClusterOptions options = Options(job, "security");
   const std::string pki = options.run_dir + "/pki";
   MakePki(pki);
@@ -95,9 +98,13 @@ TEST(Security, MutualTlsAndJoinTokenAdmitMembersAndRefuseStrangers) {
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
       **cluster,
-      [](const v1::ClusterStatus& s) { return s.shards_size() > 0 && s.shards(0).version() > 0; },
+      [](const v1::ClusterStatus& s) {
+        return s.state() == v1::JOB_RUNNING && s.shards_size() > 0 && s.shards(0).version() > 0 &&
+               s.membership().worker_ids_size() > 0;
+      },
       absl::Seconds(60));
   ASSERT_TRUE(running.ok()) << running.status();
+  const int32_t member_id = running->membership().worker_ids(0);
   const std::string coordinator = (*cluster)->coordinator_address();
 
   // No TLS at all, TLS without a client certificate, a certificate from another CA: the
@@ -126,8 +133,7 @@ TEST(Security, MutualTlsAndJoinTokenAdmitMembersAndRefuseStrangers) {
   v1::ShardEndpoint endpoint;
   endpoint.set_shard_id(0);
   endpoint.set_address(running->shards(0).address());
-  worker::ShardConnection shard(endpoint, running->membership().worker_ids(0), v1::ROLE_WORKER,
-                                "guess");
+  worker::ShardConnection shard(endpoint, member_id, v1::ROLE_WORKER, "guess");
   absl::Status train = shard.Connect(absl::Seconds(10));
   EXPECT_TRUE(absl::IsUnauthenticated(train)) << train;
   const std::string shard_metrics = ScrapeMetrics((*cluster)->metrics_ports().at("shard-0"));
@@ -136,8 +142,7 @@ TEST(Security, MutualTlsAndJoinTokenAdmitMembersAndRefuseStrangers) {
             1)
       << shard_metrics;
   // With the right token the same certificate is welcome on the shard.
-  worker::ShardConnection good(endpoint, running->membership().worker_ids(0), v1::ROLE_EVALUATOR,
-                               options.join_token);
+  worker::ShardConnection good(endpoint, member_id, v1::ROLE_EVALUATOR, options.join_token);
   EXPECT_TRUE(good.Connect(absl::Seconds(10)).ok());
 
   // The members trained to the end through all of it.
