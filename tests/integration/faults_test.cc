@@ -57,11 +57,13 @@ INSTANTIATE_TEST_SUITE_P(Modes, ShardDeath, ::testing::Values(v1::MODE_SYNC, v1:
 // re-issued and the job completes.
 TEST(WorkerDeath, KilledWorkerInGbaModeTheRunCompletes) {
   auto cluster =
-      launch::LocalCluster::Start(Options(SmallJob(v1::MODE_GBA, 3, 2, 3), "worker-death-gba"));
+      launch::LocalCluster::Start(Options(SmallJob(v1::MODE_GBA, 3, 2, 5), "worker-death-gba"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
       **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 3000; }, absl::Seconds(60));
   ASSERT_TRUE(running.ok()) << running.status();
+  // 5 epochs leave ~27,000 examples after the kill, so it lands while the job runs.
+  ASSERT_EQ(running->membership().worker_ids_size(), 3);
   (*cluster)->processes().Signal(launch::LocalCluster::WorkerName(2), SIGKILL);
   auto shrunk = WaitFor(
       **cluster, [](const v1::ClusterStatus& s) { return s.membership().worker_ids_size() == 2; },

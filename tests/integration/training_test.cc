@@ -58,7 +58,9 @@ TEST(Training, AsyncLowersTheLoss) {
 // Scenario: a worker SIGKILLed mid-run in sync mode leaves the membership within a bounded
 // time, the barrier stops waiting for it, its leases are re-issued and the job completes.
 TEST(Training, KilledWorkerIsRemovedAndTheRunCompletes) {
-  auto cluster = launch::LocalCluster::Start(Options(SmallJob(v1::MODE_SYNC, 3, 2, 3), "kill"));
+  // 5 epochs: the kill must land while the job runs (one epoch trains in well under a second
+  // here, and the status is polled every 200 ms).
+  auto cluster = launch::LocalCluster::Start(Options(SmallJob(v1::MODE_SYNC, 3, 2, 5), "kill"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
       **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 3000; }, absl::Seconds(60));
