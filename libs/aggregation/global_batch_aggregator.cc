@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "libs/isa/isa.h"
 #include "libs/straggler/staleness.h"
 #include "libs/straggler/straggler_detector.h"
 
@@ -10,7 +11,8 @@ namespace syncopate::aggregation {
 
 GlobalBatchAggregator::GlobalBatchAggregator(int64_t dim, int64_t global_batch, v1::Mode mode,
                                              int64_t version, std::vector<int32_t> table_dims)
-    : dim_(dim),
+    : kernels_(AggregationKernelsFor(isa::ActiveIsaLevel())),
+      dim_(dim),
       global_batch_(global_batch),
       mode_(mode),
       version_(version),
@@ -105,10 +107,7 @@ void GlobalBatchAggregator::Accumulate(const GradientPush& push, double weight) 
   // Gradients arrive as means over b samples; the buffer holds sums so that any mix of batch
   // sizes normalises by the total sample count.
   const float scale = static_cast<float>(weight * static_cast<double>(push.samples));
-  float* sum = weighted_sum_.data();
-  const float* g = push.gradient.data();
-  const int64_t n = dim_;
-  for (int64_t i = 0; i < n; ++i) sum[i] += scale * g[i];
+  kernels_.accumulate(weighted_sum_.data(), push.gradient.data(), static_cast<size_t>(dim_), scale);
   for (const SparseGradient& rows : push.sparse) {
     SparseBuffer& buffer = sparse_[rows.table];
     const size_t dim = static_cast<size_t>(buffer.dim);
@@ -120,8 +119,7 @@ void GlobalBatchAggregator::Accumulate(const GradientPush& push, double weight) 
         buffer.sums.resize(buffer.sums.size() + dim, 0.0f);
       }
       float* row_sum = buffer.sums.data() + static_cast<size_t>(it->second) * dim;
-      const float* row = rows.rows.data() + k * dim;
-      for (size_t i = 0; i < dim; ++i) row_sum[i] += scale * row[i];
+      kernels_.accumulate(row_sum, rows.rows.data() + k * dim, dim, scale);
     }
   }
   buffered_samples_ += push.samples;
@@ -161,20 +159,16 @@ bool GlobalBatchAggregator::UpdateReady() const {
 int64_t GlobalBatchAggregator::TakeUpdate(std::span<float> mean, SparseUpdate* sparse) {
   const int64_t samples = buffered_samples_;
   // The sum goes back to zero in the same pass that reads it: one pass over the dense buffer per
-  // version instead of two (ClearBuffer's fill was a second one). The buffers never overlap, and
-  // the divisor's test is made once: then the compiler vectorises the division (perf: as a
-  // scalar loop stalled on each divss it cost more per version than the optimizer's update).
-  float* __restrict sum = weighted_sum_.data();
-  float* __restrict out = mean.data();
+  // version instead of two (ClearBuffer's fill was a second one). The divisor's test is made
+  // once, outside the kernel's loop (perf: as a scalar loop stalled on each divss it cost more
+  // per version than the optimizer's update).
   if (samples > 0) {
-    const float divisor = static_cast<float>(samples);  // as NormalisedByGlobalBatch divides
-    for (int64_t i = 0; i < dim_; ++i) {
-      out[i] = sum[i] / divisor;
-      sum[i] = 0.0f;
-    }
+    // As NormalisedByGlobalBatch divides.
+    kernels_.take_mean(mean.data(), weighted_sum_.data(), static_cast<size_t>(dim_),
+                       static_cast<float>(samples));
   } else {
-    std::fill(out, out + dim_, 0.0f);
-    std::fill(sum, sum + dim_, 0.0f);
+    std::fill(mean.begin(), mean.begin() + dim_, 0.0f);
+    std::fill(weighted_sum_.begin(), weighted_sum_.end(), 0.0f);
   }
   if (sparse != nullptr) {
     sparse->tables.resize(sparse_.size());

@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
+#include "libs/aggregation/aggregation_kernels.h"
 #include "syncopate/v1/cluster.pb.h"
 #include "syncopate/v1/job.pb.h"
 
@@ -136,6 +137,7 @@ class GlobalBatchAggregator {
   // reading it).
   void ClearBuffer(bool dense);
 
+  const AggregationKernels& kernels_;  // the active ISA level's
   const int64_t dim_;
   const int64_t global_batch_;
   v1::Mode mode_;

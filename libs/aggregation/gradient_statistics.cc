@@ -3,14 +3,11 @@
 #include <algorithm>
 #include <cmath>
 
+#include "libs/isa/isa.h"
 #include "libs/tensor/packed.h"
 
 namespace syncopate::aggregation {
 namespace {
-
-// The sums below use kLanes independent partial sums, as tensor::SquaredNorm does, so that the
-// compiler can pipeline and vectorise them without reassociating anything.
-constexpr size_t kLanes = 8;
 
 int WarmupUpdates(double decay) {
   if (decay <= 0) return 1;
@@ -20,7 +17,8 @@ int WarmupUpdates(double decay) {
 }  // namespace
 
 GradientStatistics::GradientStatistics(double velocity_decay)
-    : decay_(std::clamp(velocity_decay, 0.0, 0.999)),
+    : kernels_(AggregationKernelsFor(isa::ActiveIsaLevel())),
+      decay_(std::clamp(velocity_decay, 0.0, 0.999)),
       warmup_(WarmupUpdates(decay_)),
       window_(static_cast<size_t>(std::max(warmup_, 8))) {}
 
@@ -40,40 +38,25 @@ void GradientStatistics::AddUpdate(std::span<const float> mean, int64_t samples)
   if (!measures()) return;
   Version v;
   v.samples = static_cast<double>(samples);
-  const double mean_squared = tensor::SquaredNorm(mean);
-  if (pushes_ >= 2 && samples > 0) {
-    const double n = static_cast<double>(pushes_);
-    v.push_excess = push_squared_sum_ / n - mean_squared;
-    v.push_coefficient = push_inverse_samples_sum_ / n - 1.0 / v.samples;
+  if (samples <= 0) {
+    ClosePushes();
+    return;
   }
-  ClosePushes();
-  if (samples <= 0) return;
-
   if (velocity_.size() != mean.size()) {
     velocity_.assign(mean.size(), 0.0f);
     velocity_updates_ = 0;
   }
-  // One pass; independent partial sums per lane, as in tensor::SquaredNorm. (Folding |ḡ|² into
-  // this pass as well was no faster: 24 double accumulators spill AVX2's 16 registers.)
-  const float decay = static_cast<float>(decay_);
-  double change_lanes[kLanes] = {};
-  double velocity_lanes[kLanes] = {};
-  const auto step = [&](size_t i, size_t lane) {
-    const float next = decay * velocity_[i] + mean[i];
-    const double change = static_cast<double>(next) - velocity_[i];
-    change_lanes[lane] += change * change;
-    velocity_lanes[lane] += static_cast<double>(next) * next;
-    velocity_[i] = next;
-  };
-  const size_t whole = mean.size() - mean.size() % kLanes;
-  for (size_t i = 0; i < whole; i += kLanes) {
-    for (size_t l = 0; l < kLanes; ++l) step(i + l, l);
+  // One pass over the mean and the velocity for all three sums.
+  const VelocitySums sums = kernels_.velocity_step(velocity_.data(), mean.data(), mean.size(),
+                                                   static_cast<float>(decay_));
+  if (pushes_ >= 2) {
+    const double n = static_cast<double>(pushes_);
+    v.push_excess = push_squared_sum_ / n - sums.mean_squared;
+    v.push_coefficient = push_inverse_samples_sum_ / n - 1.0 / v.samples;
   }
-  for (size_t i = whole; i < mean.size(); ++i) step(i, 0);
-  for (size_t l = 0; l < kLanes; ++l) {
-    v.velocity_change_squared += change_lanes[l];
-    v.velocity_squared += velocity_lanes[l];
-  }
+  ClosePushes();
+  v.velocity_change_squared = sums.velocity_change_squared;
+  v.velocity_squared = sums.velocity_squared;
   if (++velocity_updates_ <= warmup_) return;
   versions_.push_back(v);
   while (versions_.size() > window_) versions_.pop_front();

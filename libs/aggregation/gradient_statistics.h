@@ -36,6 +36,7 @@
 #include <span>
 #include <vector>
 
+#include "libs/aggregation/aggregation_kernels.h"
 #include "libs/straggler/staleness.h"
 
 namespace syncopate::aggregation {
@@ -78,6 +79,7 @@ class GradientStatistics {
     double velocity_change_squared = 0;  // |v_k − v_{k−1}|²
   };
 
+  const AggregationKernels& kernels_;  // the active ISA level's
   const double decay_;
   const int warmup_;
   const size_t window_;

@@ -7,6 +7,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "libs/isa/isa.h"
+#include "libs/tensor/reduction_kernels.h"
 
 namespace syncopate::tensor {
 namespace {
@@ -31,13 +33,6 @@ bool BlockAllFinite(const float* values, size_t n) {
   }
   return any_non_finite == 0;
 }
-
-// SquaredNorm runs on every sync push of a job with momentum, on the shard's aggregation path. A
-// single double accumulator chains every add on the previous one (about 4 cycles per element);
-// kLanes independent partial sums let the compiler pipeline and vectorise them without
-// reassociating anything (`syncopate-perf-bench --only=statistics`: the single accumulator cost
-// 3.7x the aggregation of the same sync version on the default MLP's slice).
-constexpr size_t kLanes = 8;
 
 }  // namespace
 
@@ -93,20 +88,8 @@ bool AllFinite(std::span<const float> values) {
 }
 
 double SquaredNorm(std::span<const float> values) {
-  double lanes[kLanes] = {};
-  const size_t whole = values.size() - values.size() % kLanes;
-  for (size_t i = 0; i < whole; i += kLanes) {
-    for (size_t l = 0; l < kLanes; ++l) {
-      const double v = values[i + l];
-      lanes[l] += v * v;
-    }
-  }
-  double sum = 0;
-  for (const double lane : lanes) sum += lane;
-  for (size_t i = whole; i < values.size(); ++i) {
-    sum += static_cast<double>(values[i]) * values[i];
-  }
-  return sum;
+  static const ReductionKernels& kernels = ReductionKernelsFor(isa::ActiveIsaLevel());
+  return kernels.squared_norm(values.data(), values.size());
 }
 
 int64_t FirstNonFinite(std::span<const float> values) {

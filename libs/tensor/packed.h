@@ -48,10 +48,11 @@ absl::Status UnpackKeys(std::string_view bytes, std::vector<uint64_t>& out);
 // branch-free scan over the exponent bits.
 bool AllFinite(std::span<const float> values);
 
-// Σ x² accumulated in double. It is finite exactly when every value is: a finite float squares
+// Σ x², returned in double. It is finite exactly when every value is: a finite float squares
 // to at most ~1.2e77, so no sum of finitely many of them overflows a double, while NaN and ±Inf
 // propagate. One pass therefore both validates a gradient and measures it (the shard's sync
-// pushes, GradientStatistics).
+// pushes, GradientStatistics). Runs the active ISA level's kernel, which sums blocks in float
+// lanes (relative error <= ~2e-6; libs/tensor/reduction_kernels.h).
 double SquaredNorm(std::span<const float> values);
 
 // Index of the first NaN or +-Inf, or -1 when all values are finite. For error messages: slower

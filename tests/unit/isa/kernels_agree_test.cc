@@ -4,15 +4,18 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <random>
 #include <span>
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "libs/aggregation/aggregation_kernels.h"
 #include "libs/isa/isa.h"
 #include "libs/model/mlp.h"
 #include "libs/optim/update_rule.h"
+#include "libs/tensor/reduction_kernels.h"
 
 namespace syncopate {
 namespace {
@@ -134,6 +137,87 @@ TEST(IsaKernels, UpdateRulesAgreeAcrossLevels) {
         ExpectClose(run(level), expected, 1e-5f, 1e-6f, "parameters", level);
       }
     }
+  }
+}
+
+double ExactSquaredNorm(std::span<const float> x) {
+  double sum = 0;
+  for (const float v : x) sum += static_cast<double>(v) * v;
+  return sum;
+}
+
+// The block-wise float sums stay within their documented ~2e-6 of the exact double sum, on
+// every level, and keep SquaredNorm's contract: finite exactly when every value is, also for
+// finite values whose squares overflow a float.
+TEST(IsaKernels, SquaredNormIsCloseToTheDoubleSumAndFiniteExactlyWhenTheValuesAre) {
+  // 3 blocks and a ragged tail.
+  std::vector<float> x = Random(3 * tensor::kReductionBlock + 77, 11, -2.0f, 2.0f);
+  const double exact = ExactSquaredNorm(x);
+  for (const IsaLevel level : isa::SupportedIsaLevels()) {
+    SCOPED_TRACE(isa::IsaLevelName(level));
+    const tensor::ReductionKernels& k = tensor::ReductionKernelsFor(level);
+    EXPECT_NEAR(k.squared_norm(x.data(), x.size()), exact, 2e-6 * exact);
+    EXPECT_EQ(k.squared_norm(x.data(), 0), 0.0);
+    EXPECT_EQ(k.squared_norm(x.data(), 5), ExactSquaredNorm(std::span(x).first(5)));
+    std::vector<float> huge = x;
+    huge[tensor::kReductionBlock + 3] = 3e30f;  // its square overflows a float, not a double
+    EXPECT_NEAR(k.squared_norm(huge.data(), huge.size()), ExactSquaredNorm(huge), 1e55);
+    std::vector<float> bad = x;
+    bad[2 * tensor::kReductionBlock + 5] = std::numeric_limits<float>::quiet_NaN();
+    EXPECT_TRUE(std::isnan(k.squared_norm(bad.data(), bad.size())));
+    bad[2 * tensor::kReductionBlock + 5] = -std::numeric_limits<float>::infinity();
+    EXPECT_FALSE(std::isfinite(k.squared_norm(bad.data(), bad.size())));
+  }
+}
+
+TEST(IsaKernels, AggregationKernelsFollowTheirFormulasOnEveryLevel) {
+  constexpr size_t kSize = 2 * tensor::kReductionBlock + 13;
+  const std::vector<float> g = Random(kSize, 21, -1.0f, 1.0f);
+  const std::vector<float> start = Random(kSize, 22, -3.0f, 3.0f);
+  constexpr float kDecay = 0.9f;
+  for (const IsaLevel level : isa::SupportedIsaLevels()) {
+    SCOPED_TRACE(isa::IsaLevelName(level));
+    const aggregation::AggregationKernels& k = aggregation::AggregationKernelsFor(level);
+    std::vector<float> sum = start;
+    k.accumulate(sum.data(), g.data(), kSize, 32.0f);
+    std::vector<float> expected(kSize);
+    for (size_t i = 0; i < kSize; ++i) expected[i] = start[i] + 32.0f * g[i];
+    ExpectClose(sum, expected, 1e-6f, 1e-6f, "accumulate", level);
+
+    std::vector<float> mean(kSize);
+    k.take_mean(mean.data(), sum.data(), kSize, 64.0f);
+    for (size_t i = 0; i < kSize; ++i) {
+      ASSERT_EQ(mean[i], expected[i] / 64.0f) << i;  // a division is exact on every level
+      ASSERT_EQ(sum[i], 0.0f) << i;
+    }
+
+    std::vector<float> velocity = start;
+    const aggregation::VelocitySums sums =
+        k.velocity_step(velocity.data(), g.data(), kSize, kDecay);
+    double mean_squared = 0, change_squared = 0, velocity_squared = 0;
+    for (size_t i = 0; i < kSize; ++i) {
+      const double next = static_cast<double>(kDecay) * start[i] + g[i];
+      ASSERT_NEAR(velocity[i], next, 1e-6 * (1 + std::fabs(next))) << i;
+      mean_squared += static_cast<double>(g[i]) * g[i];
+      change_squared += (next - start[i]) * (next - start[i]);
+      velocity_squared += next * next;
+    }
+    EXPECT_NEAR(sums.mean_squared, mean_squared, 2e-6 * mean_squared);
+    EXPECT_NEAR(sums.velocity_change_squared, change_squared, 2e-6 * change_squared);
+    EXPECT_NEAR(sums.velocity_squared, velocity_squared, 2e-6 * velocity_squared);
+
+    // A block whose float sums overflow is summed again in double from the old velocity.
+    std::vector<float> huge = g;
+    huge[tensor::kReductionBlock + 1] = 1e30f;
+    velocity = start;
+    const aggregation::VelocitySums big =
+        k.velocity_step(velocity.data(), huge.data(), kSize, kDecay);
+    EXPECT_TRUE(std::isfinite(big.mean_squared));
+    EXPECT_NEAR(big.mean_squared, 1e60, 1e54);
+    EXPECT_NEAR(big.velocity_squared, 1e60, 1e54);
+    EXPECT_NEAR(velocity[tensor::kReductionBlock + 1], 1e30f, 1e24f);
+    EXPECT_NEAR(velocity[tensor::kReductionBlock + 2],
+                kDecay * start[tensor::kReductionBlock + 2] + g[tensor::kReductionBlock + 2], 1e-5);
   }
 }
 
