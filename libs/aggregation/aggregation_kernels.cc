@@ -23,17 +23,18 @@ namespace {
 constexpr size_t kLanes = 16;
 constexpr size_t kBlock = tensor::kReductionBlock;
 
+void ScaleInto(float* __restrict sum, const float* __restrict g, size_t n, float scale) {
+  for (size_t i = 0; i < n; ++i) sum[i] = scale * g[i];
+}
+
 void Accumulate(float* __restrict sum, const float* __restrict g, size_t n, float scale) {
   for (size_t i = 0; i < n; ++i) sum[i] += scale * g[i];
 }
 
-void TakeMean(float* __restrict mean, float* __restrict sum, size_t n, float divisor) {
+void DivideInto(float* __restrict mean, const float* __restrict sum, size_t n, float divisor) {
   // A division, not a multiplication by the reciprocal: the same values as the sparse rows'
   // NormalisedByGlobalBatch.
-  for (size_t i = 0; i < n; ++i) {
-    mean[i] = sum[i] / divisor;
-    sum[i] = 0.0f;
-  }
+  for (size_t i = 0; i < n; ++i) mean[i] = sum[i] / divisor;
 }
 
 // One element: the next velocity and its three squared terms, exactly in double.
@@ -97,8 +98,9 @@ VelocitySums VelocityStep(float* __restrict velocity, const float* __restrict me
 
 extern const AggregationKernels kAggregationKernels;
 const AggregationKernels kAggregationKernels = {
+    .scale_into = ScaleInto,
     .accumulate = Accumulate,
-    .take_mean = TakeMean,
+    .divide_into = DivideInto,
     .velocity_step = VelocityStep,
 };
 

@@ -23,10 +23,12 @@ struct VelocitySums {
 };
 
 struct AggregationKernels {
+  // sum = scale * g over n values (the first push of a version).
+  void (*scale_into)(float* sum, const float* g, size_t n, float scale);
   // sum += scale * g over n values.
   void (*accumulate)(float* sum, const float* g, size_t n, float scale);
-  // mean = sum / divisor, then sum = 0, in one pass (divisor > 0).
-  void (*take_mean)(float* mean, float* sum, size_t n, float divisor);
+  // mean = sum / divisor over n values (divisor > 0).
+  void (*divide_into)(float* mean, const float* sum, size_t n, float divisor);
   // velocity = decay * velocity + mean, measuring the three sums of VelocitySums on the way; the
   // sums are accumulated as tensor::SquaredNorm's (libs/tensor/reduction_kernels.h).
   VelocitySums (*velocity_step)(float* velocity, const float* mean, size_t n, float decay);

@@ -107,7 +107,14 @@ void GlobalBatchAggregator::Accumulate(const GradientPush& push, double weight) 
   // Gradients arrive as means over b samples; the buffer holds sums so that any mix of batch
   // sizes normalises by the total sample count.
   const float scale = static_cast<float>(weight * static_cast<double>(push.samples));
-  kernels_.accumulate(weighted_sum_.data(), push.gradient.data(), static_cast<size_t>(dim_), scale);
+  if (dense_sum_holds_pushes_) {
+    kernels_.accumulate(weighted_sum_.data(), push.gradient.data(), static_cast<size_t>(dim_),
+                        scale);
+  } else {
+    kernels_.scale_into(weighted_sum_.data(), push.gradient.data(), static_cast<size_t>(dim_),
+                        scale);
+    dense_sum_holds_pushes_ = true;
+  }
   for (const SparseGradient& rows : push.sparse) {
     SparseBuffer& buffer = sparse_[rows.table];
     const size_t dim = static_cast<size_t>(buffer.dim);
@@ -125,8 +132,8 @@ void GlobalBatchAggregator::Accumulate(const GradientPush& push, double weight) 
   buffered_samples_ += push.samples;
 }
 
-void GlobalBatchAggregator::ClearBuffer(bool dense) {
-  if (dense) std::fill(weighted_sum_.begin(), weighted_sum_.end(), 0.0f);
+void GlobalBatchAggregator::ClearBuffer() {
+  dense_sum_holds_pushes_ = false;
   for (SparseBuffer& buffer : sparse_) {
     buffer.index.clear();
     buffer.keys.clear();
@@ -158,17 +165,15 @@ bool GlobalBatchAggregator::UpdateReady() const {
 
 int64_t GlobalBatchAggregator::TakeUpdate(std::span<float> mean, SparseUpdate* sparse) {
   const int64_t samples = buffered_samples_;
-  // The sum goes back to zero in the same pass that reads it: one pass over the dense buffer per
-  // version instead of two (ClearBuffer's fill was a second one). The divisor's test is made
-  // once, outside the kernel's loop (perf: as a scalar loop stalled on each divss it cost more
-  // per version than the optimizer's update).
-  if (samples > 0) {
+  // The divisor's test is made once, outside the kernel's loop (perf: as a scalar loop stalled
+  // on each divss it cost more per version than the optimizer's update). The sum is not zeroed:
+  // ClearBuffer marks it empty.
+  if (samples > 0 && dense_sum_holds_pushes_) {
     // As NormalisedByGlobalBatch divides.
-    kernels_.take_mean(mean.data(), weighted_sum_.data(), static_cast<size_t>(dim_),
-                       static_cast<float>(samples));
+    kernels_.divide_into(mean.data(), weighted_sum_.data(), static_cast<size_t>(dim_),
+                         static_cast<float>(samples));
   } else {
     std::fill(mean.begin(), mean.begin() + dim_, 0.0f);
-    std::fill(weighted_sum_.begin(), weighted_sum_.end(), 0.0f);
   }
   if (sparse != nullptr) {
     sparse->tables.resize(sparse_.size());
@@ -181,7 +186,7 @@ int64_t GlobalBatchAggregator::TakeUpdate(std::span<float> mean, SparseUpdate* s
       }
     }
   }
-  ClearBuffer(/*dense=*/false);
+  ClearBuffer();
   ++version_;
   return samples;
 }
@@ -201,7 +206,7 @@ void GlobalBatchAggregator::SetMode(v1::Mode mode) {
 }
 
 void GlobalBatchAggregator::RestoreVersion(int64_t version) {
-  ClearBuffer(/*dense=*/true);
+  ClearBuffer();
   recent_staleness_.clear();
   version_ = version;
 }

@@ -133,9 +133,8 @@ class GlobalBatchAggregator {
 
   void Accumulate(const GradientPush& push, double weight);
   void RecordStaleness(int32_t worker, int64_t staleness);
-  // Empties the buffer; the dense sum too unless the caller has zeroed it (TakeUpdate does while
-  // reading it).
-  void ClearBuffer(bool dense);
+  // Empties the buffer (the dense sum by marking it empty, see dense_sum_holds_pushes_).
+  void ClearBuffer();
 
   const AggregationKernels& kernels_;  // the active ISA level's
   const int64_t dim_;
@@ -146,6 +145,10 @@ class GlobalBatchAggregator {
   absl::flat_hash_set<int32_t> members_;
   // Sum of weight * samples * gradient over the pushes since the last update.
   std::vector<float> weighted_sum_;
+  // False once the sum has been taken or cleared: its contents are then stale and count as zero,
+  // and the next push writes it instead of adding to it. Zeroing it instead cost a write pass per
+  // version, and the first push's add a read pass, over the whole slice (perf on the wire bench).
+  bool dense_sum_holds_pushes_ = false;
   std::vector<SparseBuffer> sparse_;  // one per table
   int64_t buffered_samples_ = 0;
   // Sync: who has pushed for the current version.
