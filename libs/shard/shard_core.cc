@@ -221,7 +221,18 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push,
               "samples ", push.samples(), " exceed the global batch ", aggregator_.global_batch())),
           RejectionReason::kBadSamples);
     }
-    absl::Status unpacked = tensor::UnpackFloatsInto(gradient, scratch_gradient_);
+    // In sync with a velocity the gradient statistics need |g|²: measured while unpacking, it
+    // also validates (a squared norm is finite exactly when every value is), instead of a scan.
+    const bool measure = aggregator_.mode() == v1::MODE_SYNC && gradient_statistics_.measures();
+    double squared_norm = 0;
+    absl::Status unpacked;
+    if (measure) {
+      absl::StatusOr<double> norm = tensor::UnpackFloatsAndSquaredNorm(gradient, scratch_gradient_);
+      unpacked = norm.status();
+      if (norm.ok()) squared_norm = *norm;
+    } else {
+      unpacked = tensor::UnpackFloatsInto(gradient, scratch_gradient_);
+    }
     if (!unpacked.ok()) {
       return Reject(ack,
                     absl::InvalidArgumentError(
@@ -229,10 +240,6 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push,
                                      ") has the wrong length: ", unpacked.message())),
                     RejectionReason::kWrongShape);
     }
-    // In sync with a velocity the gradient statistics need |g|²: that one pass also validates
-    // (a squared norm is finite exactly when every value is), instead of a second scan.
-    const bool measure = aggregator_.mode() == v1::MODE_SYNC && gradient_statistics_.measures();
-    const double squared_norm = measure ? tensor::SquaredNorm(scratch_gradient_) : 0.0;
     if (measure ? !std::isfinite(squared_norm) : !tensor::AllFinite(scratch_gradient_)) {
       return Reject(ack,
                     absl::InvalidArgumentError(

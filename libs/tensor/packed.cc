@@ -79,6 +79,38 @@ absl::Status UnpackFloatsInto(const ByteChunks& chunks, std::span<float> out) {
   return absl::OkStatus();
 }
 
+absl::StatusOr<double> UnpackFloatsAndSquaredNorm(const ByteChunks& chunks, std::span<float> out) {
+  if (const size_t size = TotalSize(chunks); size != out.size_bytes()) {
+    return absl::InvalidArgumentError(absl::StrCat("packed float payload has ", size,
+                                                   " bytes, expected ", out.size_bytes(), " (",
+                                                   out.size(), " floats)"));
+  }
+  static const ReductionKernels& kernels = ReductionKernelsFor(isa::ActiveIsaLevel());
+  // Copied a few blocks at a time; each whole block is measured as soon as it is complete. The
+  // blocks are the kernel's own (multiples of kReductionBlock from the start), added in order,
+  // so the sum is bit for bit the kernel's over the whole array.
+  constexpr size_t kPieceBytes = 4 * kReductionBlock * sizeof(float);
+  char* const base = reinterpret_cast<char*>(out.data());
+  size_t written = 0;   // bytes
+  size_t measured = 0;  // floats
+  double sum = 0;
+  for (const std::span<const char> chunk : chunks) {
+    for (size_t offset = 0; offset < chunk.size(); offset += kPieceBytes) {
+      const size_t n = std::min(kPieceBytes, chunk.size() - offset);
+      std::memcpy(base + written, chunk.data() + offset, n);
+      written += n;
+      while (measured + kReductionBlock <= written / sizeof(float)) {
+        sum += kernels.squared_norm(out.data() + measured, kReductionBlock);
+        measured += kReductionBlock;
+      }
+    }
+  }
+  if (measured < out.size()) {
+    sum += kernels.squared_norm(out.data() + measured, out.size() - measured);
+  }
+  return sum;
+}
+
 bool AllFinite(std::span<const float> values) {
   for (size_t begin = 0; begin < values.size(); begin += kFiniteScanBlock) {
     const size_t n = std::min(kFiniteScanBlock, values.size() - begin);

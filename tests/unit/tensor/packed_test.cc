@@ -1,12 +1,15 @@
 #include "libs/tensor/packed.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/tensor/reduction_kernels.h"
 
 namespace syncopate::tensor {
 namespace {
@@ -66,6 +69,35 @@ TEST(UnpackFloatsInto, JoinsPiecesThatSplitFloats) {
   EXPECT_EQ(out, values);
   std::vector<float> untouched(values.size() + 1, 9.0f);
   EXPECT_EQ(UnpackFloatsInto(chunks, untouched).code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(untouched, std::vector<float>(values.size() + 1, 9.0f));
+}
+
+TEST(UnpackFloatsAndSquaredNorm, IsUnpackThenSquaredNormBitForBitHoweverTheBytesAreCut) {
+  // Several reduction blocks and a tail, with values whose squares round differently.
+  std::vector<float> values(3 * kReductionBlock + 123);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = std::sin(static_cast<float>(i)) * 1.7f;
+  const std::string bytes = PackFloats(values);
+  const double expected = SquaredNorm(values);
+  for (const size_t cut : {size_t{1}, size_t{7}, size_t{4096}, size_t{16387}, bytes.size()}) {
+    ByteChunks chunks;
+    for (size_t at = 0; at < bytes.size(); at += cut) {
+      chunks.emplace_back(bytes.data() + at, std::min(cut, bytes.size() - at));
+    }
+    std::vector<float> out(values.size());
+    const absl::StatusOr<double> norm = UnpackFloatsAndSquaredNorm(chunks, out);
+    ASSERT_TRUE(norm.ok()) << norm.status();
+    EXPECT_EQ(*norm, expected) << "pieces of " << cut << " bytes";
+    EXPECT_EQ(out, values);
+  }
+  std::vector<float> bad = values;
+  bad[kReductionBlock + 2] = std::numeric_limits<float>::infinity();
+  const std::string bad_bytes = PackFloats(bad);
+  std::vector<float> out(bad.size());
+  EXPECT_FALSE(
+      std::isfinite(*UnpackFloatsAndSquaredNorm({{bad_bytes.data(), bad_bytes.size()}}, out)));
+  std::vector<float> untouched(values.size() + 1, 9.0f);
+  EXPECT_EQ(UnpackFloatsAndSquaredNorm({{bytes.data(), bytes.size()}}, untouched).status().code(),
+            absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(untouched, std::vector<float>(values.size() + 1, 9.0f));
 }
 
