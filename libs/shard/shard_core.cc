@@ -88,6 +88,7 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
     return absl::InvalidArgumentError(
         absl::StrCat("slices cover ", covered, " of the shard's ", size, " parameters"));
   }
+  core->membership_generation_ = assignment.membership().generation();
   core->aggregator_.SetMembership(assignment.membership());
   metrics->SetVersion(0);
   metrics->SetMode(assignment.mode());
@@ -484,10 +485,26 @@ void ShardCore::SetMembership(const v1::Membership& membership) {
   std::vector<ReadyPull> ready;
   {
     absl::MutexLock lock(&mu_);
-    aggregator_.SetMembership(membership);
-    ApplyReadyUpdates(&ready);  // a barrier may have been waiting only on departed workers
+    // Older than the one applied: it arrived late (see the header).
+    if (membership.generation() > 0 && membership.generation() < membership_generation_) return;
+    ApplyMembership(membership, &ready);
   }
   Deliver(ready);
+}
+
+void ShardCore::ResetMembership(const v1::Membership& membership) {
+  std::vector<ReadyPull> ready;
+  {
+    absl::MutexLock lock(&mu_);
+    ApplyMembership(membership, &ready);
+  }
+  Deliver(ready);
+}
+
+void ShardCore::ApplyMembership(const v1::Membership& membership, std::vector<ReadyPull>* ready) {
+  membership_generation_ = membership.generation();
+  aggregator_.SetMembership(membership);
+  ApplyReadyUpdates(ready);  // a barrier may have been waiting only on departed workers
 }
 
 void ShardCore::SetMode(v1::Mode mode) {

@@ -107,7 +107,15 @@ class ShardCore {
   absl::Status Pull(const Puller& puller, const v1::PullRequest& request, PullCallback done);
   void CancelPulls(const void* owner);
 
+  // A membership update from the coordinator. Within one coordinator session generations only
+  // grow, but the coordinator sends from several threads, so two updates decided a fraction of a
+  // millisecond apart can arrive swapped: one older than the newest applied is ignored (applying
+  // it left a sync barrier waiting on a member the coordinator had added; faults_test, CI-like
+  // load, 2026-11-27). Generation 0 (a job not yet started) is always applied.
   void SetMembership(const v1::Membership& membership);
+  // The membership of a (re)assignment, which starts a coordinator session: taken whatever its
+  // generation, since a restarted coordinator counts generations from the start again.
+  void ResetMembership(const v1::Membership& membership);
   void SetMode(v1::Mode mode);
   // A mode command from the coordinator: SetMode, then, if it says roll_back, a return to the
   // kept rollback point; if it says keep_rollback_point, the state after the switch becomes the
@@ -172,6 +180,9 @@ class ShardCore {
 
   // Applies every ready update and collects the pulls that became answerable.
   void ApplyReadyUpdates(std::vector<ReadyPull>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Takes `membership` and applies what it makes ready.
+  void ApplyMembership(const v1::Membership& membership, std::vector<ReadyPull>* ready)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Publishes the version and collects the pending pulls it answers.
   void AnswerDuePulls(std::vector<ReadyPull>* ready) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Returns to `point` (ApplyModeCommand's roll-back).
@@ -212,6 +223,8 @@ class ShardCore {
   const int64_t max_push_bytes_;
 
   mutable absl::Mutex mu_;
+  // The generation of the membership applied last (see SetMembership).
+  int64_t membership_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<float> params_ ABSL_GUARDED_BY(mu_);
   std::vector<float> mean_gradient_ ABSL_GUARDED_BY(mu_);  // scratch for one update
   std::unique_ptr<optim::Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);

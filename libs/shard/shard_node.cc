@@ -67,7 +67,7 @@ void ShardNode::OnCommand(v1::CoordinatorToShard& message) {
       }
       if (auto existing = train_.core()) {
         // A coordinator restart: keep our state, adopt the membership and the mode.
-        existing->SetMembership(message.assignment().membership());
+        existing->ResetMembership(message.assignment().membership());
         existing->SetMode(message.assignment().mode());
         return;
       }

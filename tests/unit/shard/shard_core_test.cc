@@ -259,6 +259,23 @@ TEST_F(ShardCoreTest, SyncNormalisesUnequalBatchesBySampleCount) {
   EXPECT_THAT(core->Parameters(), ElementsAre(-1.0f, 0.0f, -0.5f, -1.5f));
 }
 
+// Scenario: the coordinator decides generation 3 ({1, 2, 3}) a fraction of a millisecond after
+// generation 2 ({1, 2}) on another thread, and 2 arrives last. The late one is ignored: applied,
+// it would leave worker 3 a stranger here while the other shards wait on it.
+TEST_F(ShardCoreTest, AMembershipOlderThanTheAppliedOneIsIgnoredUntilTheNextSession) {
+  std::unique_ptr<ShardCore> core = Make(v1::MODE_SYNC);
+  core->SetMembership(Members({1, 2, 3}, 4, 3));
+  core->SetMembership(Members({1, 2}, 4, 2));
+  // Worker 3 is still a member: its push counts, and the barrier waits on the other two.
+  EXPECT_EQ(core->Push(3, Gradient(0, 2, {1, 1, 1, 1})).outcome(), v1::PUSH_APPLIED);
+  EXPECT_THAT(core->Stats().barrier_waiting_for, ElementsAre(1, 2));
+  // A restarted coordinator counts from the start again: its assignment starts a session.
+  core->ResetMembership(Members({1, 2}, 4, 1));
+  EXPECT_THAT(core->Stats().barrier_waiting_for, ElementsAre(1, 2));
+  core->SetMembership(Members({1, 2, 4}, 4, 2));
+  EXPECT_THAT(core->Stats().barrier_waiting_for, ElementsAre(1, 2, 4));
+}
+
 TEST_F(ShardCoreTest, MembershipChangeReleasesABarrierWaitingOnADepartedWorker) {
   std::unique_ptr<ShardCore> core = Make(v1::MODE_SYNC);
   int owner = 0;
