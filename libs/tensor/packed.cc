@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
 #include "libs/isa/isa.h"
 #include "libs/tensor/reduction_kernels.h"
 
@@ -64,12 +65,27 @@ size_t TotalSize(const ByteChunks& chunks) {
   return size;
 }
 
-absl::Status UnpackFloatsInto(const ByteChunks& chunks, std::span<float> out) {
+namespace {
+
+// INVALID_ARGUMENT unless the pieces hold exactly out.size() floats.
+absl::Status CheckPayloadSize(const ByteChunks& chunks, std::span<float> out) {
   if (const size_t size = TotalSize(chunks); size != out.size_bytes()) {
     return absl::InvalidArgumentError(absl::StrCat("packed float payload has ", size,
                                                    " bytes, expected ", out.size_bytes(), " (",
                                                    out.size(), " floats)"));
   }
+  return absl::OkStatus();
+}
+
+const ReductionKernels& ActiveReductionKernels() {
+  static const ReductionKernels& kernels = ReductionKernelsFor(isa::ActiveIsaLevel());
+  return kernels;
+}
+
+}  // namespace
+
+absl::Status UnpackFloatsInto(const ByteChunks& chunks, std::span<float> out) {
+  SYNCOPATE_RETURN_IF_ERROR(CheckPayloadSize(chunks, out));
   char* to = reinterpret_cast<char*>(out.data());
   for (const std::span<const char> chunk : chunks) {
     if (chunk.empty()) continue;
@@ -80,12 +96,8 @@ absl::Status UnpackFloatsInto(const ByteChunks& chunks, std::span<float> out) {
 }
 
 absl::StatusOr<double> UnpackFloatsAndSquaredNorm(const ByteChunks& chunks, std::span<float> out) {
-  if (const size_t size = TotalSize(chunks); size != out.size_bytes()) {
-    return absl::InvalidArgumentError(absl::StrCat("packed float payload has ", size,
-                                                   " bytes, expected ", out.size_bytes(), " (",
-                                                   out.size(), " floats)"));
-  }
-  static const ReductionKernels& kernels = ReductionKernelsFor(isa::ActiveIsaLevel());
+  SYNCOPATE_RETURN_IF_ERROR(CheckPayloadSize(chunks, out));
+  const ReductionKernels& kernels = ActiveReductionKernels();
   // Copied a few blocks at a time; each whole block is measured as soon as it is complete. The
   // blocks are the kernel's own (multiples of kReductionBlock from the start), added in order,
   // so the sum is bit for bit the kernel's over the whole array.
@@ -120,8 +132,7 @@ bool AllFinite(std::span<const float> values) {
 }
 
 double SquaredNorm(std::span<const float> values) {
-  static const ReductionKernels& kernels = ReductionKernelsFor(isa::ActiveIsaLevel());
-  return kernels.squared_norm(values.data(), values.size());
+  return ActiveReductionKernels().squared_norm(values.data(), values.size());
 }
 
 int64_t FirstNonFinite(std::span<const float> values) {
