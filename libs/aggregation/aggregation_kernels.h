@@ -30,7 +30,8 @@ struct AggregationKernels {
   // mean = sum / divisor over n values (divisor > 0).
   void (*divide_into)(float* mean, const float* sum, size_t n, float divisor);
   // velocity = decay * velocity + mean, measuring the three sums of VelocitySums on the way; the
-  // sums are accumulated as tensor::SquaredNorm's (libs/tensor/reduction_kernels.h).
+  // sums are accumulated as tensor::SquaredNorm's (libs/tensor/reduction_kernels.h), in 16
+  // lanes, so a lane sums 64 terms of a block: relative error at most ~4e-6.
   VelocitySums (*velocity_step)(float* velocity, const float* mean, size_t n, float decay);
 };
 
