@@ -10,7 +10,7 @@
 #include "libs/common/status_macros.h"
 #include "libs/coordinator/status_builder.h"
 #include "libs/job/job_spec.h"
-#include "libs/job/partitioner.h"
+#include "libs/job/model_kind.h"
 #include "libs/straggler/robust_statistics.h"
 
 namespace syncopate::coordinator {
@@ -84,6 +84,18 @@ void CoordinatorCore::RestoreProgress() {
   started_ = options_.clock->Now() - absl::Seconds(progress.elapsed_seconds());
   next_worker_id_ = std::max(next_worker_id_, progress.next_worker_id());
   for (const auto& [name, id] : progress.worker_ids()) worker_ids_by_name_[name] = id;
+  for (const v1::WorkerStatus& saved : progress.workers()) {
+    // Not connected (link null) until it says hello again; its tally carries on.
+    Worker& worker = workers_[saved.worker_id()];
+    worker.id = saved.worker_id();
+    worker.name = saved.name();
+    worker.role = saved.role();
+    worker.examples = saved.examples();
+    worker.steps = saved.steps();
+    worker.last_loss = saved.last_loss();
+    worker.departed_reason =
+        saved.departed_reason().empty() ? "coordinator_restarted" : saved.departed_reason();
+  }
   modes_.RestoreModes({progress.shard_modes().begin(), progress.shard_modes().end()});
   evals_.assign(progress.evals().begin(), progress.evals().end());
   if (progress.has_leases()) {
@@ -128,6 +140,16 @@ void CoordinatorCore::SaveProgress(Outbox& out) {
   progress.set_next_worker_id(next_worker_id_);
   progress.set_restarts(restarts_);
   for (const auto& [name, id] : worker_ids_by_name_) (*progress.mutable_worker_ids())[name] = id;
+  for (const auto& [id, worker] : workers_) {
+    v1::WorkerStatus* saved = progress.add_workers();
+    saved->set_worker_id(id);
+    saved->set_name(worker.name);
+    saved->set_role(worker.role);
+    saved->set_examples(worker.examples);
+    saved->set_steps(worker.steps);
+    saved->set_last_loss(worker.last_loss);
+    saved->set_departed_reason(worker.departed_reason);
+  }
   for (const auto& [id, mode] : modes_.Modes()) (*progress.mutable_shard_modes())[id] = mode;
   for (const v1::EvalStatus& eval : evals_) *progress.add_evals() = eval;
   *progress.mutable_leases() = leases_.Progress();

@@ -11,6 +11,7 @@
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "libs/common/status_macros.h"
+#include "libs/job/model_kind.h"
 #include "libs/optim/optimizer.h"
 
 namespace syncopate::job {
@@ -30,10 +31,6 @@ class FirstErrorCollector : public google::protobuf::io::ErrorCollector {
 };
 
 }  // namespace
-
-bool IsCtrModel(v1::ModelSpec::Kind kind) {
-  return kind == v1::ModelSpec::WDL || kind == v1::ModelSpec::DEEPFM || kind == v1::ModelSpec::DCN;
-}
 
 absl::Status ParseTextProto(absl::string_view text, absl::string_view what,
                             google::protobuf::Message& message) {
@@ -73,14 +70,8 @@ absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path) {
 
 void ApplyJobDefaults(v1::JobSpec& spec) {
   if (spec.job_id().empty()) spec.set_job_id("job");
-  if (spec.dataset().kind() == v1::DatasetSpec::FASHION_MNIST && spec.dataset().dir().empty()) {
-    spec.mutable_dataset()->set_dir("/usr/share/datasets/fashion-mnist");
-  }
-  if (IsCtrModel(spec.model().kind()) && spec.model().embedding_dim() == 0) {
-    spec.mutable_model()->set_embedding_dim(16);
-  }
-  if (spec.model().kind() == v1::ModelSpec::DCN && spec.model().cross_layers() == 0) {
-    spec.mutable_model()->set_cross_layers(2);
+  if (absl::StatusOr<const ModelKind*> kind = FindModelKind(spec.model().kind()); kind.ok()) {
+    (*kind)->ApplyDefaults(spec);
   }
   if (spec.block_size() == 0) spec.set_block_size(1000);
   if (spec.eval().interval_seconds() == 0) spec.mutable_eval()->set_interval_seconds(5);
@@ -96,57 +87,8 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   for (int width : spec.model().hidden()) {
     if (width <= 0) return bad("model.hidden", "widths must be positive, got ", width);
   }
-  switch (spec.model().kind()) {
-    case v1::ModelSpec::MLP:
-      if (spec.dataset().kind() != v1::DatasetSpec::FASHION_MNIST) {
-        return bad("dataset.kind", "must be FASHION_MNIST for model MLP");
-      }
-      if (spec.model().admit_after_count() != 0 || spec.model().evict_after_updates() != 0) {
-        return bad("model.admit_after_count and evict_after_updates",
-                   "are for models with embedding tables (WDL, DEEPFM, DCN), not MLP");
-      }
-      break;
-    case v1::ModelSpec::WDL:
-    case v1::ModelSpec::DEEPFM:
-    case v1::ModelSpec::DCN:
-      if (spec.dataset().kind() != v1::DatasetSpec::CRITEO) {
-        return bad("dataset.kind", "must be CRITEO for model ",
-                   v1::ModelSpec::Kind_Name(spec.model().kind()));
-      }
-      if (spec.model().kind() == v1::ModelSpec::DCN &&
-          (spec.model().cross_layers() < 1 || spec.model().cross_layers() > 16)) {
-        return bad("model.cross_layers", "must be in [1, 16] for DCN, got ",
-                   spec.model().cross_layers());
-      }
-      if (spec.model().kind() != v1::ModelSpec::DCN && spec.model().cross_layers() != 0) {
-        return bad("model.cross_layers", "is only for model DCN");
-      }
-      if (spec.model().embedding_dim() <= 0 || spec.model().embedding_dim() > 1024) {
-        return bad("model.embedding_dim", "must be in [1, 1024], got ",
-                   spec.model().embedding_dim());
-      }
-      for (const v1::FieldCross& cross : spec.model().wide_crosses()) {
-        if (cross.first() < 1 || cross.first() > 26 || cross.second() < 1 || cross.second() > 26 ||
-            cross.first() == cross.second()) {
-          return bad("model.wide_crosses", "needs two different columns in 1..26 (C1..C26), got ",
-                     cross.first(), " and ", cross.second());
-        }
-      }
-      if (spec.model().admit_after_count() < 0 || spec.model().admit_after_count() > 255) {
-        return bad("model.admit_after_count",
-                   "must be in [0, 255] (0 = every key at first sight), got ",
-                   spec.model().admit_after_count());
-      }
-      if (spec.model().evict_after_updates() < 0) {
-        return bad("model.evict_after_updates", "must be >= 0 (0 = never evict), got ",
-                   spec.model().evict_after_updates());
-      }
-      if (spec.dataset().train_path().empty()) return bad("dataset.train_path", "is required");
-      if (spec.dataset().test_path().empty()) return bad("dataset.test_path", "is required");
-      break;
-    default:
-      return bad("model.kind", "must be MLP, WDL, DEEPFM or DCN");
-  }
+  SYNCOPATE_ASSIGN_OR_RETURN(const ModelKind* kind, FindModelKind(spec.model().kind()));
+  SYNCOPATE_RETURN_IF_ERROR(kind->Validate(spec));
   if (spec.dataset().train_limit() < 0) return bad("dataset.train_limit", "must be >= 0");
   if (spec.dataset().test_limit() < 0) return bad("dataset.test_limit", "must be >= 0");
   if (spec.num_workers() <= 0) return bad("num_workers", "must be positive");

@@ -29,13 +29,12 @@ absl::StatusOr<std::string> ReadSpecFile(const std::string& path, absl::string_v
 absl::StatusOr<v1::JobSpec> ParseJobSpec(absl::string_view text);
 absl::StatusOr<v1::JobSpec> LoadJobSpecFile(const std::string& path);
 
-// Fills unset optional fields (dataset dir, block size, eval interval, job id).
+// Fills unset optional fields (block size, eval interval, job id, and the model kind's own, e.g.
+// the dataset dir).
 void ApplyJobDefaults(v1::JobSpec& spec);
-// INVALID_ARGUMENT naming the first offending field.
+// INVALID_ARGUMENT naming the first offending field (the model and dataset sections are the
+// model kind's to judge: job::ModelKind::Validate).
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
-
-// WDL, DEEPFM or DCN: the click-through-rate models (CRITEO data, embedding tables, AUC).
-bool IsCtrModel(v1::ModelSpec::Kind kind);
 
 // Text format of a spec (what the launcher hands the coordinator).
 std::string JobSpecToText(const v1::JobSpec& spec);

@@ -3,7 +3,6 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
-#include "libs/job/job_spec.h"
 
 namespace syncopate::job {
 
@@ -44,50 +43,6 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
   return partitions;
 }
 
-absl::StatusOr<model::CtrModel> CtrModelForJob(const v1::JobSpec& spec) {
-  model::CtrModelOptions options;
-  switch (spec.model().kind()) {
-    case v1::ModelSpec::WDL:
-      options.architecture = model::CtrArchitecture::kWideDeep;
-      break;
-    case v1::ModelSpec::DEEPFM:
-      options.architecture = model::CtrArchitecture::kDeepFm;
-      break;
-    case v1::ModelSpec::DCN:
-      options.architecture = model::CtrArchitecture::kDcn;
-      break;
-    default:
-      return absl::InvalidArgumentError("not a CTR (WDL, DEEPFM or DCN) job");
-  }
-  for (const v1::FieldCross& cross : spec.model().wide_crosses()) {
-    // Criteo column numbers C1..C26 in the job; 0-based fields in the model.
-    options.crosses.push_back({cross.first() - 1, cross.second() - 1});
-  }
-  options.embedding_dim = spec.model().embedding_dim();
-  options.hidden.assign(spec.model().hidden().begin(), spec.model().hidden().end());
-  options.cross_layers = spec.model().cross_layers();
-  return model::CtrModel::Create(std::move(options));
-}
-
-absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& spec) {
-  ModelLayout layout;
-  if (IsCtrModel(spec.model().kind())) {
-    absl::StatusOr<model::CtrModel> ctr = CtrModelForJob(spec);
-    if (!ctr.ok()) return ctr.status();
-    layout.dense = ctr->tensors();
-    layout.tables = ctr->tables();
-    for (v1::EmbeddingTableSpec& table : layout.tables) {
-      table.set_admit_after_count(spec.model().admit_after_count());
-      table.set_evict_after_updates(spec.model().evict_after_updates());
-    }
-    return layout;
-  }
-  absl::StatusOr<model::Mlp> mlp = ModelForJob(spec);
-  if (!mlp.ok()) return mlp.status();
-  layout.dense = mlp->tensors();
-  return layout;
-}
-
 absl::StatusOr<std::vector<v1::ShardPartition>> PartitionModel(const ModelLayout& layout,
                                                                int num_shards) {
   absl::StatusOr<std::vector<v1::ShardPartition>> partitions =
@@ -97,18 +52,6 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionModel(const ModelLayout
     for (const v1::EmbeddingTableSpec& table : layout.tables) *partition.add_tables() = table;
   }
   return partitions;
-}
-
-absl::StatusOr<model::Mlp> ModelForJob(const v1::JobSpec& spec) {
-  if (spec.dataset().kind() != v1::DatasetSpec::FASHION_MNIST ||
-      spec.model().kind() != v1::ModelSpec::MLP) {
-    return absl::InvalidArgumentError("only FASHION_MNIST jobs have an MLP");
-  }
-  constexpr int kPixels = 28 * 28;
-  constexpr int kClasses = 10;
-  return model::Mlp::Create(
-      kPixels, std::vector<int>(spec.model().hidden().begin(), spec.model().hidden().end()),
-      kClasses);
 }
 
 }  // namespace syncopate::job

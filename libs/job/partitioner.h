@@ -12,8 +12,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "libs/model/ctr_model.h"
-#include "libs/model/mlp.h"
+#include "libs/model/mlp.h"  // model::DenseTensorSpec
 #include "syncopate/v1/cluster.pb.h"
 
 namespace syncopate::job {
@@ -22,22 +21,15 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
     std::span<const model::DenseTensorSpec> tensors, int num_shards);
 
 // What a job's model stores on the shards: its dense tensors (flat-vector order) and its
-// embedding tables (table-id order).
+// embedding tables (table-id order); a job's model kind says (job::LayoutForJob).
 struct ModelLayout {
   std::vector<model::DenseTensorSpec> dense;
   std::vector<v1::EmbeddingTableSpec> tables;
 };
 
-absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& spec);
-
 // The dense partition of the layout plus every table on every shard.
 absl::StatusOr<std::vector<v1::ShardPartition>> PartitionModel(const ModelLayout& layout,
                                                                int num_shards);
-
-// The model an MLP job trains (dimensions come from the dataset kind).
-absl::StatusOr<model::Mlp> ModelForJob(const v1::JobSpec& spec);
-// The model a WDL, DEEPFM or DCN job trains.
-absl::StatusOr<model::CtrModel> CtrModelForJob(const v1::JobSpec& spec);
 
 }  // namespace syncopate::job
 

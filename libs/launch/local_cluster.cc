@@ -127,6 +127,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
     std::vector<std::string> argv = o.worker_command_prefix;
     argv.insert(argv.end(), {bin + "syncopate-worker", coordinator, "--name=" + WorkerName(w),
                              absl::StrCat("--slowdown=", slowdown)});
+    if (o.min_step_time > absl::ZeroDuration()) {
+      argv.push_back("--min_step_time=" + absl::FormatDuration(o.min_step_time));
+    }
     auto schedule = o.slowdown_schedules.find(w);
     if (schedule != o.slowdown_schedules.end()) {
       argv.push_back("--slowdown_schedule=" + schedule->second);

@@ -26,6 +26,9 @@ struct LocalClusterOptions {
   std::vector<double> slowdowns;  // per worker; missing entries mean 1
   // Worker index -> --slowdown_schedule (e.g. "0s:1,20s:4,60s:1"); overrides `slowdowns`.
   std::map<int, std::string> slowdown_schedules;
+  // Every worker's --min_step_time: a floor on each step, so the job lasts at least its steps
+  // times this however fast the machine (tests that act while the job runs).
+  absl::Duration min_step_time = absl::ZeroDuration();
   bool evaluator = true;
   // Worker processes to start; -1: job.num_workers. Tests that play the workers themselves
   // start fewer (the job still waits for job.num_workers hellos).

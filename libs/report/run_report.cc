@@ -62,10 +62,6 @@ double MeanStaleness(const v1::GradientCounters& gradients) {
              : 0.0;
 }
 
-std::string QualityMetric(const v1::JobSpec& job) {
-  return job.model().kind() == v1::ModelSpec::MLP ? "accuracy" : "auc";
-}
-
 absl::StatusOr<std::string> RunReportJson(const v1::RunReport& report) {
   google::protobuf::util::JsonPrintOptions options;
   options.add_whitespace = true;

@@ -26,9 +26,6 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
 // The mean staleness of the pushes a shard aggregated (applied and decayed); 0 when none was.
 double MeanStaleness(const v1::GradientCounters& gradients);
 
-// RunReport.quality_metric for a job: "auc" for click-through-rate models, else "accuracy".
-std::string QualityMetric(const v1::JobSpec& job);
-
 // report.json's text: the JSON mapping with the proto's field names and every field printed.
 absl::StatusOr<std::string> RunReportJson(const v1::RunReport& report);
 // report.md's text.

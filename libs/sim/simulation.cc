@@ -13,7 +13,7 @@
 #include "libs/coordinator/mode_controller.h"
 #include "libs/data/lease_table.h"
 #include "libs/job/job_spec.h"
-#include "libs/job/partitioner.h"
+#include "libs/job/model_kind.h"
 #include "libs/report/run_report.h"
 #include "libs/shard/shard_core.h"
 #include "libs/sim/event_queue.h"
@@ -199,8 +199,8 @@ class Simulation {
 absl::Status Simulation::Setup() {
   SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(job_));
   has_tables_ = !layout.tables.empty();
-  result_.quality_metric = report::QualityMetric(job_);
-  SYNCOPATE_ASSIGN_OR_RETURN(const int64_t train_examples, workload::CountTrainExamples(job_));
+  result_.quality_metric = std::string(job::QualityMetric(job_));
+  SYNCOPATE_ASSIGN_OR_RETURN(const int64_t train_examples, job::CountTrainExamples(job_));
   // What the coordinator does to the job before anyone sees it (CoordinatorCore::Create).
   job::ResolveSchedule(job_, train_examples);
   target_examples_ = job::TargetExamples(job_, train_examples);
@@ -212,9 +212,9 @@ absl::Status Simulation::Setup() {
   // Every simulated worker prepares its batches on this one workload: keep the blocks of the
   // lease each is finishing and of its next.
   SYNCOPATE_ASSIGN_OR_RETURN(
-      train_, workload::CreateWorkload(job_, workload::Purpose::kTrain,
-                                       {.cached_blocks = 2 * int64_t{job_.num_workers()} + 2}));
-  SYNCOPATE_ASSIGN_OR_RETURN(eval_, workload::CreateWorkload(job_, workload::Purpose::kEvaluate));
+      train_, job::CreateWorkload(job_, workload::Purpose::kTrain,
+                                  {.cached_blocks = 2 * int64_t{job_.num_workers()} + 2}));
+  SYNCOPATE_ASSIGN_OR_RETURN(eval_, job::CreateWorkload(job_, workload::Purpose::kEvaluate));
   params_.resize(static_cast<size_t>(train_->num_parameters()));
   evaluator_routing_.emplace(static_cast<int32_t>(partitions_.size()), eval_->table_dims());
   grad_.resize(params_.size());

@@ -56,7 +56,7 @@ struct SimOptions {
   // is evaluated (tests that need no curve).
   bool periodic_eval = true;
   // Time to target is the first evaluation whose quality (SimEvaluation::quality, the job's
-  // report::QualityMetric: accuracy, or AUC for CTR models) is at or above this (0: not tracked).
+  // job::QualityMetric: accuracy, or AUC for CTR models) is at or above this (0: not tracked).
   double target_quality = 0;
   // Polled every kStopPollEvents events; once it returns true the run ends with CANCELLED
   // (`syncopate sim` passes runtime::ShutdownRequested, so SIGTERM and Ctrl-C stop a long run).
@@ -105,7 +105,7 @@ struct SimResult {
   std::vector<int64_t> shard_versions;     // updates applied, per shard
   v1::GradientCounters gradients;          // pushes by outcome, summed over the shards
   std::vector<SimEvaluation> evaluations;  // periodic ones, then the final one
-  std::string quality_metric;              // report::QualityMetric(job): "accuracy" or "auc"
+  std::string quality_metric;              // job::QualityMetric(job): "accuracy" or "auc"
   std::optional<double> seconds_to_target;
   std::vector<SimSwitch> switches;
   std::vector<int32_t> dead_workers;    // worker ids (1..N), in order of death

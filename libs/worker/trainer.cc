@@ -91,10 +91,10 @@ absl::Status Trainer::Run() {
     if (!loss.ok()) return loss.status();
     const double compute_seconds = Seconds(compute_start);
     const double slowdown = options_.slowdown.At(absl::Now() - training_start);
-    if (slowdown > 1.0) {
-      // Sleep rather than spin: a slower machine, not a busier one.
-      absl::SleepFor(absl::Seconds(compute_seconds * (slowdown - 1.0)));
-    }
+    // Sleep rather than spin: a slower machine, not a busier one.
+    const absl::Duration padded_to =
+        std::max(absl::Seconds(compute_seconds * slowdown), options_.min_step_time);
+    absl::SleepFor(padded_to - (absl::Now() - compute_start));
     const double padded_compute = Seconds(compute_start);
     const int64_t token = parameters_.token(0);
     const double held_seconds = pulled.held_seconds;

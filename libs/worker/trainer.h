@@ -46,6 +46,10 @@ struct TrainerOptions {
   // Emulated machine slowness: compute is padded to this multiple of its real time (a sleep,
   // not a spin: a slower machine, not a busier one).
   SlowdownSchedule slowdown;
+  // A floor on each step's (padded) compute time: the job then lasts at least its steps times
+  // this on any machine, however fast, so a test or a bench can act while it runs without its
+  // outcome depending on the machine's speed. Zero: no floor.
+  absl::Duration min_step_time = absl::ZeroDuration();
   WorkerMetrics* metrics = nullptr;  // null: counts nothing
   LoopTimeouts timeouts;
   // Backoff waits; the default sleeps and never asks to stop.

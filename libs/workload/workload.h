@@ -1,6 +1,7 @@
-// What a worker trains and an evaluator measures, independent of the model: the dense MLP on
-// Fashion-MNIST or wide & deep on Criteo-format CTR data. The worker loop (pull, compute, push)
-// and the evaluator loop are the same for both; only this interface differs.
+// What a worker trains and an evaluator measures, independent of the model: the seam between the
+// cluster's worker runtime and a model (the MLP on Fashion-MNIST, the CTR models on Criteo-format
+// data, a user's PyTorch module). The worker loop (pull, compute, push) and the evaluator loop
+// are the same for every model; only this interface differs.
 //
 // A batch is prepared first (PrepareTrain / PrepareEval): afterwards keys() lists, per embedding
 // table, the distinct rows it touches, which the caller pulls from the shards; the step then
@@ -15,7 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "libs/model/mlp.h"
+#include "libs/model/mlp.h"  // model::Evaluation
 #include "syncopate/v1/job.pb.h"
 
 namespace syncopate::workload {
@@ -64,17 +65,7 @@ struct WorkloadOptions {
   int64_t cached_blocks = 4;
 };
 
-// Builds the job's model and opens the data the purpose needs (the training set for workers,
-// the evaluation set for the evaluator). Image data is loaded into memory; CTR data is indexed
-// (data::CriteoFiles: one pass, a bounded index) and read block by block. Errors name the file
-// or field.
-absl::StatusOr<std::unique_ptr<Workload>> CreateWorkload(const v1::JobSpec& job, Purpose purpose,
-                                                         const WorkloadOptions& options = {});
-
-// How many training examples the job's dataset holds (after train_limit): what the
-// coordinator's data leases cover. A CTR dataset is parsed line by line to count it, so a bad
-// line fails the job before any worker starts; memory stays bounded.
-absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job);
+// A job's workload is built by its model kind (job::CreateWorkload, libs/job/model_kind.h).
 
 }  // namespace syncopate::workload
 

@@ -15,6 +15,7 @@
 #include "libs/common/mode_name.h"
 #include "libs/isa/isa.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/model_kind.h"
 #include "libs/launch/launch_flags.h"
 #include "libs/launch/local_cluster.h"
 #include "libs/launch/local_prometheus.h"
@@ -154,7 +155,7 @@ int RunLocal() {
   prometheus.Stop();
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
   v1::RunReport run_report = report::BuildRunReport(last, wall, *slowdowns, run.timeline);
-  run_report.set_quality_metric(report::QualityMetric(*job));
+  run_report.set_quality_metric(std::string(job::QualityMetric(*job)));
   absl::Status written = report::WriteRunReport(run_dir, run_report);
   if (!written.ok()) {
     fprintf(stderr, "syncopate local: %s\n", std::string(written.message()).c_str());

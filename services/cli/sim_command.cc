@@ -8,6 +8,7 @@
 #include "absl/time/clock.h"
 #include "libs/common/mode_name.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/model_kind.h"
 #include "libs/report/run_report.h"
 #include "libs/runtime/process_runtime.h"
 #include "libs/sim/policy.h"
@@ -38,7 +39,7 @@ int RunSim() {
   options.spec = *spec;
   options.timing_seed = seed;
   // Time to target in the job's own quality metric: AUC for the CTR models, else accuracy.
-  const std::string metric = report::QualityMetric(*job);
+  const std::string metric = std::string(job::QualityMetric(*job));
   const bool auc = metric == "auc";
   options.target_quality =
       auc ? absl::GetFlag(FLAGS_target_auc) : absl::GetFlag(FLAGS_target_accuracy);

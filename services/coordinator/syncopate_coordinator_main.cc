@@ -11,11 +11,11 @@
 #include "libs/coordinator/job_summary.h"
 #include "libs/coordinator/progress_journal.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/model_kind.h"
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
-#include "libs/workload/workload.h"
 #include "services/common/security_flags.h"
 
 ABSL_FLAG(std::string, job, "", "Job spec (protobuf text format); empty = the built-in default");
@@ -44,7 +44,7 @@ int Main() {
   absl::StatusOr<v1::JobSpec> job =
       job_path.empty() ? job::ParseJobSpec(job::DefaultJobText()) : job::LoadJobSpecFile(job_path);
   if (!job.ok()) runtime::Die(std::string(job.status().message()));
-  absl::StatusOr<int64_t> train_examples = workload::CountTrainExamples(*job);
+  absl::StatusOr<int64_t> train_examples = job::CountTrainExamples(*job);
   if (!train_examples.ok()) runtime::Die(std::string(train_examples.status().message()));
 
   absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =

@@ -10,8 +10,10 @@
 #include <utility>
 
 #include "absl/flags/flag.h"
+#include "absl/time/time.h"
 #include "glog/logging.h"
 #include "libs/isa/isa.h"
+#include "libs/job/model_kind.h"
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
@@ -22,7 +24,6 @@
 #include "libs/worker/trainer.h"
 #include "libs/worker/worker_metrics.h"
 #include "libs/worker/worker_runner.h"
-#include "libs/workload/workload.h"
 #include "services/common/security_flags.h"
 
 ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "Coordinator address (host:port)");
@@ -34,6 +35,9 @@ ABSL_FLAG(double, slowdown, 1.0,
 ABSL_FLAG(std::string, slowdown_schedule, "",
           "Time-varying slowdown since training started, e.g. 0s:1,20s:4,60s:1 (overrides "
           "--slowdown)");
+ABSL_FLAG(absl::Duration, min_step_time, absl::ZeroDuration(),
+          "Pad each step's compute to at least this long (e.g. 10ms): a job that lasts at least "
+          "its steps times this on any machine, for tests and benchmarks that act mid-run");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9102", "Prometheus /metrics address");
 ABSL_FLAG(std::string, ready_file, "", "If set, write metrics_port here once running");
 ABSL_FLAG(int, join_timeout_seconds, 600, "Give up if no welcome arrives within this time");
@@ -46,7 +50,7 @@ namespace {
 absl::Status RunRole(CoordinatorChannel& session, bool trainer, const std::string& join_token,
                      const SlowdownSchedule& slowdown, WorkerMetrics& metrics) {
   const v1::Welcome& welcome = session.welcome();
-  absl::StatusOr<std::unique_ptr<workload::Workload>> model = workload::CreateWorkload(
+  absl::StatusOr<std::unique_ptr<workload::Workload>> model = job::CreateWorkload(
       welcome.job(), trainer ? workload::Purpose::kTrain : workload::Purpose::kEvaluate);
   if (!model.ok()) return model.status();
   const auto wait = [](absl::Duration d) { return runtime::WaitForShutdown(d); };
@@ -65,6 +69,7 @@ absl::Status RunRole(CoordinatorChannel& session, bool trainer, const std::strin
       welcome.job().job_id(), (*model)->table_dims());
   TrainerOptions options;
   options.slowdown = slowdown;
+  options.min_step_time = absl::GetFlag(FLAGS_min_step_time);
   options.metrics = &metrics;
   options.wait = wait;
   options.shutdown = shutdown;
@@ -77,6 +82,9 @@ int Main() {
     runtime::Die("--role must be worker or evaluator, got '" + role + "'");
   }
   if (!(absl::GetFlag(FLAGS_slowdown) >= 1.0)) runtime::Die("--slowdown must be >= 1");
+  if (absl::GetFlag(FLAGS_min_step_time) < absl::ZeroDuration()) {
+    runtime::Die("--min_step_time must be >= 0");
+  }
   absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
   rpc::InstallTransportSecurity(security->transport);

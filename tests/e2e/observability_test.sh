@@ -87,7 +87,7 @@ grep -q "targetz" "$tmp/tsc.out" || { cat "$tmp/tsc.out"; fail "tsc failed for a
 # waits), before Prometheus's first scrape: the switches table counts switches from the
 # coordinator's start (CI, 2026-11-26, failed when it counted only increase()).
 step "cluster + prometheus"
-setsid "$bin" local --mode=auto --epochs=20 --slowdown_schedule="3@0s:1,20s:4,35s:1" \
+setsid "$bin" local --mode=auto --epochs=1000 --slowdown_schedule="3@0s:1,20s:4,35s:1" \
   --prometheus --run_dir="$tmp/run" --timeout_seconds=240 >"$tmp/local.out" 2>&1 &
 cluster_pid=$!
 url=""

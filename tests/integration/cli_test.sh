@@ -87,7 +87,7 @@ PY
 # UNAUTHENTICATED (a worker and a shard, each exiting 1 with one line) and counted.
 bindir="$(dirname "$bin")"
 "$bin" local --job="$root/examples/fashion_mnist_mlp.textproto" --workers=2 --shards=1 \
-  --epochs=100 --train_limit=2000 --test_limit=500 --run_dir="$tmp/secure" >"$tmp/secure.out" 2>&1 &
+  --epochs=100000 --train_limit=2000 --test_limit=500 --run_dir="$tmp/secure" >"$tmp/secure.out" 2>&1 &
 local_pid=$!
 trap 'kill "$local_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 300); do grep -q '^join token in' "$tmp/secure.out" && break; sleep 0.1; done

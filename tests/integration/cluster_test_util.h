@@ -4,7 +4,9 @@
 
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "libs/coordinator/progress_journal.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
 #include "libs/launch/observe.h"
@@ -47,6 +50,54 @@ inline launch::LocalClusterOptions Options(v1::JobSpec job, const std::string& n
   options.bin_dir = SYNCOPATE_BIN_DIR;
   options.run_dir = TestRunDir(name);
   return options;
+}
+
+// A floor on every worker's step for scenarios that act while the job runs (a kill, a probe):
+// the job then lasts at least its steps times this on any machine, so what the test does lands
+// mid-run however fast the machine is, and a slower machine only makes the job longer. 10 ms is
+// about SmallJob's natural sync pace on a quiet 2-core machine (~100 versions/s).
+inline constexpr absl::Duration kPacedStep = absl::Milliseconds(10);
+
+inline launch::LocalClusterOptions PacedOptions(v1::JobSpec job, const std::string& name) {
+  launch::LocalClusterOptions options = Options(std::move(job), name);
+  options.min_step_time = kPacedStep;
+  return options;
+}
+
+// Polls `done` every 100 ms until it holds or `timeout` passes.
+inline bool Eventually(const std::function<bool()>& done, absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    if (done()) return true;
+    absl::SleepFor(absl::Milliseconds(100));
+  }
+  return done();
+}
+
+// The newest version shard `shard` has a checkpoint of in the cluster's checkpoint directory
+// (names: shard-<id>-of-<S>-v<version>.ckpt), or -1.
+inline int64_t NewestCheckpointVersion(const launch::LocalCluster& cluster, int shard) {
+  int64_t newest = -1;
+  std::error_code error;
+  for (const auto& entry :
+       std::filesystem::directory_iterator(cluster.run_dir() + "/checkpoints", error)) {
+    int id = -1, shards = 0;
+    long long version = -1;  // NOLINT(google-runtime-int): sscanf's %lld
+    const std::string name = entry.path().filename().string();
+    if (std::sscanf(name.c_str(), "shard-%d-of-%d-v%lld.ckpt", &id, &shards, &version) == 3 &&
+        id == shard) {
+      newest = std::max<int64_t>(newest, version);
+    }
+  }
+  return newest;
+}
+
+// The examples the coordinator's progress file (what a restarted coordinator resumes from)
+// records, or -1 while there is none.
+inline int64_t SavedProgressExamples(const launch::LocalCluster& cluster) {
+  coordinator::FileProgressJournal journal(cluster.run_dir() + "/coordinator");
+  absl::StatusOr<v1::CoordinatorProgress> progress = journal.Load();
+  return progress.ok() ? progress->examples() : -1;
 }
 
 // Polls the coordinator until `done` holds or `timeout` passes; returns the last status.

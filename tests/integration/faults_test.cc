@@ -10,7 +10,7 @@
 namespace syncopate {
 namespace {
 
-using testing::Options;
+using testing::PacedOptions;
 using testing::SmallJob;
 using testing::WaitFor;
 
@@ -22,21 +22,23 @@ class ShardDeath : public ::testing::TestWithParam<v1::Mode> {};
 // the test starts it again on its port; it restores its latest checkpoint (taken every second),
 // the workers reconnect with backoff, and the run completes with a trained model.
 TEST_P(ShardDeath, KilledShardRestoresItsCheckpointAndTheRunCompletes) {
-  // 10 epochs = 937 global batches: the kill comes at version ~150, and what is left must fit
-  // the 120 s bound with room on a loaded CI machine (measured there: ~5x slower than a quiet
-  // 2-core machine, where 30 epochs left ~2,600 versions at ~125/s).
+  // 10 epochs = 938 global batches, paced to >= 9.4 s on any machine (kPacedStep): the kill
+  // lands at version ~150 with most of the job still to run.
   v1::JobSpec job = SmallJob(GetParam(), 3, 2, 10);
   job.set_checkpoint_interval_seconds(1);
   auto cluster = launch::LocalCluster::Start(
-      Options(job, absl::StrCat("shard-death-", v1::Mode_Name(GetParam()))));
+      PacedOptions(job, absl::StrCat("shard-death-", v1::Mode_Name(GetParam()))));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
       **cluster, [](const v1::ClusterStatus& s) { return s.shards(0).version() > 150; },
       absl::Seconds(60));
   ASSERT_TRUE(running.ok()) << running.status();
-  // At least one periodic checkpoint exists once a second has passed at these versions.
-  absl::SleepFor(absl::Seconds(1.5));
-  const int64_t version_before = (*cluster)->Status()->shards(0).version();
+  // The event the kill needs: a checkpoint of these versions exists (taken every second).
+  ASSERT_TRUE(testing::Eventually(
+      [&] { return testing::NewestCheckpointVersion(**cluster, 0) > 100; }, absl::Seconds(30)));
+  const v1::ClusterStatus before = *(*cluster)->Status();
+  ASSERT_EQ(before.state(), v1::JOB_RUNNING) << "the kill must land while the job runs";
+  const int64_t version_before = before.shards(0).version();
   absl::Status restarted = (*cluster)->KillAndRestart(launch::LocalCluster::ShardName(0));
   ASSERT_TRUE(restarted.ok()) << restarted;
 
@@ -56,13 +58,15 @@ INSTANTIATE_TEST_SUITE_P(Modes, ShardDeath, ::testing::Values(v1::MODE_SYNC, v1:
 // Scenario: a worker SIGKILLed mid-run in gba mode: no barrier to release, but its leases are
 // re-issued and the job completes.
 TEST(WorkerDeath, KilledWorkerInGbaModeTheRunCompletes) {
-  auto cluster =
-      launch::LocalCluster::Start(Options(SmallJob(v1::MODE_GBA, 3, 2, 5), "worker-death-gba"));
+  // 5 epochs, paced: >= ~4.8 s on any machine (3 workers, one step of 21 examples per 10 ms
+  // each); the kill lands after ~0.5 s.
+  auto cluster = launch::LocalCluster::Start(
+      PacedOptions(SmallJob(v1::MODE_GBA, 3, 2, 5), "worker-death-gba"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
       **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 3000; }, absl::Seconds(60));
   ASSERT_TRUE(running.ok()) << running.status();
-  // 5 epochs leave ~27,000 examples after the kill, so it lands while the job runs.
+  ASSERT_EQ(running->state(), v1::JOB_RUNNING);
   ASSERT_EQ(running->membership().worker_ids_size(), 3);
   (*cluster)->processes().Signal(launch::LocalCluster::WorkerName(2), SIGKILL);
   auto shrunk = WaitFor(
@@ -81,14 +85,17 @@ TEST(WorkerDeath, KilledWorkerInGbaModeTheRunCompletes) {
 class CoordinatorDeath : public ::testing::TestWithParam<v1::Mode> {};
 
 TEST_P(CoordinatorDeath, RestartedCoordinatorCarriesOnAndTheRunCompletes) {
+  // 12 epochs, paced: >= ~11 s on any machine; the kill lands after ~1.5 s.
   auto cluster = launch::LocalCluster::Start(
-      Options(SmallJob(GetParam(), 3, 2, 12),
-              absl::StrCat("coordinator-death-", v1::Mode_Name(GetParam()))));
+      PacedOptions(SmallJob(GetParam(), 3, 2, 12),
+                   absl::StrCat("coordinator-death-", v1::Mode_Name(GetParam()))));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
-  auto running = WaitFor(
-      **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 8000; }, absl::Seconds(60));
-  ASSERT_TRUE(running.ok()) << running.status();
-  absl::SleepFor(absl::Seconds(1.5));  // the progress file is written about once a second
+  // The event the kill needs: the progress file (written about once a second) records the
+  // examples a restarted coordinator carries on from.
+  ASSERT_TRUE(testing::Eventually([&] { return testing::SavedProgressExamples(**cluster) > 8000; },
+                                  absl::Seconds(60)));
+  const v1::ClusterStatus before = *(*cluster)->Status();
+  ASSERT_EQ(before.state(), v1::JOB_RUNNING) << "the kill must land while the job runs";
   absl::Status restarted = (*cluster)->KillAndRestart("coordinator");
   ASSERT_TRUE(restarted.ok()) << restarted;
 
@@ -99,6 +106,7 @@ TEST_P(CoordinatorDeath, RestartedCoordinatorCarriesOnAndTheRunCompletes) {
   auto done = WaitFor(**cluster, Done, absl::Seconds(120));
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_GT(done->last_eval().accuracy(), 0.70);
+  // Read after the end: a finished job's status keeps the workers that trained it.
   std::set<int32_t> ids;
   for (const v1::WorkerStatus& w : done->workers()) {
     if (w.role() == v1::ROLE_WORKER) ids.insert(w.worker_id());

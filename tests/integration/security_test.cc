@@ -17,7 +17,6 @@ namespace syncopate {
 namespace {
 
 using testing::MetricValue;
-using testing::Options;
 using testing::ScrapeMetrics;
 using testing::SmallJob;
 using testing::WaitFor;
@@ -77,11 +76,12 @@ std::string HttpStatusLine(int port, const std::string& request) {
 // token are refused (UNAVAILABLE at the handshake, UNAUTHENTICATED on the session), logged and
 // counted; the metrics endpoints answer GET only.
 TEST(Security, MutualTlsAndJoinTokenAdmitMembersAndRefuseStrangers) {
-  // 10 epochs: the probes below need the job still running. One epoch of this job trains in
-  // ~0.5 s, and in CI the first status showing a version came after the job had finished and its
-  // workers had left the membership (SIGSEGV reading worker_ids(0) of an empty list).
+  // 10 epochs, paced to >= 9.4 s on any machine (testing::kPacedStep): the probes below need
+  // the job still running. Unpaced, one epoch trained in ~0.5 s, and in CI the first status
+  // showing a version came after the job had finished and its workers had left the membership
+  // (SIGSEGV reading worker_ids(0) of an empty list).
   v1::JobSpec job = SmallJob(v1::MODE_SYNC, 2, 2, 10);
-  launch::LocalClusterOptions options = Options(job, "security");
+  launch::LocalClusterOptions options = testing::PacedOptions(job, "security");
   const std::string pki = options.run_dir + "/pki";
   MakePki(pki);
   if (HasFatalFailure()) return;

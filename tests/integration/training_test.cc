@@ -58,13 +58,15 @@ TEST(Training, AsyncLowersTheLoss) {
 // Scenario: a worker SIGKILLed mid-run in sync mode leaves the membership within a bounded
 // time, the barrier stops waiting for it, its leases are re-issued and the job completes.
 TEST(Training, KilledWorkerIsRemovedAndTheRunCompletes) {
-  // 5 epochs: the kill must land while the job runs (one epoch trains in well under a second
-  // here, and the status is polled every 200 ms).
-  auto cluster = launch::LocalCluster::Start(Options(SmallJob(v1::MODE_SYNC, 3, 2, 5), "kill"));
+  // 5 epochs = 469 versions, paced to >= 4.7 s on any machine (testing::kPacedStep): the kill
+  // lands while the job runs however fast the machine.
+  auto cluster =
+      launch::LocalCluster::Start(testing::PacedOptions(SmallJob(v1::MODE_SYNC, 3, 2, 5), "kill"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
       **cluster, [](const v1::ClusterStatus& s) { return s.examples() > 3000; }, absl::Seconds(60));
   ASSERT_TRUE(running.ok()) << running.status();
+  ASSERT_EQ(running->state(), v1::JOB_RUNNING);
   ASSERT_EQ(running->membership().worker_ids_size(), 3);
   (*cluster)->processes().Signal(launch::LocalCluster::WorkerName(1), SIGKILL);
 

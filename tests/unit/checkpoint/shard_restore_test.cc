@@ -3,7 +3,7 @@
 
 #include "gtest/gtest.h"
 #include "libs/job/job_spec.h"
-#include "libs/job/partitioner.h"
+#include "libs/job/model_kind.h"
 #include "libs/shard/shard_core.h"
 #include "libs/tensor/packed.h"
 

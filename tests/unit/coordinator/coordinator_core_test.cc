@@ -19,7 +19,7 @@
 #include "gtest/gtest.h"
 #include "libs/common/clock.h"
 #include "libs/job/job_spec.h"
-#include "libs/job/partitioner.h"
+#include "libs/job/model_kind.h"
 #include "prometheus/registry.h"
 #include "tests/unit/metric_value.h"
 
@@ -785,6 +785,62 @@ TEST_F(CoordinatorCoreTest, ARestartAfterTheFinalEvaluationEndsTheJobWithoutWait
   EXPECT_EQ(core_->state(), v1::JOB_DONE);
   ASSERT_TRUE(core_->Status().last_eval().final());
   EXPECT_DOUBLE_EQ(core_->Status().last_eval().accuracy(), 0.8);
+}
+
+// A job that finished (or ran on) before its coordinator restarted still shows the workers that
+// trained it: ids, names, roles and tallies come back from the progress file, not connected.
+TEST_F(CoordinatorCoreTest, ARestartedCoordinatorStillShowsTheWorkersThatTrained) {
+  journal_ = std::make_shared<InMemoryProgressJournal>();
+  v1::JobSpec job = SmallJob();
+  job.mutable_stop()->set_max_examples(100);
+  Create(job);
+  StartJob();
+  core_->WorkerMessage(id1_, Step(60));
+  core_->WorkerMessage(id2_, Step(40));  // the target: FINISHING, saved
+  core_->WorkerGone(id1_, "session_closed");
+  core_->WorkerGone(id2_, "session_closed");
+  clock_.Advance(absl::Seconds(2));
+  core_->Tick();  // no evaluator: DRAINING, saved
+  core_.reset();
+
+  shards_.clear();
+  Create(job);
+  const v1::ClusterStatus status = core_->Status();
+  ASSERT_EQ(status.workers_size(), 2);
+  EXPECT_EQ(status.workers(0).worker_id(), id1_);
+  EXPECT_EQ(status.workers(0).name(), "w1");
+  EXPECT_EQ(status.workers(0).role(), v1::ROLE_WORKER);
+  EXPECT_EQ(status.workers(0).examples(), 60);
+  EXPECT_EQ(status.workers(1).examples(), 40);
+  EXPECT_FALSE(status.workers(1).alive());
+  EXPECT_EQ(status.workers(1).departed_reason(), "session_closed");
+}
+
+// A running job's restarted coordinator lists its workers as not connected until they rejoin;
+// one that rejoins under its name keeps its id and its tally.
+TEST_F(CoordinatorCoreTest, AWorkerRejoiningARestartedCoordinatorKeepsItsTally) {
+  journal_ = std::make_shared<InMemoryProgressJournal>();
+  Create();
+  StartJob();
+  core_->WorkerMessage(id1_, Step(8));
+  clock_.Advance(absl::Seconds(2));
+  core_->Tick();  // saved
+  core_.reset();
+
+  shards_.clear();
+  Create();
+  ASSERT_EQ(core_->Status().workers_size(), 2);
+  EXPECT_FALSE(core_->Status().workers(0).alive());
+  EXPECT_EQ(core_->Status().workers(0).departed_reason(), "coordinator_restarted");
+  ConnectShard(0);
+  ConnectShard(1);
+  int32_t rejoined = 0;
+  Join("w1", &rejoined);
+  EXPECT_EQ(rejoined, id1_);
+  const v1::WorkerStatus w1 = core_->Status().workers(0);
+  EXPECT_TRUE(w1.alive());
+  EXPECT_EQ(w1.examples(), 8);
+  EXPECT_EQ(w1.departed_reason(), "");
 }
 
 TEST_F(CoordinatorCoreTest, AReconnectingShardGetsTheCurrentMembership) {

@@ -9,6 +9,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/model_kind.h"
 
 namespace syncopate::job {
 namespace {

@@ -170,14 +170,6 @@ TEST(RunReport, CarriesStalenessSwitchesAndTheTimeline) {
   EXPECT_DOUBLE_EQ(report.timeline(2).seconds(), 2);
 }
 
-TEST(RunReport, QualityIsAucForClickThroughJobs) {
-  v1::JobSpec job;
-  job.mutable_model()->set_kind(v1::ModelSpec::MLP);
-  EXPECT_EQ(QualityMetric(job), "accuracy");
-  job.mutable_model()->set_kind(v1::ModelSpec::WDL);
-  EXPECT_EQ(QualityMetric(job), "auc");
-}
-
 // report.html stands alone: no scripts, nothing fetched (no src, no link, no url() but the
 // charts' own clip paths), every text escaped; and it has every chart and the switch's reason.
 TEST(RunReportHtml, IsSelfContainedAndShowsEveryChart) {

@@ -13,7 +13,7 @@
 #include "libs/common/clock.h"
 #include "libs/data/ctr_generator.h"
 #include "libs/job/job_spec.h"
-#include "libs/job/partitioner.h"
+#include "libs/job/model_kind.h"
 #include "libs/shard/shard_core.h"
 #include "libs/sim/simulation.h"
 #include "libs/tensor/packed.h"
@@ -149,7 +149,7 @@ TEST(SimulationCtr, SyncRunMatchesTheRealShardsFedDirectly) {
   }
   const std::vector<std::vector<int64_t>> stream =
       AlternatingLeaseStreams(256, 32, job.seed(), versions * 16);
-  auto model = *workload::CreateWorkload(job, workload::Purpose::kTrain);
+  auto model = *job::CreateWorkload(job, workload::Purpose::kTrain);
   std::vector<float> params(static_cast<size_t>(model->num_parameters()));
   std::vector<float> grad(params.size());
   workload::TableRows rows, row_grads;
@@ -196,7 +196,7 @@ TEST(SimulationCtr, SyncRunMatchesTheRealShardsFedDirectly) {
   EXPECT_GT(direct_rows, 0);
 
   // The evaluator, chunk by chunk, reading rows without creating them.
-  auto eval = *workload::CreateWorkload(job, workload::Purpose::kEvaluate);
+  auto eval = *job::CreateWorkload(job, workload::Purpose::kEvaluate);
   worker::KeyRouting routing(2, eval->table_dims());
   for (int64_t begin = 0; begin < eval->eval_size(); begin += eval->eval_chunk()) {
     ASSERT_TRUE(

@@ -6,7 +6,7 @@
 #include "libs/aggregation/global_batch_aggregator.h"
 #include "libs/data/lease_table.h"
 #include "libs/job/job_spec.h"
-#include "libs/job/partitioner.h"
+#include "libs/job/model_kind.h"
 #include "libs/optim/optimizer.h"
 #include "libs/tensor/initializer.h"
 #include "libs/workload/workload.h"
@@ -304,7 +304,7 @@ TEST(Simulation, SyncRunMatchesTheRealAggregatorFedDirectly) {
   // Each worker visits its leases' examples in order; leases alternate between the workers.
   const std::vector<std::vector<int64_t>> stream =
       AlternatingLeaseStreams(64, 32, job.seed(), versions * 16);
-  auto model = *workload::CreateWorkload(job, workload::Purpose::kTrain);
+  auto model = *job::CreateWorkload(job, workload::Purpose::kTrain);
   std::vector<float> grad(params.size()), mean(params.size());
   workload::TableRows rows, row_grads;
   for (int64_t k = 0; k < versions; ++k) {

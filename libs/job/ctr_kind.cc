@@ -1,0 +1,110 @@
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "libs/common/status_macros.h"
+#include "libs/data/criteo_files.h"
+#include "libs/job/builtin_model_kinds.h"
+#include "libs/workload/ctr_workload.h"
+
+namespace syncopate::job {
+namespace {
+
+absl::Status Bad(absl::string_view field, absl::string_view why) {
+  return absl::InvalidArgumentError(absl::StrCat("job spec: ", field, " ", why));
+}
+
+}  // namespace
+
+absl::StatusOr<model::CtrModel> CtrModelForJob(const v1::JobSpec& job) {
+  const CtrModelKind* ctr = FindCtrModelKind(job.model().kind());
+  if (ctr == nullptr) return absl::InvalidArgumentError("not a CTR (WDL, DEEPFM or DCN) job");
+  model::CtrModelOptions options;
+  options.architecture = ctr->architecture();
+  for (const v1::FieldCross& cross : job.model().wide_crosses()) {
+    // Criteo column numbers C1..C26 in the job; 0-based fields in the model.
+    options.crosses.push_back({cross.first() - 1, cross.second() - 1});
+  }
+  options.embedding_dim = job.model().embedding_dim();
+  options.hidden.assign(job.model().hidden().begin(), job.model().hidden().end());
+  options.cross_layers = job.model().cross_layers();
+  return model::CtrModel::Create(std::move(options));
+}
+
+void CtrModelKind::ApplyDefaults(v1::JobSpec& job) const {
+  if (job.model().embedding_dim() == 0) job.mutable_model()->set_embedding_dim(16);
+  if (architecture_ == model::CtrArchitecture::kDcn && job.model().cross_layers() == 0) {
+    job.mutable_model()->set_cross_layers(2);
+  }
+}
+
+absl::Status CtrModelKind::Validate(const v1::JobSpec& job) const {
+  const v1::ModelSpec& m = job.model();
+  if (job.dataset().kind() != v1::DatasetSpec::CRITEO) {
+    return Bad("dataset.kind", absl::StrCat("must be CRITEO for model ", name()));
+  }
+  if (architecture_ == model::CtrArchitecture::kDcn &&
+      (m.cross_layers() < 1 || m.cross_layers() > 16)) {
+    return Bad("model.cross_layers",
+               absl::StrCat("must be in [1, 16] for DCN, got ", m.cross_layers()));
+  }
+  if (architecture_ != model::CtrArchitecture::kDcn && m.cross_layers() != 0) {
+    return Bad("model.cross_layers", "is only for model DCN");
+  }
+  if (m.embedding_dim() <= 0 || m.embedding_dim() > 1024) {
+    return Bad("model.embedding_dim",
+               absl::StrCat("must be in [1, 1024], got ", m.embedding_dim()));
+  }
+  for (const v1::FieldCross& cross : m.wide_crosses()) {
+    if (cross.first() < 1 || cross.first() > 26 || cross.second() < 1 || cross.second() > 26 ||
+        cross.first() == cross.second()) {
+      return Bad("model.wide_crosses",
+                 absl::StrCat("needs two different columns in 1..26 (C1..C26), got ", cross.first(),
+                              " and ", cross.second()));
+    }
+  }
+  SYNCOPATE_RETURN_IF_ERROR(ValidateEmbeddingMemory(m));
+  if (job.dataset().train_path().empty()) return Bad("dataset.train_path", "is required");
+  if (job.dataset().test_path().empty()) return Bad("dataset.test_path", "is required");
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ModelLayout> CtrModelKind::Layout(const v1::JobSpec& job) const {
+  SYNCOPATE_ASSIGN_OR_RETURN(const model::CtrModel ctr, CtrModelForJob(job));
+  ModelLayout layout;
+  layout.dense = ctr.tensors();
+  layout.tables = ctr.tables();
+  ApplyEmbeddingMemory(job.model(), layout);
+  return layout;
+}
+
+absl::StatusOr<int64_t> CtrModelKind::CountTrainExamples(const v1::JobSpec& job) const {
+  // Parsing every line (and keeping none) validates the data before any worker starts.
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      std::unique_ptr<data::CriteoFiles> files,
+      data::CriteoFiles::Open(job.dataset().train_path(),
+                              {.limit = job.dataset().train_limit(), .validate = true}));
+  return files->rows();
+}
+
+absl::StatusOr<std::unique_ptr<workload::Workload>> CtrModelKind::CreateWorkload(
+    const v1::JobSpec& job, workload::Purpose purpose,
+    const workload::WorkloadOptions& options) const {
+  const bool train = purpose == workload::Purpose::kTrain;
+  SYNCOPATE_ASSIGN_OR_RETURN(model::CtrModel model, CtrModelForJob(job));
+  const std::string& path = train ? job.dataset().train_path() : job.dataset().test_path();
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      std::unique_ptr<data::CriteoFiles> files,
+      data::CriteoFiles::Open(
+          path, {.limit = train ? job.dataset().train_limit() : job.dataset().test_limit()}));
+  if (files->rows() == 0) {
+    return absl::FailedPreconditionError(absl::StrCat(path, " holds no examples"));
+  }
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      data::CriteoBlockCache examples,
+      data::CriteoBlockCache::Create(std::move(files), job.block_size(), options.cached_blocks));
+  return workload::NewCtrWorkload(std::move(model), std::move(examples));
+}
+
+}  // namespace syncopate::job
