@@ -15,19 +15,24 @@ enum class IsaLevel;
 
 namespace syncopate::optim {
 
-// Each updates n elements in place; the formulas are the rules' (update_rule.cc).
+// Each updates n elements in place; the formulas are the rules' (update_rule.cc), written in
+// torch.optim's order of operations (PyTorch 1.13, foreach=False): fma(a, b, c) is a * b + c
+// rounded once where the level has FMA (x86-64-v3 and v4, like torch's vectorised kernels), twice
+// on the baseline level. tests/unit/pytorch/optimizer_parity_test.cc holds them to torch.optim.
 struct UpdateKernels {
-  // p -= lr * g
+  // p = fma(g, -lr, p)
   void (*sgd)(float* p, const float* g, size_t n, float lr);
-  // v = mu * v + g; p -= lr * v
+  // v = mu * v + g; p = fma(v, -lr, p)
   void (*momentum)(float* p, float* v, const float* g, size_t n, float lr, float mu);
-  // v = mu * v + g; p -= lr * (g + mu * v)
+  // v = mu * v + g; p = fma(fma(v, mu, g), -lr, p)
   void (*nesterov)(float* p, float* v, const float* g, size_t n, float lr, float mu);
-  // acc += g^2; p -= lr * g / (sqrt(acc) + eps)
+  // acc = fma(g, g, acc); p += (-lr * g) / (sqrt(acc) + eps)
   void (*adagrad)(float* p, float* acc, const float* g, size_t n, float lr, float eps);
-  // m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr_t * m / (sqrt(v) + eps)
-  void (*adam)(float* p, float* m, float* v, const float* g, size_t n, float lr_t, float b1,
-               float b2, float eps);
+  // m = fma(g, 1 - b1, b1 * m); v = fma((1 - b2) * g, g, b2 * v);
+  // p += (-step_size * m) / (sqrt(v) / bias2_sqrt + eps), step_size = lr / (1 - b1^t),
+  // bias2_sqrt = sqrt(1 - b2^t) (Kingma & Ba's algorithm 1 with eps outside the correction)
+  void (*adam)(float* p, float* m, float* v, const float* g, size_t n, float step_size,
+               float bias2_sqrt, float b1, float b2, float eps);
 };
 
 // The kernels compiled for `level` (the baseline ones when this build has none for it); the CPU

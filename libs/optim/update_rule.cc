@@ -118,30 +118,38 @@ class AdamRule final : public UpdateRule {
   double velocity_decay() const override { return beta1_; }
 
   // With no new gradient m decays as b1^k m while v barely moves (b2 is close to 1), so d
-  // updates move lr_t * sum_{k=1..d} b1^k * m / (sqrt(v) + eps).
+  // updates move step_size * sum_{k=1..d} b1^k * m / (sqrt(v) / bias2_sqrt + eps).
   void LookAhead(std::span<const float> params, std::span<const std::span<float>> slots,
                  const Step& step, double delay, std::span<float> out) const override {
-    const float scale = static_cast<float>(BiasCorrectedRate(step) * GeometricReach(beta1_, delay));
+    const Correction c = CorrectionAt(step);
+    const float scale = static_cast<float>(c.step_size * GeometricReach(beta1_, delay));
     const float* m = slots[0].data();
     const float* v = slots[1].data();
     for (size_t i = 0; i < params.size(); ++i) {
-      out[i] = params[i] - scale * m[i] / (std::sqrt(v[i]) + epsilon_);
+      out[i] = params[i] - scale * m[i] / (std::sqrt(v[i]) / c.bias2_sqrt + epsilon_);
     }
   }
 
  protected:
   void ApplyStep(std::span<float> params, std::span<const float> grad,
                  std::span<const std::span<float>> slots, const Step& step) const override {
+    const Correction c = CorrectionAt(step);
     kernels_.adam(params.data(), slots[0].data(), slots[1].data(), grad.data(), params.size(),
-                  static_cast<float>(BiasCorrectedRate(step)), beta1_, beta2_, epsilon_);
+                  c.step_size, c.bias2_sqrt, beta1_, beta2_, epsilon_);
   }
 
  private:
-  // Powers in double: b2^t for b2 = 0.999 loses most of its digits in float after a few
-  // thousand steps, and 1 - b1^t must not round to 0 at t = 1.
-  double BiasCorrectedRate(const Step& step) const {
+  // Adam's bias correction as torch.optim.Adam computes it: step_size = lr / (1 - b1^t) and
+  // sqrt(1 - b2^t), in double (b2^t for b2 = 0.999 loses most of its digits in float after a few
+  // thousand steps, and 1 - b1^t must not round to 0 at t = 1), each then a float.
+  struct Correction {
+    float step_size;
+    float bias2_sqrt;
+  };
+  Correction CorrectionAt(const Step& step) const {
     const double t = static_cast<double>(std::max<int64_t>(step.index, 1));
-    return step.learning_rate * std::sqrt(1.0 - std::pow(beta2_, t)) / (1.0 - std::pow(beta1_, t));
+    return {static_cast<float>(step.learning_rate / (1.0 - std::pow(beta1_, t))),
+            static_cast<float>(std::sqrt(1.0 - std::pow(beta2_, t)))};
   }
 
   const float beta1_;
