@@ -42,21 +42,28 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
   }
   job::ResolveSchedule(options.job, options.train_examples);
   SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(options.job));
+  // Every shard and worker gets the job with its layout: a worker checks its model against it.
+  *options.job.mutable_model()->mutable_layout() = job::LayoutRecord(layout);
   SYNCOPATE_ASSIGN_OR_RETURN(std::vector<v1::ShardPartition> partitions,
                              job::PartitionModel(layout, options.job.num_shards()));
   SYNCOPATE_ASSIGN_OR_RETURN(
       data::LeaseTable leases,
       data::LeaseTable::Create(options.train_examples, options.job.block_size(),
                                options.job.seed()));
-  return std::unique_ptr<CoordinatorCore>(
-      new CoordinatorCore(std::move(options), std::move(partitions), std::move(leases)));
+  std::vector<std::string> initial_values;
+  for (const v1::ShardPartition& partition : partitions) {
+    initial_values.push_back(job::PackedInitialValues(layout, partition));
+  }
+  return std::unique_ptr<CoordinatorCore>(new CoordinatorCore(
+      std::move(options), std::move(partitions), std::move(initial_values), std::move(leases)));
 }
 
 CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
                                  std::vector<v1::ShardPartition> partitions,
-                                 data::LeaseTable leases)
+                                 std::vector<std::string> initial_values, data::LeaseTable leases)
     : options_(std::move(options)),
       partitions_(std::move(partitions)),
+      initial_values_(std::move(initial_values)),
       target_examples_(job::TargetExamples(options_.job, options_.train_examples)),
       created_(options_.clock->Now()),
       leases_(std::move(leases)),
@@ -496,6 +503,7 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     v1::ShardAssignment* assignment = message.mutable_assignment();
     *assignment->mutable_job() = options_.job;
     *assignment->mutable_partition() = partitions_[id];
+    assignment->set_initial_values(initial_values_[id]);
     *assignment->mutable_membership() = membership_;
     assignment->set_mode(modes_.ConnectShard(id));
     out.to_shards.emplace_back(shard.link, std::move(message));

@@ -133,8 +133,8 @@ class CoordinatorCore {
     std::optional<ProgressSnapshot> progress;  // the newest snapshot taken, if any
   };
 
-  explicit CoordinatorCore(CoordinatorOptions options, std::vector<v1::ShardPartition> partitions,
-                           data::LeaseTable leases);
+  CoordinatorCore(CoordinatorOptions options, std::vector<v1::ShardPartition> partitions,
+                  std::vector<std::string> initial_values, data::LeaseTable leases);
 
   void MaybeStart(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void Welcome(Worker& worker, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -174,6 +174,8 @@ class CoordinatorCore {
 
   const CoordinatorOptions options_;
   const std::vector<v1::ShardPartition> partitions_;
+  // Per shard, ShardAssignment.initial_values (a model that initialises itself; else empty).
+  const std::vector<std::string> initial_values_;
   const int64_t target_examples_;
   const absl::Time created_;
 

@@ -44,6 +44,20 @@ class CtrModelKind final : public ModelKind {
   const model::CtrArchitecture architecture_;
 };
 
+// TORCH: a PyTorch module the user brings (ModelSpec.torch; libs/pytorch, ADR 0013). In a build
+// without Python (SYNCOPATE_TORCH off) every function but Validate says so.
+class TorchModelKind final : public ModelKind {
+ public:
+  v1::ModelSpec::Kind kind() const override { return v1::ModelSpec::TORCH; }
+  absl::string_view quality_metric(const v1::JobSpec& job) const override;
+  absl::Status Validate(const v1::JobSpec& job) const override;
+  absl::StatusOr<ModelLayout> Layout(const v1::JobSpec& job) const override;
+  absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job) const override;
+  absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(
+      const v1::JobSpec& job, workload::Purpose purpose,
+      const workload::WorkloadOptions& options) const override;
+};
+
 // The row of a CTR kind, or null (the table's own instances; model_kinds.cc).
 const CtrModelKind* FindCtrModelKind(v1::ModelSpec::Kind kind);
 

@@ -18,8 +18,9 @@ struct Table {
   CtrModelKind wdl{v1::ModelSpec::WDL, model::CtrArchitecture::kWideDeep};
   CtrModelKind deepfm{v1::ModelSpec::DEEPFM, model::CtrArchitecture::kDeepFm};
   CtrModelKind dcn{v1::ModelSpec::DCN, model::CtrArchitecture::kDcn};
+  TorchModelKind torch;
 
-  std::array<const ModelKind*, 4> rows() const { return {&mlp, &wdl, &deepfm, &dcn}; }
+  std::array<const ModelKind*, 5> rows() const { return {&mlp, &wdl, &deepfm, &dcn, &torch}; }
 };
 
 const Table& TheTable() {

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "libs/tensor/packed.h"
 
 namespace syncopate::job {
 
@@ -52,6 +53,34 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionModel(const ModelLayout
     for (const v1::EmbeddingTableSpec& table : layout.tables) *partition.add_tables() = table;
   }
   return partitions;
+}
+
+v1::ModelLayoutRecord LayoutRecord(const ModelLayout& layout) {
+  v1::ModelLayoutRecord record;
+  for (size_t i = 0; i < layout.dense.size(); ++i) {
+    const model::DenseTensorSpec& tensor = layout.dense[i];
+    v1::TensorShape* shape = record.add_dense();
+    shape->set_name(tensor.name);
+    if (i < layout.dense_shapes.size()) {
+      for (int64_t d : layout.dense_shapes[i]) shape->add_shape(d);
+    } else {
+      shape->add_shape(tensor.rows);
+      shape->add_shape(tensor.cols);
+    }
+  }
+  for (const v1::EmbeddingTableSpec& table : layout.tables) {
+    v1::TableShape* shape = record.add_tables();
+    shape->set_name(table.name());
+    shape->set_dim(table.dim());
+  }
+  return record;
+}
+
+std::string PackedInitialValues(const ModelLayout& layout, const v1::ShardPartition& partition) {
+  if (layout.initial_values.empty()) return "";
+  return tensor::PackFloats(
+      std::span<const float>(layout.initial_values)
+          .subspan(partition.flat_begin(), partition.flat_end() - partition.flat_begin()));
 }
 
 }  // namespace syncopate::job

@@ -9,6 +9,7 @@
 #define SYNCOPATE_LIBS_JOB_PARTITIONER_H_
 
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -24,8 +25,21 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
 // embedding tables (table-id order); a job's model kind says (job::LayoutForJob).
 struct ModelLayout {
   std::vector<model::DenseTensorSpec> dense;
+  // The tensors' own shapes where the model has them (a PyTorch module's), parallel to `dense`;
+  // empty: each is [rows, cols].
+  std::vector<std::vector<int64_t>> dense_shapes;
   std::vector<v1::EmbeddingTableSpec> tables;
+  // The flat vector's initial values when the model initialises itself (its tensors' init is
+  // PROVIDED); empty when the shards initialise every slice from its Initializer.
+  std::vector<float> initial_values;
 };
+
+// The layout as a job spec records it (ModelSpec.layout): names and shapes, no values.
+v1::ModelLayoutRecord LayoutRecord(const ModelLayout& layout);
+
+// ShardAssignment.initial_values for `partition`: its range of the layout's initial values,
+// packed; empty when the layout has none.
+std::string PackedInitialValues(const ModelLayout& layout, const v1::ShardPartition& partition);
 
 // The dense partition of the layout plus every table on every shard.
 absl::StatusOr<std::vector<v1::ShardPartition>> PartitionModel(const ModelLayout& layout,

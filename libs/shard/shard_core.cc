@@ -63,15 +63,33 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
   // (offset, length) of every slice: they must tile the range exactly, so a total that adds up
   // is not enough (an overlap could hide a gap that would stay uninitialised).
   std::vector<std::pair<int64_t, int64_t>> spans;
+  // A model that initialises itself (a PyTorch module) sends its values with the assignment.
+  std::vector<float> provided;
+  if (!assignment.initial_values().empty()) {
+    provided.resize(size);
+    if (absl::Status unpacked = tensor::UnpackFloatsInto(assignment.initial_values(), provided);
+        !unpacked.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("the assignment's initial values: ", unpacked.message()));
+    }
+  }
   for (const v1::TensorSlice& slice : partition.slices()) {
     const int64_t offset = slice.flat_offset() - partition.flat_begin();
     if (offset < 0 || slice.length() < 0 || offset + slice.length() > size) {
       return absl::InvalidArgumentError(
           absl::StrCat("slice of ", slice.tensor(), " lies outside the shard's range"));
     }
-    SYNCOPATE_RETURN_IF_ERROR(tensor::InitializeSlice(
-        slice.init(), assignment.job().seed(), slice.tensor(), slice.tensor_offset(),
-        std::span<float>(core->params_).subspan(offset, slice.length())));
+    const std::span<float> values = std::span<float>(core->params_).subspan(offset, slice.length());
+    if (slice.init().kind() == v1::Initializer::PROVIDED) {
+      if (provided.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "slice of ", slice.tensor(), " is PROVIDED but the assignment carries no values"));
+      }
+      std::copy_n(provided.begin() + offset, slice.length(), values.begin());
+    } else {
+      SYNCOPATE_RETURN_IF_ERROR(tensor::InitializeSlice(
+          slice.init(), assignment.job().seed(), slice.tensor(), slice.tensor_offset(), values));
+    }
     spans.emplace_back(offset, slice.length());
   }
   std::sort(spans.begin(), spans.end());

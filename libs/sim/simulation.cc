@@ -198,6 +198,8 @@ class Simulation {
 
 absl::Status Simulation::Setup() {
   SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(job_));
+  // As CoordinatorCore::Create: the job every shard and worker sees records its layout.
+  *job_.mutable_model()->mutable_layout() = job::LayoutRecord(layout);
   has_tables_ = !layout.tables.empty();
   result_.quality_metric = std::string(job::QualityMetric(job_));
   SYNCOPATE_ASSIGN_OR_RETURN(const int64_t train_examples, job::CountTrainExamples(job_));
@@ -274,6 +276,7 @@ absl::Status Simulation::Setup() {
     v1::ShardAssignment assignment;
     *assignment.mutable_job() = job_;
     *assignment.mutable_partition() = partitions_[s];
+    assignment.set_initial_values(job::PackedInitialValues(layout, partitions_[s]));
     *assignment.mutable_membership() = membership_;
     assignment.set_mode(modes_->ConnectShard(static_cast<int32_t>(s)));
     SYNCOPATE_ASSIGN_OR_RETURN(auto core, shard::ShardCore::Create(assignment, &clock_, nullptr));

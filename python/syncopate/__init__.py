@@ -1,0 +1,1 @@
+"""Syncopate's Python front end: bring your own PyTorch model (syncopate.torch)."""

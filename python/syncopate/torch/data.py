@@ -1,0 +1,98 @@
+"""Datasets a PyTorch model can train on, read by Syncopate's own C++ readers.
+
+They read files the way the built-in models do (libs/data): Fashion-MNIST's IDX files and
+Criteo-format TSV (plain or gzip, globs, larger than memory), so a PyTorch job and a built-in job
+see the same examples. Both implement ``__getitems__`` so a batch is one call into C++.
+"""
+import dataclasses
+from typing import Dict, List, Sequence, Tuple
+
+import torch
+
+try:  # the worker runtime's embedded module (libs/pytorch/native_module.cc)
+    import syncopate_native as _native
+except ImportError:  # pragma: no cover - outside a Syncopate process
+    _native = None
+
+
+def _require_native(what: str):
+    if _native is None:
+        raise ImportError(
+            f"{what} reads data with Syncopate's C++ readers, which exist inside Syncopate's "
+            "processes (syncopate-worker, -coordinator, syncopate local)")
+    return _native
+
+
+@dataclasses.dataclass(frozen=True)
+class DataSpec:
+    """The job's ``dataset`` section, as the job spec gives it (protos/syncopate/v1/job.proto)."""
+    kind: str = "KIND_UNSPECIFIED"
+    dir: str = ""
+    train_path: str = ""
+    test_path: str = ""
+    train_limit: int = 0
+    test_limit: int = 0
+    block_size: int = 1000  # the job's lease block: what a worker's batches are drawn from
+
+
+class FashionMnist(torch.utils.data.Dataset):
+    """Fashion-MNIST from its IDX files (Debian's dataset-fashion-mnist): 60k / 10k images.
+
+    An example is ``(image, label)``: 784 float32 pixels in [0, 1] and an int64 class.
+    """
+
+    def __init__(self, directory: str, split: str, limit: int = 0) -> None:
+        if split not in ("train", "test"):
+            raise ValueError(f"FashionMnist split must be 'train' or 'test', got {split!r}")
+        features, labels = _require_native("FashionMnist").load_fashion_mnist(
+            directory, split, int(limit))
+        self.images = torch.from_numpy(features)
+        self.labels = torch.from_numpy(labels)
+
+    def __len__(self) -> int:
+        return len(self.labels)
+
+    def __getitem__(self, i: int) -> Tuple[torch.Tensor, torch.Tensor]:
+        return self.images[i], self.labels[i]
+
+    def __getitems__(self, indices: Sequence[int]) -> Tuple[torch.Tensor, torch.Tensor]:
+        index = torch.as_tensor(indices, dtype=torch.int64)
+        return self.images[index], self.labels[index]
+
+
+class Criteo(torch.utils.data.Dataset):
+    """Criteo-format click logs (label, 13 integer and 26 categorical columns), read from disk.
+
+    ``path`` is a file, a glob or a comma-separated list of either, plain or gzip; the rows stay
+    on disk and are parsed a block of ``block_size`` rows at a time (the last ``cached_blocks``
+    kept), so the dataset may be far larger than memory. An example is ``(features, label)``
+    with ``features = {"numeric": float32[13] (NaN where missing), "categorical": int64[26]}``:
+    each categorical value as a 64-bit key that also encodes its column (the built-in CTR models'
+    keys), ready for a :class:`ShardedEmbedding` over all 26 columns.
+    """
+
+    def __init__(self, path: str, limit: int = 0, block_size: int = 1000,
+                 cached_blocks: int = 4) -> None:
+        self._reader = _require_native("Criteo").CriteoReader(
+            path, int(limit), int(block_size), int(cached_blocks))
+
+    def __len__(self) -> int:
+        return self._reader.rows()
+
+    def __getitem__(self, i: int) -> Tuple[Dict[str, torch.Tensor], torch.Tensor]:
+        features, labels = self.__getitems__([i])
+        return {k: v[0] for k, v in features.items()}, labels[0]
+
+    def __getitems__(self, indices: Sequence[int]) -> Tuple[Dict[str, torch.Tensor],
+                                                             torch.Tensor]:
+        numeric, keys, labels = self._reader.read(list(indices))
+        return ({"numeric": torch.from_numpy(numeric), "categorical": torch.from_numpy(keys)},
+                torch.from_numpy(labels))
+
+
+def collate(dataset: torch.utils.data.Dataset, indices: List[int]):
+    """The batch of ``indices``: the dataset's ``__getitems__``, else torch's default collate."""
+    getitems = getattr(dataset, "__getitems__", None)
+    if getitems is not None:
+        return getitems(indices)
+    return torch.utils.data.default_collate([dataset[i] for i in indices])

@@ -1,0 +1,105 @@
+"""syncopate.torch's Python side on its own (no cluster): ShardedEmbedding's lookups and errors,
+and the Host the C++ worker runtime drives, on tests/unit/pytorch/testdata/tiny_model.py."""
+import os
+import tempfile
+import unittest
+
+import numpy as np
+import torch
+
+import syncopate.torch as st
+from syncopate.torch._host import Host, load_user_module
+
+TINY = os.path.join(os.path.dirname(__file__), "..", "unit", "pytorch", "testdata",
+                    "tiny_model.py")
+DATA = {"kind": "KIND_UNSPECIFIED", "train_limit": 0, "test_limit": 0}
+
+
+def rows_for(embedding, keys, values):
+    embedding.slot = st.embedding.TableRows()
+    embedding.slot.keys = torch.tensor(keys, dtype=torch.int64)
+    embedding.slot.rows = values
+
+
+class ShardedEmbeddingTest(unittest.TestCase):
+    def test_looks_up_the_pulled_rows_like_nn_embedding(self):
+        e = st.ShardedEmbedding("t", 2, features="ids")
+        rows = torch.arange(6, dtype=torch.float32).view(3, 2)
+        rows_for(e, [-7, 3, 9], rows)
+        ids = torch.tensor([[9, -7], [3, 3]])
+        expected = torch.nn.functional.embedding(torch.tensor([[2, 0], [1, 1]]), rows)
+        self.assertTrue(torch.equal(e(ids), expected))
+
+    def test_pools_like_embedding_bag(self):
+        e = st.ShardedEmbedding("t", 2, features="ids", pooling="mean")
+        rows = torch.arange(6, dtype=torch.float32).view(3, 2)
+        rows_for(e, [1, 2, 3], rows)
+        out = e(torch.tensor([[1, 3], [2, 2]]))
+        self.assertTrue(torch.equal(out, torch.tensor([[2.0, 3.0], [2.0, 3.0]])))
+
+    def test_ids_that_were_not_pulled_are_an_error(self):
+        e = st.ShardedEmbedding("t", 2, features="ids")
+        rows_for(e, [1, 2], torch.zeros(2, 2))
+        with self.assertRaisesRegex(ValueError, "not in the batch's ids"):
+            e(torch.tensor([1, 5]))
+
+    def test_outside_a_worker_it_says_where_it_runs(self):
+        with self.assertRaisesRegex(RuntimeError, "inside a Syncopate worker"):
+            st.ShardedEmbedding("t", 2, features="ids")(torch.tensor([1]))
+
+    def test_bad_arguments_are_one_line_each(self):
+        with self.assertRaisesRegex(ValueError, "dim must be positive"):
+            st.ShardedEmbedding("t", 0, features="ids")
+        with self.assertRaisesRegex(ValueError, "pooling"):
+            st.ShardedEmbedding("t", 2, features="ids", pooling="max")
+
+
+class HostTest(unittest.TestCase):
+    def test_layout_and_initial_values_are_the_modules(self):
+        host = Host(TINY, 7, DATA, "describe")
+        dense, tables = host.layout()
+        self.assertEqual([name for name, _ in dense],
+                         ["fc.weight", "fc.bias", "out.weight", "out.bias"])
+        self.assertEqual(tables, [("ids", 4, 0.05)])
+        torch.manual_seed(7)
+        module = load_user_module(TINY).model()
+        self.assertTrue(np.array_equal(host.initial_values()[:35],
+                                       module.fc.weight.detach().reshape(-1).numpy()))
+        self.assertEqual(host.check(), "classification")
+        self.assertEqual(host.train_size(), 40)
+
+    def test_keys_are_the_batchs_distinct_ids_sorted_as_int64(self):
+        host = Host(TINY, 7, DATA, "train")
+        keys = host.prepare(np.array([0, 1, 2], dtype=np.int64))
+        ids = torch.cat([host.train_data[i][0]["ids"] for i in range(3)])
+        self.assertEqual(len(keys), 1)
+        self.assertEqual(keys[0].dtype, np.uint64)
+        self.assertTrue(np.array_equal(keys[0].view(np.int64), torch.unique(ids).numpy()))
+
+    def test_a_step_writes_the_gradients_into_the_runtimes_buffers(self):
+        host = Host(TINY, 7, DATA, "train")
+        keys = host.prepare(np.array([3, 4], dtype=np.int64))
+        params = host.initial_values().copy()
+        rows = np.full(len(keys[0]) * 4, 0.01, dtype=np.float32)
+        grad = np.zeros_like(params)
+        row_grad = np.zeros_like(rows)
+        loss = host.train_step(params, [rows], grad, [row_grad])
+        self.assertGreater(loss, 0)
+        self.assertTrue(np.any(grad != 0))
+        self.assertTrue(np.any(row_grad != 0))
+        # The parameters are views of the runtime's buffer: a new pull is seen without a copy.
+        params *= 0
+        self.assertEqual(float(host.model.fc.weight.abs().sum()), 0.0)
+
+    def test_a_module_without_the_four_names_is_refused(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "no_loss_model.py")
+            with open(path, "w") as f:
+                f.write("def model(): pass\ndef train_dataset(d): pass\n"
+                        "def test_dataset(d): pass\n")
+            with self.assertRaisesRegex(AttributeError, "defines no loss"):
+                load_user_module(path)
+
+
+if __name__ == "__main__":
+    unittest.main()
