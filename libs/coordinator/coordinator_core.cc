@@ -27,11 +27,49 @@ double MedianComputeSeconds(const std::deque<double>& recent) {
 
 }  // namespace
 
-void CoordinatorCore::Deliver(Outbox& out) {
-  if (out.progress.has_value()) WriteProgress(*out.progress);
-  for (auto& [link, message] : out.to_shards) link->Send(std::move(message));
-  for (auto& [link, message] : out.to_workers) link->Send(std::move(message));
-  for (auto& [link, status] : out.closes) link->Close(status);
+class ABSL_SCOPED_LOCKABLE CoordinatorCore::Decision {
+ public:
+  Decision(CoordinatorCore& core, Outbox& out) ABSL_EXCLUSIVE_LOCK_FUNCTION(core.mu_)
+      : core_(core), out_(out) {
+    core_.mu_.Lock();
+  }
+  ~Decision() ABSL_UNLOCK_FUNCTION() {
+    {
+      absl::MutexLock lock(&core_.delivery_mu_);
+      core_.undelivered_.push_back(std::move(out_));
+    }
+    core_.mu_.Unlock();
+  }
+  Decision(const Decision&) = delete;
+  Decision& operator=(const Decision&) = delete;
+
+ private:
+  CoordinatorCore& core_;
+  Outbox& out_;
+};
+
+void CoordinatorCore::Deliver() {
+  {
+    absl::MutexLock lock(&delivery_mu_);
+    if (delivering_) return;  // that thread delivers ours too, after what was decided before
+    delivering_ = true;
+  }
+  for (;;) {
+    Outbox out;
+    {
+      absl::MutexLock lock(&delivery_mu_);
+      if (undelivered_.empty()) {
+        delivering_ = false;
+        return;
+      }
+      out = std::move(undelivered_.front());
+      undelivered_.pop_front();
+    }
+    if (out.progress.has_value()) WriteProgress(*out.progress);
+    for (auto& [link, message] : out.to_shards) link->Send(std::move(message));
+    for (auto& [link, message] : out.to_workers) link->Send(std::move(message));
+    for (auto& [link, status] : out.closes) link->Close(status);
+  }
 }
 
 absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
@@ -204,7 +242,7 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
   Outbox out;
   int32_t id = 0;
   {
-    absl::MutexLock lock(&mu_);
+    Decision decision(*this, out);
     // While FINISHING the evaluator may still (re)join for the final evaluation; workers not.
     if (phase_ == JobPhase::kDone ||
         ((phase_ == JobPhase::kFinishing || phase_ == JobPhase::kDraining) &&
@@ -264,7 +302,7 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
       MaybeStart(out);
     }
   }
-  Deliver(out);
+  Deliver();
   return id;
 }
 
@@ -348,7 +386,7 @@ void CoordinatorCore::ReshapeMembership(Outbox& out) {
 void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& message) {
   Outbox out;
   {
-    absl::MutexLock lock(&mu_);
+    Decision decision(*this, out);
     auto it = workers_.find(worker_id);
     if (it == workers_.end() || it->second.link == nullptr) return;
     Worker& worker = it->second;
@@ -396,7 +434,7 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
         break;
     }
   }
-  Deliver(out);
+  Deliver();
 }
 
 void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
@@ -452,14 +490,14 @@ void CoordinatorCore::WorkerGone(int32_t worker_id, const std::string& reason,
                                  const WorkerLink* link) {
   Outbox out;
   {
-    absl::MutexLock lock(&mu_);
+    Decision decision(*this, out);
     auto it = workers_.find(worker_id);
     if (it == workers_.end() || it->second.link == nullptr) return;
     // A superseded session ending must not remove the session that replaced it.
     if (link != nullptr && it->second.link.get() != link) return;
     RemoveWorker(it->second, reason, out);
   }
-  Deliver(out);
+  Deliver();
 }
 
 void CoordinatorCore::RemoveWorker(Worker& worker, const std::string& reason, Outbox& out) {
@@ -482,7 +520,7 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
                                          const v1::ShardHello& hello) {
   Outbox out;
   {
-    absl::MutexLock lock(&mu_);
+    Decision decision(*this, out);
     const int32_t id = hello.shard_id();
     if (!hello.job_id().empty() && hello.job_id() != options_.job.job_id()) {
       return WrongJob("shard", absl::StrCat("shard ", id), hello.job_id());
@@ -514,14 +552,14 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     }
     MaybeStart(out);
   }
-  Deliver(out);
+  Deliver();
   return absl::OkStatus();
 }
 
 void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& report) {
   Outbox out;
   {
-    absl::MutexLock lock(&mu_);
+    Decision decision(*this, out);
     auto it = shards_.find(shard_id);
     if (it == shards_.end()) return;
     it->second.last_report = report;
@@ -539,7 +577,7 @@ void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& repor
     }
     MaybeFinishDraining(out);
   }
-  Deliver(out);
+  Deliver();
 }
 
 void CoordinatorCore::MaybeFinishDraining(Outbox& out) {
@@ -569,7 +607,7 @@ void CoordinatorCore::EnterPhase(JobPhase phase) {
 void CoordinatorCore::ShardGone(int32_t shard_id) {
   Outbox out;
   {
-    absl::MutexLock lock(&mu_);
+    Decision decision(*this, out);
     auto it = shards_.find(shard_id);
     if (it == shards_.end()) return;
     if (phase_ != JobPhase::kDraining && phase_ != JobPhase::kDone) {
@@ -579,70 +617,80 @@ void CoordinatorCore::ShardGone(int32_t shard_id) {
     modes_.DisconnectShard(shard_id);
     MaybeFinishDraining(out);
   }
-  Deliver(out);
+  Deliver();
 }
 
 void CoordinatorCore::Tick() {
   Outbox out;
   {
-    absl::MutexLock lock(&mu_);
+    Decision decision(*this, out);
     const absl::Time now = options_.clock->Now();
     MaybeStart(out);
-    for (auto& [id, worker] : workers_) {
-      if (worker.link == nullptr) continue;
-      const absl::Duration timeout =
-          std::max(options_.min_silence_timeout,
-                   absl::Seconds(10 * MedianComputeSeconds(worker.compute_seconds)));
-      if (now - worker.last_heard > timeout) {
-        out.closes.emplace_back(
-            worker.link,
-            absl::DeadlineExceededError("no message within " + absl::FormatDuration(timeout)));
-        RemoveWorker(worker, "silent", out);
-      }
-    }
+    TimeOutSilentWorkers(now, out);
     MaybeFinishDraining(out);
-    // The progress file, about once a second: what a restarted coordinator carries on from.
-    if (now - last_progress_save_ >= absl::Seconds(1)) {
-      last_progress_save_ = now;
-      SaveProgress(out);
-    }
+    MaybeSaveProgress(now, out);
     if (phase_ == JobPhase::kRunning) DecideModes(out);
-    if (phase_ == JobPhase::kRunning) {
-      const absl::Duration interval = absl::Seconds(options_.job.checkpoint_interval_seconds());
-      if (last_checkpoint_request_ == absl::InfinitePast()) last_checkpoint_request_ = now;
-      if (now - last_checkpoint_request_ >= interval) {
-        last_checkpoint_request_ = now;
-        for (auto& [id, shard] : shards_) {
-          if (shard.link == nullptr) continue;
-          v1::CoordinatorToShard message;
-          message.mutable_checkpoint_now();
-          out.to_shards.emplace_back(shard.link, std::move(message));
-        }
-      }
-    }
-    if (phase_ == JobPhase::kFinishing) {
-      const bool workers_left = LiveWorkers(v1::ROLE_WORKER) == 0;
-      const bool timed_out = now - finishing_since_ > options_.finish_timeout;
-      const int evaluators = LiveWorkers(v1::ROLE_EVALUATOR);
-      if ((workers_left || timed_out) && !final_eval_requested_ && evaluators > 0) {
-        final_eval_requested_ = true;
-        for (auto& [id, worker] : workers_) {
-          if (worker.link == nullptr || worker.role != v1::ROLE_EVALUATOR) continue;
-          v1::CoordinatorToWorker evaluate;
-          evaluate.mutable_evaluate()->set_final(true);
-          evaluate.mutable_evaluate()->set_at_examples(examples_);
-          evaluate.mutable_evaluate()->set_at_seconds(Elapsed());
-          out.to_workers.emplace_back(worker.link, std::move(evaluate));
-        }
-      }
-      if (workers_left && evaluators == 0 && !expect_evaluator_) {
-        BeginDraining("workers stopped (no evaluator)", out);
-      } else if (now - finishing_since_ > 2 * options_.finish_timeout) {
-        BeginDraining("final evaluation timed out", out);
-      }
+    if (phase_ == JobPhase::kRunning) MaybeRequestCheckpoints(now, out);
+    if (phase_ == JobPhase::kFinishing) AdvanceFinishing(now, out);
+  }
+  Deliver();
+}
+
+void CoordinatorCore::TimeOutSilentWorkers(absl::Time now, Outbox& out) {
+  for (auto& [id, worker] : workers_) {
+    if (worker.link == nullptr) continue;
+    const absl::Duration timeout =
+        std::max(options_.min_silence_timeout,
+                 absl::Seconds(10 * MedianComputeSeconds(worker.compute_seconds)));
+    if (now - worker.last_heard > timeout) {
+      out.closes.emplace_back(
+          worker.link,
+          absl::DeadlineExceededError("no message within " + absl::FormatDuration(timeout)));
+      RemoveWorker(worker, "silent", out);
     }
   }
-  Deliver(out);
+}
+
+void CoordinatorCore::MaybeSaveProgress(absl::Time now, Outbox& out) {
+  // About once a second: what a restarted coordinator carries on from.
+  if (now - last_progress_save_ < absl::Seconds(1)) return;
+  last_progress_save_ = now;
+  SaveProgress(out);
+}
+
+void CoordinatorCore::MaybeRequestCheckpoints(absl::Time now, Outbox& out) {
+  const absl::Duration interval = absl::Seconds(options_.job.checkpoint_interval_seconds());
+  if (last_checkpoint_request_ == absl::InfinitePast()) last_checkpoint_request_ = now;
+  if (now - last_checkpoint_request_ < interval) return;
+  last_checkpoint_request_ = now;
+  for (auto& [id, shard] : shards_) {
+    if (shard.link == nullptr) continue;
+    v1::CoordinatorToShard message;
+    message.mutable_checkpoint_now();
+    out.to_shards.emplace_back(shard.link, std::move(message));
+  }
+}
+
+void CoordinatorCore::AdvanceFinishing(absl::Time now, Outbox& out) {
+  const bool workers_left = LiveWorkers(v1::ROLE_WORKER) == 0;
+  const bool timed_out = now - finishing_since_ > options_.finish_timeout;
+  const int evaluators = LiveWorkers(v1::ROLE_EVALUATOR);
+  if ((workers_left || timed_out) && !final_eval_requested_ && evaluators > 0) {
+    final_eval_requested_ = true;
+    for (auto& [id, worker] : workers_) {
+      if (worker.link == nullptr || worker.role != v1::ROLE_EVALUATOR) continue;
+      v1::CoordinatorToWorker evaluate;
+      evaluate.mutable_evaluate()->set_final(true);
+      evaluate.mutable_evaluate()->set_at_examples(examples_);
+      evaluate.mutable_evaluate()->set_at_seconds(Elapsed());
+      out.to_workers.emplace_back(worker.link, std::move(evaluate));
+    }
+  }
+  if (workers_left && evaluators == 0 && !expect_evaluator_) {
+    BeginDraining("workers stopped (no evaluator)", out);
+  } else if (now - finishing_since_ > 2 * options_.finish_timeout) {
+    BeginDraining("final evaluation timed out", out);
+  }
 }
 
 void CoordinatorCore::DecideModes(Outbox& out) {
@@ -709,6 +757,16 @@ JobPhase CoordinatorCore::phase() const {
 v1::JobState CoordinatorCore::state() const {
   absl::MutexLock lock(&mu_);
   return ToJobState(phase_);
+}
+
+v1::JobState CoordinatorCore::WaitUntilDone(absl::Duration timeout) const {
+  mu_.LockWhenWithTimeout(
+      absl::Condition(
+          +[](const JobPhase* phase) { return *phase == JobPhase::kDone; }, &phase_),
+      timeout);
+  const v1::JobState state = ToJobState(phase_);
+  mu_.Unlock();
+  return state;
 }
 
 v1::ClusterStatus CoordinatorCore::Status() const {

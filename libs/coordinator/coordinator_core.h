@@ -3,7 +3,8 @@
 // WorkerLink/ShardLink, so tests drive it with fakes and a FakeClock.
 //
 // Lifecycle: waiting -> running -> finishing -> draining -> done (libs/coordinator/job_phase.h).
-// Thread-safety: thread-safe. Messages to links are sent after the lock is released.
+// Thread-safety: thread-safe. Messages to links are sent after the lock is released, and reach
+// each link in the order the core decided them, whichever thread sends (see Deliver).
 #ifndef SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_CORE_H_
 #define SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_CORE_H_
 
@@ -85,12 +86,15 @@ class CoordinatorCore {
   void ShardReport(int32_t shard_id, const v1::ShardReport& report);
   void ShardGone(int32_t shard_id);
 
-  // Periodic work: start the job, time out silent workers, advance FINISHING. Call every
-  // ~100-500 ms; all decisions use the injected clock.
+  // Periodic work, one timer each: start the job, time out silent workers, end DRAINING, save
+  // the progress, a round of mode control, checkpoint requests, advance FINISHING. Every
+  // ~100-500 ms (CoordinatorServer's ticker); all decisions use the injected clock.
   void Tick();
 
   v1::ClusterStatus Status() const;
   v1::JobState state() const;
+  // Waits (real time) until the job is DONE or `timeout` passes; the state then.
+  v1::JobState WaitUntilDone(absl::Duration timeout) const;
   JobPhase phase() const;
   // How many times this job's coordinator was restarted (from the progress file).
   int restarts() const;
@@ -159,14 +163,28 @@ class CoordinatorCore {
   bool AllShardsConnected() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   int LiveWorkers(v1::Role role) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   double Elapsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Tick's timers.
+  void TimeOutSilentWorkers(absl::Time now, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeSaveProgress(absl::Time now, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void MaybeRequestCheckpoints(absl::Time now, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // FINISHING: ask the evaluator for the final evaluation once the workers left (or after
+  // finish_timeout), and go on to DRAINING when there is none to wait for or it never came.
+  void AdvanceFinishing(absl::Time now, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Runs a round of mode control (AUTO jobs) and sends the SetMode commands it returns.
   void DecideModes(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RestoreProgress() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Snapshots the progress into `out`; Deliver writes it.
   void SaveProgress(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Writes the progress snapshot (first: what was decided is durable before anyone acts on it),
-  // then sends the messages and closes sessions. Never under mu_: the write fsyncs.
-  void Deliver(Outbox& out) ABSL_LOCKS_EXCLUDED(mu_);
+  // Holds mu_ while a public entry point decides; on leaving scope queues what it decided
+  // (Outbox) behind everything decided before it, then releases mu_.
+  class Decision;
+  // Carries out the queued outboxes in decision order: writes each progress snapshot (first:
+  // what was decided is durable before anyone acts on it), then sends the messages and closes
+  // sessions. One thread delivers at a time, holding no lock while it calls a link: a thread
+  // that finds another delivering leaves its outbox to it (so two decisions made within a
+  // microsecond on two threads still reach every peer in order), and a link that calls back
+  // into the core from Send or Close only queues more. Never under mu_: the write fsyncs.
+  void Deliver() ABSL_LOCKS_EXCLUDED(mu_, delivery_mu_);
   void WriteProgress(const ProgressSnapshot& snapshot) ABSL_LOCKS_EXCLUDED(mu_, progress_file_mu_);
   // Counts and describes a hello naming another job.
   absl::Status WrongJob(const std::string& session, const std::string& who,
@@ -178,6 +196,12 @@ class CoordinatorCore {
   const std::vector<std::string> initial_values_;
   const int64_t target_examples_;
   const absl::Time created_;
+
+  // The decided, not yet delivered outboxes, in decision order (queued under mu_, delivered by
+  // Deliver without it). Taken after mu_, never before it.
+  absl::Mutex delivery_mu_ ABSL_ACQUIRED_AFTER(mu_);
+  std::deque<Outbox> undelivered_ ABSL_GUARDED_BY(delivery_mu_);
+  bool delivering_ ABSL_GUARDED_BY(delivery_mu_) = false;
 
   // Serialises progress saves; never held together with mu_.
   absl::Mutex progress_file_mu_;

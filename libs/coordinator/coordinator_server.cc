@@ -22,6 +22,13 @@ absl::StatusOr<std::unique_ptr<CoordinatorServer>> CoordinatorServer::Start(
   if (!started.ok()) return started.status();
   server->server_ = std::move(started->server);
   server->port_ = started->port;
+  if (options.tick_interval > absl::ZeroDuration()) {
+    CoordinatorServer* raw = server.get();
+    const absl::Duration interval = options.tick_interval;
+    server->ticker_ = std::thread([raw, interval] {
+      while (!raw->stop_ticking_.WaitForNotificationWithTimeout(interval)) raw->core_->Tick();
+    });
+  }
   return server;
 }
 
@@ -32,6 +39,8 @@ std::string CoordinatorServer::local_address() const { return absl::StrCat("127.
 void CoordinatorServer::Shutdown(absl::Duration grace) {
   if (shut_down_ || server_ == nullptr) return;
   shut_down_ = true;
+  stop_ticking_.Notify();
+  if (ticker_.joinable()) ticker_.join();
   server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
   server_->Wait();
 }

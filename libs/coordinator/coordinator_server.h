@@ -5,16 +5,19 @@
 // and the security (plaintext and no join token unless given). The process main
 // (services/coordinator) and in-process tests on localhost:0 start it the same way.
 //
-// The core's periodic work is the owner's: call core().Tick() every ~200 ms (the main does; a
-// test with a FakeClock ticks when it advances the clock).
+// The server runs the core's periodic work (CoordinatorCore::Tick) on its own thread every
+// Options.tick_interval, like the shard's session thread; a test on a FakeClock sets it to 0 and
+// ticks when it advances the clock. Wait() blocks until the job is done.
 // Thread-safety: thread-safe.
 #ifndef SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_SERVER_H_
 #define SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_SERVER_H_
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
 #include "libs/coordinator/coordinator_core.h"
@@ -32,6 +35,8 @@ struct CoordinatorServerOptions {
   std::string join_token;
   // mTLS when it holds certificates; plaintext by default.
   rpc::TransportSecurity security;
+  // How often the server's thread calls core().Tick(); 0: never (the owner ticks).
+  absl::Duration tick_interval = absl::Milliseconds(200);
 };
 
 class CoordinatorServer {
@@ -46,9 +51,11 @@ class CoordinatorServer {
   // "127.0.0.1:<port>": where a client on this machine dials.
   std::string local_address() const;
   CoordinatorCore& core() { return *core_; }
+  // Waits up to `timeout` for the job to be done; the job's state then.
+  v1::JobState Wait(absl::Duration timeout) const { return core_->WaitUntilDone(timeout); }
 
-  // Stops serving: new calls are refused and open sessions end (their clients see UNAVAILABLE)
-  // after at most `grace`. Idempotent; the destructor calls it.
+  // Stops ticking and serving: new calls are refused and open sessions end (their clients see
+  // UNAVAILABLE) after at most `grace`. Idempotent; the destructor calls it.
   void Shutdown(absl::Duration grace = absl::Seconds(2));
 
  private:
@@ -57,6 +64,8 @@ class CoordinatorServer {
   std::unique_ptr<CoordinatorCore> core_;
   std::unique_ptr<CoordinatorService> service_;
   std::unique_ptr<grpc::Server> server_;
+  absl::Notification stop_ticking_;
+  std::thread ticker_;
   int port_ = 0;
   bool shut_down_ = false;
 };

@@ -90,16 +90,13 @@ int Main() {
   // launcher stops it, or (--exit_after_done_seconds) for a while before it exits 0 so a batch
   // system (a Kubernetes Job) sees the job complete.
   const int linger = absl::GetFlag(FLAGS_exit_after_done_seconds);
-  absl::Time exit_at = absl::InfiniteFuture();
   bool done = false;
-  while (!runtime::WaitForShutdown(absl::Milliseconds(200))) {
-    core.Tick();
-    if (!done && core.state() == v1::JOB_DONE) {
-      done = true;
-      if (linger >= 0) exit_at = absl::Now() + absl::Seconds(linger);
-      LOG(INFO) << JobSummary(core.Status());
-    }
-    if (absl::Now() >= exit_at) break;
+  while (!done && !runtime::ShutdownRequested()) {
+    done = (*server)->Wait(absl::Milliseconds(200)) == v1::JOB_DONE;
+  }
+  if (done) {
+    LOG(INFO) << JobSummary(core.Status());
+    runtime::WaitForShutdown(linger >= 0 ? absl::Seconds(linger) : absl::InfiniteDuration());
   }
   (*server)->Shutdown();
   if (done && !absl::GetFlag(FLAGS_final_status_file).empty()) {

@@ -64,11 +64,13 @@ class WorkerSessionTest : public ::testing::Test {
     options.core.clock = &clock_;
     options.core.metrics = &metrics_;
     options.join_token = kToken;
+    options.tick_interval = absl::ZeroDuration();  // the test ticks as it moves the FakeClock
     absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
         CoordinatorServer::Start(std::move(options));
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = *std::move(server);
-    stub_ = v1::Coordinator::NewStub(rpc::CreateChannel(server_->local_address()));
+    stub_ = v1::Coordinator::NewStub(
+        rpc::CreateChannel(server_->local_address(), rpc::TransportSecurity()));
   }
 
   void RegisterShard() {
