@@ -55,7 +55,10 @@ PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {
   switch (mode_) {
     case v1::MODE_SYNC:
       if (push.token < version_) {
-        // The barrier for that version has been released: stale by definition (docs/design.md §5).
+        // Stale by definition (docs/design.md §5): its content is dropped. It still fills its
+        // member's place in this barrier (see the header: a member left owing the barrier can
+        // deadlock two shards).
+        pushed_this_version_.insert(push.worker);
         verdict.outcome = v1::PUSH_DROPPED;
         return verdict;
       }
@@ -145,19 +148,20 @@ void GlobalBatchAggregator::ClearBuffer() {
 }
 
 bool GlobalBatchAggregator::UpdateReady() const {
-  if (buffered_samples_ <= 0) return false;
-  if (flush_pending_) return true;
+  if (flush_pending_) return buffered_samples_ > 0;
   switch (mode_) {
     case v1::MODE_SYNC:
+      // Every member has filled its place. With no samples (every place filled by a stale,
+      // dropped gradient) the barrier still releases: the version moves on without an update.
       if (members_.empty()) return false;
       for (int32_t member : members_) {
         if (!pushed_this_version_.contains(member)) return false;
       }
       return true;
     case v1::MODE_GBA:
-      return buffered_samples_ >= global_batch_;
+      return buffered_samples_ > 0 && buffered_samples_ >= global_batch_;
     case v1::MODE_ASYNC:
-      return true;
+      return buffered_samples_ > 0;
     default:
       return false;
   }

@@ -3,7 +3,13 @@
 // Invariant (GBA, NeurIPS'22): every update consumes one global batch of G samples whatever the
 // mode, so learning rate, schedule and optimizer need no retuning when the mode changes.
 //   sync  - a barrier per version k: the update is applied once every current member has pushed
-//           a gradient computed on version k; gradients with an older token are dropped.
+//           a gradient for it. A gradient with an older token (only in a transition: a switch
+//           from gba flushed a version, a roll-back moved it on) is dropped, but fills its
+//           member's place in barrier k: otherwise the member would owe barrier k while its next
+//           pull waits for another shard's next barrier, which can wait on a member in the mirror
+//           situation (a cross-shard deadlock, seen in training_test's auto scenario,
+//           2026-11-27). A barrier every member filled with dropped gradients releases its
+//           version without an update (TakeUpdate returns 0 samples).
 //   gba   - no barrier: gradients accumulate with a staleness weight w(tau) until they cover G
 //           samples; the mean is normalised by the sample count (not by sum of weights), so
 //           decayed gradients shorten the step.
@@ -104,6 +110,11 @@ class GlobalBatchAggregator {
 
   v1::Mode mode() const { return mode_; }
   int64_t version() const { return version_; }
+  // Sync: `worker` has filled its place in the current barrier (its next pull waits for the
+  // barrier's release, whatever version it asks for).
+  bool HasPushedForVersion(int32_t worker) const {
+    return mode_ == v1::MODE_SYNC && pushed_this_version_.contains(worker);
+  }
   int64_t global_batch() const { return global_batch_; }
   int64_t buffered_samples() const { return buffered_samples_; }
   // Embedding rows buffered for the next update, over all tables.

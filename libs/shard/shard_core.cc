@@ -361,6 +361,10 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
     const absl::Time start = clock_->Now();
     const v1::Mode update_mode = aggregator_.mode();
     const int64_t samples = aggregator_.TakeUpdate(mean_gradient_, &sparse_update_);
+    applied = true;
+    // A sync barrier every member filled with dropped (stale) gradients: the version moved on,
+    // no update to apply.
+    if (samples == 0) continue;
     if (update_mode == v1::MODE_SYNC) {
       gradient_statistics_.AddUpdate(mean_gradient_, samples);
     } else {
@@ -380,7 +384,6 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
     // Eviction's bounded sweep (EmbeddingTable::EndUpdate): a share of the table per update.
     for (const auto& table : tables_) table->EndUpdate(step.index);
     ++counts_.updates;
-    applied = true;
     metrics_->SetLearningRate(step.learning_rate);
     metrics_->CountUpdate(absl::ToDoubleSeconds(clock_->Now() - start));
   }
@@ -482,10 +485,15 @@ absl::Status ShardCore::Pull(const Puller& puller, const v1::PullRequest& reques
   {
     absl::MutexLock lock(&mu_);
     const absl::Time now = clock_->Now();
-    // Only a sync barrier holds pulls; gba and async always serve the newest parameters.
-    if (aggregator_.mode() == v1::MODE_SYNC && aggregator_.version() < request.min_version()) {
-      pending_pulls_.push_back({puller, request.request_id(), request.min_version(),
-                                std::move(rows), now, std::move(done)});
+    // Only a sync barrier holds pulls; gba and async always serve the newest parameters. A
+    // member that has filled its place in the current barrier waits for its release, whatever
+    // it asks for: its next gradient belongs to the next version.
+    const int64_t min_version = aggregator_.HasPushedForVersion(puller.worker)
+                                    ? std::max(request.min_version(), aggregator_.version() + 1)
+                                    : request.min_version();
+    if (aggregator_.mode() == v1::MODE_SYNC && aggregator_.version() < min_version) {
+      pending_pulls_.push_back(
+          {puller, request.request_id(), min_version, std::move(rows), now, std::move(done)});
       return absl::OkStatus();
     }
     reply = MakeResponse(request.request_id(), rows, puller, now);

@@ -49,7 +49,9 @@ TEST(SyncAggregation, NormalisesBySampleCountAcrossUnequalBatches) {
   EXPECT_THAT(Take(agg), ElementsAre(2.0f, 2.0f));  // (3*1 + 1*5) / 4
 }
 
-TEST(SyncAggregation, DropsStaleRejectsDuplicatesFutureTokensAndStrangers) {
+// A gradient from before the barrier (a transition's) is dropped but fills its member's place;
+// a second push for the version is a duplicate; future tokens and strangers are refused.
+TEST(SyncAggregation, DropsStaleButCountsItsPlaceRejectsDuplicatesFutureTokensAndStrangers) {
   GlobalBatchAggregator agg(2, 2, v1::MODE_SYNC, /*version=*/5);
   agg.SetMembership(Members({1, 2}, 1));
   const std::vector<float> g = {1, 1};
@@ -57,8 +59,8 @@ TEST(SyncAggregation, DropsStaleRejectsDuplicatesFutureTokensAndStrangers) {
   EXPECT_EQ(stale.outcome, v1::PUSH_DROPPED);
   EXPECT_EQ(stale.staleness, 1);
   EXPECT_EQ(agg.buffered_samples(), 0);
+  EXPECT_THAT(agg.BarrierWaitingFor(), ElementsAre(2));
 
-  EXPECT_EQ(agg.Push(PushOf(1, 5, 1, g)).outcome, v1::PUSH_APPLIED);
   PushVerdict dup = agg.Push(PushOf(1, 5, 1, g));
   EXPECT_EQ(dup.outcome, v1::PUSH_REJECTED);
   EXPECT_EQ(dup.status.code(), absl::StatusCode::kAlreadyExists);
@@ -70,7 +72,27 @@ TEST(SyncAggregation, DropsStaleRejectsDuplicatesFutureTokensAndStrangers) {
   PushVerdict stranger = agg.Push(PushOf(9, 5, 1, g));
   EXPECT_EQ(stranger.outcome, v1::PUSH_REJECTED);
   EXPECT_EQ(stranger.status.code(), absl::StatusCode::kFailedPrecondition);
-  EXPECT_EQ(agg.buffered_samples(), 1);  // only the one valid push
+  EXPECT_EQ(agg.buffered_samples(), 0);
+
+  // Worker 2's gradient completes the barrier: the mean is over its samples alone.
+  EXPECT_EQ(agg.Push(PushOf(2, 5, 1, {3, 3})).outcome, v1::PUSH_APPLIED);
+  EXPECT_THAT(Take(agg), ElementsAre(3.0f, 3.0f));
+  EXPECT_EQ(agg.version(), 6);
+}
+
+// Every place filled by a dropped gradient: the version moves on without an update, so no pull
+// waits forever on a barrier nobody can fill again.
+TEST(SyncAggregation, ABarrierOfDroppedGradientsReleasesWithoutAnUpdate) {
+  GlobalBatchAggregator agg(2, 2, v1::MODE_SYNC, /*version=*/5);
+  agg.SetMembership(Members({1, 2}, 1));
+  agg.Push(PushOf(1, 4, 1, {1, 1}));
+  EXPECT_FALSE(agg.UpdateReady());
+  agg.Push(PushOf(2, 3, 1, {1, 1}));
+  ASSERT_TRUE(agg.UpdateReady());
+  std::vector<float> mean(2, 9.0f);
+  EXPECT_EQ(agg.TakeUpdate(mean), 0);
+  EXPECT_THAT(mean, ElementsAre(0.0f, 0.0f));
+  EXPECT_EQ(agg.version(), 6);
 }
 
 TEST(SyncAggregation, BarrierNeverWaitsOnADepartedWorker) {
@@ -151,12 +173,13 @@ TEST(ModeSwitch, GbaToSyncFlushesTheBufferThenBarriersOnTheNextVersion) {
   EXPECT_EQ(agg.TakeUpdate(mean), 2);
   EXPECT_THAT(mean, ElementsAre(6.0f, 6.0f));
   EXPECT_EQ(agg.version(), 8);
-  // The barrier for version 8 waits for both members: worker 2's consumed gradient (token 7)
-  // does not count, and a re-push of it is dropped, not applied twice.
+  // The barrier for version 8 waits for both members: the gradient the flush consumed does not
+  // count. One worker 2 computed on version 7 while the switch happened is dropped, not applied
+  // twice, but fills worker 2's place in barrier 8.
   EXPECT_THAT(agg.BarrierWaitingFor(), ElementsAre(1, 2));
   EXPECT_EQ(agg.Push(PushOf(2, 7, 2, {6, 6})).outcome, v1::PUSH_DROPPED);
-  agg.Push(PushOf(1, 8, 4, {1, 1}));
-  agg.Push(PushOf(2, 8, 4, {3, 3}));
+  EXPECT_THAT(agg.BarrierWaitingFor(), ElementsAre(1));
+  agg.Push(PushOf(1, 8, 4, {2, 2}));
   EXPECT_THAT(Take(agg), ElementsAre(2.0f, 2.0f));
   EXPECT_EQ(agg.version(), 9);
 }

@@ -107,12 +107,13 @@ class ShardCoreTest : public ::testing::Test {
 
   // Issues a pull whose response (if any) lands in `out`.
   void PullInto(ShardCore& core, const void* owner, int64_t request_id, int64_t min_version,
-                std::optional<v1::PullResponse>& out) {
+                std::optional<v1::PullResponse>& out, int32_t worker = -1) {
     v1::PullRequest request;
     request.set_request_id(request_id);
     request.set_min_version(min_version);
     ASSERT_TRUE(
-        core.Pull({owner}, request, [&out](PullReply r) { out = std::move(r).ToMessage(); }).ok());
+        core.Pull({owner, worker}, request, [&out](PullReply r) { out = std::move(r).ToMessage(); })
+            .ok());
   }
 
   FakeClock clock_;
@@ -307,7 +308,10 @@ TEST_F(ShardCoreTest, MembershipChangeWithoutPushesAppliesNothing) {
   EXPECT_EQ(core->Stats().updates, 0);
 }
 
-TEST_F(ShardCoreTest, StaleTokenInSyncIsDropped) {
+// A stale token in sync: its content is dropped (nothing applied), but it fills the member's
+// place in the current barrier, and that member's next pull waits for the barrier's release
+// whatever version it asks for (a member owing a barrier could deadlock two shards).
+TEST_F(ShardCoreTest, StaleTokenInSyncIsDroppedAndFillsItsPlace) {
   std::unique_ptr<ShardCore> core = Make(v1::MODE_SYNC);
   core->Push(1, Gradient(0, 2, {1, 1, 1, 1}));
   core->Push(2, Gradient(0, 2, {1, 1, 1, 1}));
@@ -322,7 +326,15 @@ TEST_F(ShardCoreTest, StaleTokenInSyncIsDropped) {
   EXPECT_EQ(core->Stats().gradients.dropped(), 1);
   EXPECT_EQ(core->Stats().gradients.rejected(), 0);
   EXPECT_EQ(Bits(core->Parameters()), Bits(before));
-  EXPECT_THAT(core->Stats().barrier_waiting_for, ElementsAre(1, 2));
+  EXPECT_THAT(core->Stats().barrier_waiting_for, ElementsAre(2));
+
+  int owner = 0;
+  std::optional<v1::PullResponse> held;
+  PullInto(*core, &owner, 5, /*min_version=*/1, held, /*worker=*/1);
+  EXPECT_FALSE(held.has_value()) << "worker 1 filled barrier 1: its pull waits for version 2";
+  core->Push(2, Gradient(1, 2, {2, 2, 2, 2}));
+  ASSERT_TRUE(held.has_value());
+  EXPECT_EQ(held->version(), 2);
 }
 
 // --- Push validation ------------------------------------------------------------------------
@@ -487,8 +499,8 @@ TEST_F(ShardCoreTest, SwitchingGbaToSyncFlushesThePartialBufferOnce) {
   std::optional<v1::PullResponse> held;
   PullInto(*core, &owner, 1, 2, held);
   EXPECT_FALSE(held.has_value());
-  EXPECT_EQ(core->Push(1, Gradient(0, 2, {1, 1, 1, 1})).outcome(), v1::PUSH_DROPPED);
   core->Push(1, Gradient(1, 2, {2, 2, 2, 2}));
+  EXPECT_EQ(core->Push(1, Gradient(0, 2, {1, 1, 1, 1})).outcome(), v1::PUSH_DROPPED);
   core->Push(2, Gradient(1, 2, {2, 2, 2, 2}));
   ASSERT_TRUE(held.has_value());
   EXPECT_EQ(held->version(), 2);
@@ -601,7 +613,6 @@ TEST_F(ShardCoreTest, CountsOutcomesAndRejectionReasonsInMetrics) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   core->Push(1, Gradient(0, 2, {1, 1, 1, 1}));
   core->Push(2, Gradient(0, 2, {1, 1, 1, 1}));
-  core->Push(1, Gradient(0, 2, {1, 1, 1, 1}));    // dropped
   core->Push(1, Gradient(1, 2, {1, nan, 1, 1}));  // non_finite
   core->Push(1, Gradient(1, 2, {1, 1}));          // wrong_shape
   core->Push(1, Gradient(1, 0, {1, 1, 1, 1}));    // bad_samples
@@ -609,6 +620,7 @@ TEST_F(ShardCoreTest, CountsOutcomesAndRejectionReasonsInMetrics) {
   core->Push(1, Gradient(5, 2, {1, 1, 1, 1}));    // future_token
   core->Push(1, Gradient(1, 2, {1, 1, 1, 1}));    // applied
   core->Push(1, Gradient(1, 2, {1, 1, 1, 1}));    // duplicate
+  core->Push(2, Gradient(0, 2, {1, 1, 1, 1}));    // dropped
 
   auto gradients = [&](const char* outcome) {
     return MetricValue(registry, "syncopate_shard_gradients_total",
@@ -626,8 +638,10 @@ TEST_F(ShardCoreTest, CountsOutcomesAndRejectionReasonsInMetrics) {
               1.0)
         << reason;
   }
-  EXPECT_EQ(MetricValue(registry, "syncopate_shard_updates_total", {{"shard", "1"}}), 1.0);
-  EXPECT_EQ(MetricValue(registry, "syncopate_shard_version", {{"shard", "1"}}), 1.0);
+  // Two updates: the dropped gradient filled worker 2's place, so barrier 1 released with worker
+  // 1's gradient alone.
+  EXPECT_EQ(MetricValue(registry, "syncopate_shard_updates_total", {{"shard", "1"}}), 2.0);
+  EXPECT_EQ(MetricValue(registry, "syncopate_shard_version", {{"shard", "1"}}), 2.0);
   EXPECT_EQ(MetricValue(registry, "syncopate_shard_mode", {{"shard", "1"}, {"mode", "sync"}}), 1.0);
   EXPECT_EQ(MetricValue(registry, "syncopate_shard_parameter_bytes", {{"shard", "1"}}), 16.0);
   // Staleness is observed for the 4 non-rejected pushes only.
