@@ -18,10 +18,6 @@ absl::Status FromGrpcStatus(const grpc::Status& status) {
   return absl::Status(static_cast<absl::StatusCode>(status.error_code()), status.error_message());
 }
 
-std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address) {
-  return CreateChannel(address, InstalledTransportSecurity());
-}
-
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address,
                                              const TransportSecurity& security) {
   grpc::ChannelArguments args;

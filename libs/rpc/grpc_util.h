@@ -25,9 +25,7 @@ inline constexpr int kMaxMessageBytes = 64 << 20;
 grpc::Status ToGrpcStatus(const absl::Status& status);
 absl::Status FromGrpcStatus(const grpc::Status& status);
 
-// A channel to `address` with the process's installed transport security (plaintext unless
-// InstallTransportSecurity turned mTLS on), or with an explicit one (tests, the launcher).
-std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address);
+// A channel to `address` secured by `security` (plaintext when it holds no certificates).
 std::shared_ptr<grpc::Channel> CreateChannel(const std::string& address,
                                              const TransportSecurity& security);
 

@@ -36,9 +36,6 @@ absl::StatusOr<std::string> ReadPem(const std::string& flag, const std::string& 
   return pem;
 }
 
-ABSL_CONST_INIT absl::Mutex installed_mu(absl::kConstInit);
-TransportSecurity* installed ABSL_GUARDED_BY(installed_mu) = nullptr;
-
 }  // namespace
 
 absl::StatusOr<TransportSecurity> LoadTransportSecurity(const TlsOptions& options) {
@@ -77,18 +74,6 @@ std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TransportSecuri
   options.pem_root_certs = security.ca_pem;
   options.pem_key_cert_pairs.push_back({security.key_pem, security.cert_pem});
   return grpc::SslServerCredentials(options);
-}
-
-void InstallTransportSecurity(TransportSecurity security) {
-  absl::MutexLock lock(&installed_mu);
-  delete installed;
-  installed = new TransportSecurity(std::move(security));
-}
-
-const TransportSecurity& InstalledTransportSecurity() {
-  static const TransportSecurity* const kPlaintext = new TransportSecurity();
-  absl::MutexLock lock(&installed_mu);
-  return installed != nullptr ? *installed : *kPlaintext;
 }
 
 absl::Status CheckJoinToken(absl::string_view expected, absl::string_view presented) {

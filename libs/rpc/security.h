@@ -10,8 +10,8 @@
 // TrainHello). A server with a token refuses a hello whose token differs with UNAUTHENTICATED.
 // An empty expected token turns the check off.
 //
-// Thread-safety: InstallTransportSecurity must be called once, before the first channel or server
-// is created (mains do it right after parsing flags). Everything else is thread-safe.
+// No process-global state: every server and client takes its TransportSecurity explicitly.
+// Thread-safety: thread-safe.
 #ifndef SYNCOPATE_LIBS_RPC_SECURITY_H_
 #define SYNCOPATE_LIBS_RPC_SECURITY_H_
 
@@ -52,11 +52,6 @@ absl::StatusOr<TransportSecurity> LoadTransportSecurity(const TlsOptions& option
 
 std::shared_ptr<grpc::ChannelCredentials> ChannelCredentials(const TransportSecurity& security);
 std::shared_ptr<grpc::ServerCredentials> ServerCredentials(const TransportSecurity& security);
-
-// The process-wide transport security of the clients: what CreateChannel(address) uses. Servers
-// take theirs explicitly (StartServer, CoordinatorServerOptions, ShardServerOptions).
-void InstallTransportSecurity(TransportSecurity security);
-const TransportSecurity& InstalledTransportSecurity();
 
 // OK when the check is off (`expected` empty) or `presented` equals `expected`; otherwise
 // UNAUTHENTICATED ("missing join token" / "wrong join token"). The comparison takes the same time

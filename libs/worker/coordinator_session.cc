@@ -6,9 +6,10 @@
 namespace syncopate::worker {
 
 absl::StatusOr<std::unique_ptr<CoordinatorSession>> CoordinatorSession::Open(
-    const std::string& address, const v1::WorkerHello& hello, absl::Duration timeout) {
+    const std::string& address, const v1::WorkerHello& hello, absl::Duration timeout,
+    const rpc::TransportSecurity& security) {
   auto session = std::unique_ptr<CoordinatorSession>(new CoordinatorSession());
-  session->stub_ = v1::Coordinator::NewStub(rpc::CreateChannel(address));
+  session->stub_ = v1::Coordinator::NewStub(rpc::CreateChannel(address, security));
   CoordinatorSession* self = session.get();
   session->stream_ =
       std::make_unique<rpc::ClientStream<v1::WorkerMessage, v1::CoordinatorToWorker>>(

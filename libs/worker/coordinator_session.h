@@ -19,6 +19,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "libs/rpc/client_stream.h"
+#include "libs/rpc/security.h"
 #include "libs/worker/coordinator_channel.h"
 #include "syncopate/v1/coordinator.grpc.pb.h"
 
@@ -26,11 +27,12 @@ namespace syncopate::worker {
 
 class CoordinatorSession final : public CoordinatorChannel {
  public:
-  // Connects, says hello and waits (up to `timeout`) for the welcome. UNAVAILABLE when the
-  // coordinator cannot be reached; the coordinator's own error when it refuses the hello.
-  static absl::StatusOr<std::unique_ptr<CoordinatorSession>> Open(const std::string& address,
-                                                                  const v1::WorkerHello& hello,
-                                                                  absl::Duration timeout);
+  // Connects (with `security`: mTLS when it holds certificates, plaintext by default), says
+  // hello and waits (up to `timeout`) for the welcome. UNAVAILABLE when the coordinator cannot
+  // be reached; the coordinator's own error when it refuses the hello.
+  static absl::StatusOr<std::unique_ptr<CoordinatorSession>> Open(
+      const std::string& address, const v1::WorkerHello& hello, absl::Duration timeout,
+      const rpc::TransportSecurity& security = {});
   ~CoordinatorSession() override;
 
   const v1::Welcome& welcome() const override { return welcome_; }

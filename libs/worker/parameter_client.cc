@@ -10,14 +10,10 @@
 
 namespace syncopate::worker {
 
-ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id,
-                                 v1::Role role, std::string join_token, std::string job_id)
+ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, ShardConnectionOptions options)
     : endpoint_(endpoint),
-      worker_id_(worker_id),
-      role_(role),
-      join_token_(std::move(join_token)),
-      job_id_(std::move(job_id)),
-      channel_(rpc::CreateChannel(endpoint.address())) {}
+      options_(std::move(options)),
+      channel_(rpc::CreateChannel(endpoint.address(), options_.security)) {}
 
 ShardConnection::~ShardConnection() { stream_.reset(); }
 
@@ -34,10 +30,10 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
       [this](grpc::ByteBuffer& bytes) { OnMessage(bytes); },
       [this](const grpc::Status& status) { OnEnd(status); });
   v1::WorkerToShard hello;
-  hello.mutable_hello()->set_worker_id(worker_id_);
-  hello.mutable_hello()->set_role(role_);
-  hello.mutable_hello()->set_join_token(join_token_);
-  hello.mutable_hello()->set_job_id(job_id_);
+  hello.mutable_hello()->set_worker_id(options_.worker_id);
+  hello.mutable_hello()->set_role(options_.role);
+  hello.mutable_hello()->set_join_token(options_.join_token);
+  hello.mutable_hello()->set_job_id(options_.job_id);
   if (!Write(rpc::Encode(hello))) {
     stream_->WaitForEnd(timeout);
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), " at ",
@@ -149,19 +145,23 @@ absl::StatusOr<ShardReply> ShardConnection::WaitReply(int64_t request_id, absl::
   return reply;
 }
 
-ParameterClient::ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
-                                 std::function<bool()> abort, const std::string& join_token,
-                                 const std::string& job_id, std::vector<int32_t> table_dims)
-    : map_(map),
-      abort_(std::move(abort)),
+ParameterClient::ParameterClient(const v1::ShardMap& map, ParameterClientOptions options)
+    : options_(std::move(options)),
+      map_(map),
+      abort_(options_.abort),
       tokens_(map.shards_size(), 0),
       min_versions_(map.shards_size(), 0),
       modes_(map.shards_size(), v1::MODE_UNSPECIFIED),
-      routing_(map.shards_size(), std::move(table_dims)) {
+      routing_(map.shards_size(), options_.table_dims) {
   for (const v1::ShardEndpoint& endpoint : map.shards()) {
-    shards_.push_back(
-        std::make_unique<ShardConnection>(endpoint, worker_id, role, join_token, job_id));
+    shards_.push_back(std::make_unique<ShardConnection>(endpoint, options_.connection));
   }
+}
+
+bool ParameterClient::WaitForMembership() {
+  if (options_.wait) return options_.wait(options_.membership_race_wait);
+  absl::SleepFor(options_.membership_race_wait);
+  return false;
 }
 
 absl::Status ParameterClient::Connect(absl::Duration timeout) {
@@ -260,9 +260,7 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
   std::vector<size_t> pending(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) pending[s] = s;
   absl::StatusOr<std::vector<int64_t>> pull_ids = absl::UnknownError("no pull sent");
-  // A push can race the coordinator's membership notice to the shard (the worker was welcomed
-  // a moment before the shard heard of it); FAILED_PRECONDITION is retried briefly for that.
-  constexpr int kMembershipRetries = 20;
+  // The membership race (ParameterClientOptions): FAILED_PRECONDITION is retried briefly.
   for (int attempt = 0; !pending.empty(); ++attempt) {
     std::vector<std::pair<size_t, int64_t>> ids;
     for (size_t s : pending) {
@@ -300,7 +298,7 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
           break;
         default:
           if (ack.code() == static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION) &&
-              attempt < kMembershipRetries) {
+              attempt < options_.membership_race_retries) {
             pending.push_back(s);
             continue;
           }
@@ -311,7 +309,9 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
       // Sync: the next pull waits for the barrier this gradient belongs to.
       min_versions_[s] = modes_[s] == v1::MODE_SYNC ? tokens_[s] + 1 : 0;
     }
-    if (!pending.empty()) absl::SleepFor(absl::Milliseconds(100));
+    if (!pending.empty() && WaitForMembership()) {
+      return absl::CancelledError("stopped while a shard was learning of this worker");
+    }
   }
   stats.ack_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (next != nullptr) {

@@ -26,6 +26,7 @@
 #include "absl/time/time.h"
 #include "libs/rpc/client_stream.h"
 #include "libs/rpc/payload_codec.h"
+#include "libs/rpc/security.h"
 #include "libs/worker/key_routing.h"
 #include "libs/worker/parameter_store.h"
 #include "syncopate/v1/shard.grpc.pb.h"
@@ -39,14 +40,23 @@ struct ShardReply {
   rpc::ReceivedPayload values;
 };
 
+// Who a client is to the shards, and how it reaches them.
+struct ShardConnectionOptions {
+  int32_t worker_id = 0;
+  v1::Role role = v1::ROLE_WORKER;
+  // Both go into the TrainHello: the shard refuses a wrong token with UNAUTHENTICATED, and
+  // another job's shard refuses the job id with FAILED_PRECONDITION.
+  std::string join_token = "";
+  std::string job_id = "";
+  // mTLS when it holds certificates; plaintext by default.
+  rpc::TransportSecurity security = {};
+};
+
 // One Train stream to one shard. The stream carries raw bytes (rpc::EncodeWithPayload and
 // DecodeWithPayload: protobuf's encoding, the dense payloads beside protobuf; ADR 0012).
 class ShardConnection {
  public:
-  // `join_token` goes into the TrainHello (the shard refuses a wrong one with UNAUTHENTICATED),
-  // and so does `job_id` (a shard of another job refuses it with FAILED_PRECONDITION).
-  ShardConnection(const v1::ShardEndpoint& endpoint, int32_t worker_id, v1::Role role,
-                  std::string join_token = "", std::string job_id = "");
+  ShardConnection(const v1::ShardEndpoint& endpoint, ShardConnectionOptions options);
   ~ShardConnection();
 
   // Opens the stream and waits for the shard's hello ack.
@@ -69,10 +79,7 @@ class ShardConnection {
   bool Write(const grpc::ByteBuffer& message);
 
   const v1::ShardEndpoint endpoint_;
-  const int32_t worker_id_;
-  const v1::Role role_;
-  const std::string join_token_;
-  const std::string job_id_;
+  const ShardConnectionOptions options_;
   const std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<rpc::ClientStream<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
   int64_t next_request_id_ = 1;
@@ -85,13 +92,25 @@ class ShardConnection {
   grpc::Status end_status_ ABSL_GUARDED_BY(mu_);
 };
 
+struct ParameterClientOptions {
+  ShardConnectionOptions connection = {};
+  // The row width of each of the model's embedding tables.
+  std::vector<int32_t> table_dims = {};
+  // Cuts every wait short once it returns true: the job stopped or the process is shutting down.
+  std::function<bool()> abort = nullptr;
+  // The membership race: a worker is welcomed a moment before the coordinator's membership notice
+  // reaches every shard, so its first push can find a shard that does not know it yet
+  // (FAILED_PRECONDITION "not a member"). Such a push is sent again, up to this many times,
+  // `membership_race_wait` apart; then it counts as rejected.
+  int membership_race_retries = 20;
+  absl::Duration membership_race_wait = absl::Milliseconds(100);
+  // How those waits pass (default: sleep); returning true ends the push with CANCELLED.
+  InterruptibleWait wait = nullptr;
+};
+
 class ParameterClient final : public ParameterStore {
  public:
-  // `abort` (optional) cuts every wait short: the job stopped or the process is shutting down.
-  // `table_dims` holds the row width of each of the model's embedding tables.
-  ParameterClient(const v1::ShardMap& map, int32_t worker_id, v1::Role role,
-                  std::function<bool()> abort = nullptr, const std::string& join_token = "",
-                  const std::string& job_id = "", std::vector<int32_t> table_dims = {});
+  ParameterClient(const v1::ShardMap& map, ParameterClientOptions options);
 
   // (Re)connects every broken or unopened shard stream.
   absl::Status Connect(absl::Duration timeout) override;
@@ -128,6 +147,10 @@ class ParameterClient final : public ParameterStore {
                                  absl::Duration timeout, const TableRows* row_grads,
                                  const NextPull* next);
 
+  // Waits `membership_race_wait` between membership-race retries; true: stop.
+  bool WaitForMembership();
+
+  const ParameterClientOptions options_;
   std::vector<std::unique_ptr<ShardConnection>> shards_;
   const v1::ShardMap map_;
   const std::function<bool()> abort_;

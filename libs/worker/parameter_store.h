@@ -10,6 +10,7 @@
 #define SYNCOPATE_LIBS_WORKER_PARAMETER_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -20,6 +21,11 @@
 #include "syncopate/v1/shard.pb.h"
 
 namespace syncopate::worker {
+
+// Waits up to the duration; true once the caller should stop waiting for good (the process is
+// shutting down: runtime::WaitForShutdown). The default of every option of this type sleeps and
+// never stops.
+using InterruptibleWait = std::function<bool(absl::Duration)>;
 
 // Per embedding table: keys, or their rows (keys x width floats) in the same order (the
 // workload's types: a batch's keys go to the store as the workload lists them).

@@ -30,9 +30,6 @@
 
 namespace syncopate::worker {
 
-// Waits up to the duration; true once the process should stop (runtime::WaitForShutdown).
-using InterruptibleWait = std::function<bool(absl::Duration)>;
-
 struct LoopTimeouts {
   // Generous bounds: a sync pull legitimately waits for the slowest member's step, and the
   // coordinator removes a dead member within its silence timeout, well inside these.

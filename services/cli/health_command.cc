@@ -19,9 +19,8 @@ namespace syncopate::cli {
 int RunHealth() {
   absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
-  rpc::InstallTransportSecurity(security->transport);
   const std::string address = absl::GetFlag(FLAGS_address);
-  auto stub = grpc::health::v1::Health::NewStub(rpc::CreateChannel(address));
+  auto stub = grpc::health::v1::Health::NewStub(rpc::CreateChannel(address, security->transport));
   grpc::ClientContext context;
   context.set_deadline(
       absl::ToChronoTime(absl::Now() + absl::Seconds(absl::GetFlag(FLAGS_health_timeout_seconds))));

@@ -18,8 +18,8 @@ namespace syncopate::cli {
 int RunStatus() {
   absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
-  rpc::InstallTransportSecurity(security->transport);
-  auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(absl::GetFlag(FLAGS_coordinator)));
+  auto stub = v1::Coordinator::NewStub(
+      rpc::CreateChannel(absl::GetFlag(FLAGS_coordinator), security->transport));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(5)));
   v1::ClusterStatus status;

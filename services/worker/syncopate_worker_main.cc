@@ -47,7 +47,7 @@ namespace {
 
 // One life of the role on a welcome: the workload the job names, the parameter client on the
 // shard map, then the loop.
-absl::Status RunRole(CoordinatorChannel& session, bool trainer, const std::string& join_token,
+absl::Status RunRole(CoordinatorChannel& session, bool trainer, const rpc::SecurityConfig& security,
                      const SlowdownSchedule& slowdown, WorkerMetrics& metrics) {
   const v1::Welcome& welcome = session.welcome();
   absl::StatusOr<std::unique_ptr<workload::Workload>> model = job::CreateWorkload(
@@ -55,18 +55,26 @@ absl::Status RunRole(CoordinatorChannel& session, bool trainer, const std::strin
   if (!model.ok()) return model.status();
   const auto wait = [](absl::Duration d) { return runtime::WaitForShutdown(d); };
   const auto shutdown = [] { return runtime::ShutdownRequested(); };
+  ParameterClientOptions client_options{
+      .connection = {.worker_id = welcome.worker_id(),
+                     .role = trainer ? v1::ROLE_WORKER : v1::ROLE_EVALUATOR,
+                     .join_token = security.join_token,
+                     .job_id = welcome.job().job_id(),
+                     .security = security.transport},
+      .table_dims = (*model)->table_dims(),
+      .abort = shutdown,
+      .wait = wait};
   if (!trainer) {
-    ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_EVALUATOR, shutdown,
-                           join_token, welcome.job().job_id(), (*model)->table_dims());
+    ParameterClient client(welcome.shard_map(), std::move(client_options));
     EvaluatorOptions options;
     options.wait = wait;
     options.shutdown = shutdown;
     return RunEvaluator(session, **model, client, options);
   }
-  ParameterClient client(
-      welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER,
-      [&session] { return session.stop_requested() || runtime::ShutdownRequested(); }, join_token,
-      welcome.job().job_id(), (*model)->table_dims());
+  client_options.abort = [&session] {
+    return session.stop_requested() || runtime::ShutdownRequested();
+  };
+  ParameterClient client(welcome.shard_map(), std::move(client_options));
   TrainerOptions options;
   options.slowdown = slowdown;
   options.min_step_time = absl::GetFlag(FLAGS_min_step_time);
@@ -87,7 +95,6 @@ int Main() {
   }
   absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
-  rpc::InstallTransportSecurity(security->transport);
   SlowdownSchedule slowdown(absl::GetFlag(FLAGS_slowdown));
   if (!absl::GetFlag(FLAGS_slowdown_schedule).empty()) {
     absl::StatusOr<SlowdownSchedule> parsed =
@@ -128,12 +135,12 @@ int Main() {
   options.wait = [](absl::Duration d) { return runtime::WaitForShutdown(d); };
   options.shutdown = [] { return runtime::ShutdownRequested(); };
   WorkerRunner runner(
-      [&coordinator](const v1::WorkerHello& hello, absl::Duration timeout)
+      [&coordinator, &security](const v1::WorkerHello& hello, absl::Duration timeout)
           -> absl::StatusOr<std::unique_ptr<CoordinatorChannel>> {
-        return CoordinatorSession::Open(coordinator, hello, timeout);
+        return CoordinatorSession::Open(coordinator, hello, timeout, security->transport);
       },
       [&](CoordinatorChannel& session) {
-        return RunRole(session, role == "worker", security->join_token, slowdown, metrics);
+        return RunRole(session, role == "worker", *security, slowdown, metrics);
       },
       std::move(options));
   const WorkerExit exit = runner.Run(std::move(hello));

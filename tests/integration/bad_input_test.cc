@@ -63,9 +63,9 @@ TEST(BadInput, RejectedPushesGetPreciseCodesAndAreCounted) {
   endpoint.set_flat_end(shard_status.flat_end());
   const size_t size = shard_status.flat_end() - shard_status.flat_begin();
 
-  worker::ShardConnection stranger(endpoint, /*worker_id=*/999, v1::ROLE_WORKER);
+  worker::ShardConnection stranger(endpoint, {.worker_id = 999});
   ASSERT_TRUE(stranger.Connect(absl::Seconds(10)).ok());
-  worker::ShardConnection impostor(endpoint, member, v1::ROLE_WORKER);
+  worker::ShardConnection impostor(endpoint, {.worker_id = member});
   ASSERT_TRUE(impostor.Connect(absl::Seconds(10)).ok());
 
   const std::vector<float> good(size, 0.01f);
@@ -232,9 +232,13 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
   const int32_t a_id = welcome_a.worker_id();
   const int32_t b_id = welcome_b.worker_id();
 
-  worker::ShardConnection a(endpoint, a_id, v1::ROLE_WORKER, "", job_id);
-  worker::ShardConnection b(endpoint, b_id, v1::ROLE_WORKER, "", job_id);
-  worker::ShardConnection stranger(endpoint, /*worker_id=*/999, v1::ROLE_WORKER, "", job_id);
+  worker::ShardConnection a(endpoint, {.worker_id = a_id, .job_id = job_id});
+  worker::ShardConnection b(endpoint, {.worker_id = b_id, .job_id = job_id});
+  worker::ShardConnection stranger(endpoint, {.worker_id = 999, .job_id = job_id});
+  // Reads the parameters between probes. Not a and not b: a sync member that has filled its place
+  // in the barrier waits for the barrier's release when it pulls.
+  worker::ShardConnection observer(
+      endpoint, {.worker_id = 998, .role = v1::ROLE_EVALUATOR, .job_id = job_id});
   // The welcome can overtake the shard's assignment by a moment (the shard then ends the stream
   // with UNAVAILABLE, "no partition assigned yet"); connect as a worker would, with retries.
   auto connect = [](worker::ShardConnection& c) {
@@ -249,6 +253,7 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
   ASSERT_TRUE(connect(a).ok());
   ASSERT_TRUE(connect(b).ok());
   ASSERT_TRUE(connect(stranger).ok());
+  ASSERT_TRUE(connect(observer).ok());
   ASSERT_TRUE(WaitForBarrierMembers(cluster, 2));
 
   const std::vector<float> good(size, 0.01f);
@@ -258,7 +263,7 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
   inf[0] = -std::numeric_limits<float>::infinity();
 
   // One probe: its ack code, then exactly one count under `reason`, and unchanged parameters.
-  Parameters params = Pull(a);
+  Parameters params = Pull(observer);
   ASSERT_EQ(params.version, 0);
   ASSERT_EQ(params.values.size(), size * sizeof(float));
   auto probe = [&](const std::string& what, worker::ShardConnection& from, int64_t token,
@@ -271,7 +276,7 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
     EXPECT_EQ(ack.code(), static_cast<int>(code)) << ack.message();
     EXPECT_FALSE(ack.message().empty());
     ExpectCountedOnce(before, Scrape(cluster), reason, "rejected");
-    const Parameters now = Pull(a);
+    const Parameters now = Pull(observer);
     EXPECT_EQ(now.version, params.version);
     EXPECT_TRUE(now.values == params.values) << "parameters changed";
   };
@@ -296,13 +301,13 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
         "duplicate");
   // b completes the barrier: version 1, parameters moved. The shard kept serving throughout.
   EXPECT_EQ(PushBytes(b, 0, 32, tensor::PackFloats(good)).version(), 1);
-  const Parameters moved = Pull(a);
+  const Parameters moved = Pull(observer);
   EXPECT_EQ(moved.version, 1);
   EXPECT_FALSE(moved.values == params.values);
   params = moved;
 
   // A token of the released barrier: dropped (valid but too stale for sync), counted as
-  // outcome "dropped", no rejection reason, nothing applied.
+  // outcome "dropped", no rejection reason, nothing applied (it fills b's place in barrier 1).
   {
     const ShardCounts before = Scrape(cluster);
     const v1::PushAck ack = PushBytes(b, 0, 32, tensor::PackFloats(good));
@@ -310,7 +315,7 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
     EXPECT_EQ(ack.code(), 0);
     EXPECT_EQ(ack.staleness(), 1);
     ExpectCountedOnce(before, Scrape(cluster), "", "dropped");
-    const Parameters now = Pull(a);
+    const Parameters now = Pull(observer);
     EXPECT_EQ(now.version, 1);
     EXPECT_TRUE(now.values == params.values);
   }
@@ -325,7 +330,8 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
   // Wrong job id on a Train stream: refused before any push is read.
   {
     const ShardCounts before = Scrape(cluster);
-    auto stub = v1::ParameterShard::NewStub(rpc::CreateChannel(endpoint.address()));
+    auto stub = v1::ParameterShard::NewStub(
+        rpc::CreateChannel(endpoint.address(), rpc::TransportSecurity()));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     auto stream = stub->Train(&context);
@@ -341,14 +347,15 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
     EXPECT_NE(status.error_message().find("wrong job id"), std::string::npos)
         << status.error_message();
     ExpectCountedOnce(before, Scrape(cluster), "wrong_job", "");
-    EXPECT_TRUE(Pull(a).values == params.values);
+    EXPECT_TRUE(Pull(observer).values == params.values);
   }
 
   // Bytes that are not a Train message at all (the shard decodes them itself, beside
   // protobuf: rpc::DecodeWithPayload): INVALID_ARGUMENT, counted, nothing applied.
   {
     const ShardCounts before = Scrape(cluster);
-    const std::shared_ptr<grpc::Channel> channel = rpc::CreateChannel(endpoint.address());
+    const std::shared_ptr<grpc::Channel> channel =
+        rpc::CreateChannel(endpoint.address(), rpc::TransportSecurity());
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     auto stream = rpc::OpenRawTrainStream(channel, &context);
@@ -363,7 +370,7 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
     EXPECT_NE(status.error_message().find("malformed message"), std::string::npos)
         << status.error_message();
     ExpectCountedOnce(before, Scrape(cluster), "malformed", "");
-    EXPECT_TRUE(Pull(a).values == params.values);
+    EXPECT_TRUE(Pull(observer).values == params.values);
   }
 
   // Wrong job id at the coordinator: a worker rejoining from another job, and a shard
@@ -379,7 +386,8 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
     EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition) << refused.status();
     EXPECT_NE(refused.status().message().find("wrong job id"), std::string::npos);
 
-    auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(cluster.coordinator_address()));
+    auto stub = v1::Coordinator::NewStub(
+        rpc::CreateChannel(cluster.coordinator_address(), rpc::TransportSecurity()));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     auto stream = stub->ShardSession(&context);
@@ -401,7 +409,7 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
     EXPECT_TRUE(status->shards(0).connected());
     EXPECT_EQ(status->shards(0).address(), endpoint.address());
     EXPECT_FALSE((*session_a)->stop_requested());
-    EXPECT_TRUE(Pull(a).values == params.values);
+    EXPECT_TRUE(Pull(observer).values == params.values);
   }
 }
 

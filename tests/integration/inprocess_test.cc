@@ -127,8 +127,10 @@ TEST_F(InProcess, AWorkerIsWelcomedAndParametersFlowOverTheStreams) {
   EXPECT_EQ(welcome.shard_map().shards(0).address(), shard_->address());
   EXPECT_EQ(welcome.local_batch(), 8);
 
-  worker::ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER, nullptr,
-                                 kToken, welcome.job().job_id());
+  worker::ParameterClient client(welcome.shard_map(),
+                                 {.connection = {.worker_id = welcome.worker_id(),
+                                                 .join_token = kToken,
+                                                 .job_id = welcome.job().job_id()}});
   ASSERT_TRUE(ConnectAsAWorker(client).ok());
   const int64_t size = welcome.shard_map().shards(0).flat_end();
   std::vector<float> params(static_cast<size_t>(size));
@@ -198,7 +200,7 @@ TEST(ShardConnection, AReplyThatDoesNotParseIsARetryableErrorAtOnce) {
   v1::ShardEndpoint endpoint;
   endpoint.set_shard_id(3);
   endpoint.set_address(absl::StrCat("127.0.0.1:", server->port));
-  worker::ShardConnection connection(endpoint, /*worker_id=*/1, v1::ROLE_WORKER);
+  worker::ShardConnection connection(endpoint, {.worker_id = 1});
   // INTERNAL, not DEADLINE_EXCEEDED: the wait ended on the bad reply, not on its timeout.
   const absl::Status connected = connection.Connect(absl::Seconds(30));
   EXPECT_EQ(connected.code(), absl::StatusCode::kInternal) << connected;
@@ -226,8 +228,8 @@ TEST_F(InProcess, RefusedHellosArePermanentErrorsThatSayWhy) {
   // The shard refuses a Train stream with the wrong token the same way.
   std::unique_ptr<worker::CoordinatorSession> session = Join();
   ASSERT_NE(session, nullptr);
-  worker::ParameterClient stranger(session->welcome().shard_map(), 99, v1::ROLE_WORKER, nullptr,
-                                   "guess");
+  worker::ParameterClient stranger(session->welcome().shard_map(),
+                                   {.connection = {.worker_id = 99, .join_token = "guess"}});
   absl::Status connected = stranger.Connect(absl::Seconds(10));
   EXPECT_EQ(connected.code(), absl::StatusCode::kUnauthenticated) << connected;
 }
@@ -242,7 +244,8 @@ TEST_F(InProcess, AShardOutsideTheJobIsRefusedNotRetried) {
 
 // GetStatus, the unary RPC, over a real stub.
 TEST_F(InProcess, GetStatusServesTheCoresView) {
-  auto stub = v1::Coordinator::NewStub(rpc::CreateChannel(coordinator_->local_address()));
+  auto stub = v1::Coordinator::NewStub(
+      rpc::CreateChannel(coordinator_->local_address(), rpc::TransportSecurity()));
   grpc::ClientContext context;
   context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
   v1::ClusterStatus status;
@@ -252,14 +255,46 @@ TEST_F(InProcess, GetStatusServesTheCoresView) {
   EXPECT_TRUE(status.shards(0).connected());
 }
 
+// The membership race: a push the shard refuses because it has not heard of the worker yet
+// (FAILED_PRECONDITION) is sent again on the client's own wait, a bounded number of times, and a
+// wait that says "stop" ends the push at once (CANCELLED) instead of sitting out the retries.
+TEST_F(InProcess, TheMembershipRaceRetryIsBoundedAndInterruptible) {
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  const v1::ShardMap& map = session->welcome().shard_map();
+  int waits = 0;
+  // Worker 77 is not a member: every push is refused with FAILED_PRECONDITION.
+  worker::ParameterClient bounded(map, {.connection = {.worker_id = 77, .join_token = kToken},
+                                        .membership_race_retries = 2,
+                                        .wait = [&waits](absl::Duration d) {
+                                          EXPECT_EQ(d, absl::Milliseconds(100));
+                                          ++waits;
+                                          return false;
+                                        }});
+  ASSERT_TRUE(ConnectAsAWorker(bounded).ok());
+  const std::vector<float> gradient(static_cast<size_t>(map.shards(0).flat_end()), 0.0f);
+  absl::StatusOr<worker::PushStats> pushed =
+      bounded.PushAll(gradient, 8, absl::Seconds(10), nullptr);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->rejected, 1);
+  EXPECT_EQ(waits, 2);
+
+  worker::ParameterClient stopped(map, {.connection = {.worker_id = 77, .join_token = kToken},
+                                        .wait = [](absl::Duration) { return true; }});
+  ASSERT_TRUE(ConnectAsAWorker(stopped).ok());
+  pushed = stopped.PushAll(gradient, 8, absl::Seconds(10), nullptr);
+  EXPECT_EQ(pushed.status().code(), absl::StatusCode::kCancelled) << pushed.status();
+}
+
 // Broken streams: a coordinator that goes away ends the worker's session with UNAVAILABLE (the
 // worker rejoins); a shard that goes away makes the next pull a retryable error (the worker
 // reconnects), never a hang.
 TEST_F(InProcess, BrokenStreamsSurfaceAsRetryableErrors) {
   std::unique_ptr<worker::CoordinatorSession> session = Join();
   ASSERT_NE(session, nullptr);
-  worker::ParameterClient client(session->welcome().shard_map(), session->welcome().worker_id(),
-                                 v1::ROLE_WORKER, nullptr, kToken);
+  worker::ParameterClient client(
+      session->welcome().shard_map(),
+      {.connection = {.worker_id = session->welcome().worker_id(), .join_token = kToken}});
   ASSERT_TRUE(ConnectAsAWorker(client).ok());
 
   shard_->Shutdown(absl::Milliseconds(100));

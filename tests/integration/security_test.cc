@@ -91,9 +91,6 @@ TEST(Security, MutualTlsAndJoinTokenAdmitMembersAndRefuseStrangers) {
   options.join_token = "s3cret-join-token";
   absl::StatusOr<rpc::TransportSecurity> member = rpc::LoadTransportSecurity(options.tls);
   ASSERT_TRUE(member.ok()) << member.status();
-  // The in-process clients below (CoordinatorSession, ShardConnection) use the installed one.
-  rpc::InstallTransportSecurity(*member);
-
   auto cluster = launch::LocalCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto running = WaitFor(
@@ -124,16 +121,19 @@ TEST(Security, MutualTlsAndJoinTokenAdmitMembersAndRefuseStrangers) {
   hello.set_name("intruder");
   hello.set_role(v1::ROLE_WORKER);
   hello.set_join_token("guess");
-  auto wrong = worker::CoordinatorSession::Open(coordinator, hello, absl::Seconds(10));
+  auto wrong = worker::CoordinatorSession::Open(coordinator, hello, absl::Seconds(10), *member);
   EXPECT_TRUE(absl::IsUnauthenticated(wrong.status())) << wrong.status();
   hello.clear_join_token();
-  auto missing = worker::CoordinatorSession::Open(coordinator, hello, absl::Seconds(10));
+  auto missing = worker::CoordinatorSession::Open(coordinator, hello, absl::Seconds(10), *member);
   EXPECT_TRUE(absl::IsUnauthenticated(missing.status())) << missing.status();
 
   v1::ShardEndpoint endpoint;
   endpoint.set_shard_id(0);
   endpoint.set_address(running->shards(0).address());
-  worker::ShardConnection shard(endpoint, member_id, v1::ROLE_WORKER, "guess");
+  worker::ShardConnection shard(endpoint, {.worker_id = member_id,
+                                           .role = v1::ROLE_WORKER,
+                                           .join_token = "guess",
+                                           .security = *member});
   absl::Status train = shard.Connect(absl::Seconds(10));
   EXPECT_TRUE(absl::IsUnauthenticated(train)) << train;
   const std::string shard_metrics = ScrapeMetrics((*cluster)->metrics_ports().at("shard-0"));
@@ -142,7 +142,10 @@ TEST(Security, MutualTlsAndJoinTokenAdmitMembersAndRefuseStrangers) {
             1)
       << shard_metrics;
   // With the right token the same certificate is welcome on the shard.
-  worker::ShardConnection good(endpoint, member_id, v1::ROLE_EVALUATOR, options.join_token);
+  worker::ShardConnection good(endpoint, {.worker_id = member_id,
+                                          .role = v1::ROLE_EVALUATOR,
+                                          .join_token = options.join_token,
+                                          .security = *member});
   EXPECT_TRUE(good.Connect(absl::Seconds(10)).ok());
 
   // The members trained to the end through all of it.
