@@ -10,6 +10,7 @@
 // cluster's example count did not move), to compare with two heartbeat timeouts (2 x 10 s).
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -32,12 +33,23 @@ ABSL_FLAG(int, trials, 20, "Trials per fault kind and mode");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for the victims and moments");
 ABSL_FLAG(std::string, modes, "sync,gba", "Modes to run (sync, gba)");
 ABSL_FLAG(std::string, faults, "worker,shard,coordinator", "Fault kinds to run");
+ABSL_FLAG(std::string, job, "",
+          "Job file whose model, data and optimizer the trials train (default: the default "
+          "job), e.g. examples/torch/mlp.textproto for workers hosting a PyTorch module");
 
 namespace syncopate::bench {
 namespace {
 
+// The trials' job: --job's (or the default job's) model, data and optimizer in the matrix's shape.
 v1::JobSpec Job(v1::Mode mode) {
-  v1::JobSpec job = *job::ParseJobSpec(job::DefaultJobText());
+  const std::string file = absl::GetFlag(FLAGS_job);
+  absl::StatusOr<v1::JobSpec> loaded =
+      file.empty() ? job::ParseJobSpec(job::DefaultJobText()) : job::LoadJobSpecFile(file);
+  if (!loaded.ok()) {
+    fprintf(stderr, "--job: %s\n", std::string(loaded.status().message()).c_str());
+    std::exit(2);
+  }
+  v1::JobSpec job = *std::move(loaded);
   job.set_job_id(absl::StrCat("faults-", v1::Mode_Name(mode)));
   job.mutable_dataset()->set_train_limit(6000);
   job.mutable_dataset()->set_test_limit(2000);

@@ -29,6 +29,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "bench/in_process_cluster.h"
+#include "bench/measure.h"
 #include "glog/logging.h"
 #include "grpcpp/grpcpp.h"
 #include "libs/aggregation/global_batch_aggregator.h"
@@ -53,41 +55,6 @@ ABSL_FLAG(std::string, only, "",
 
 namespace syncopate::bench {
 namespace {
-
-double Median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  const size_t n = values.size();
-  return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
-}
-
-// Runs `op` repeatedly for at least `seconds` (and at least twice); returns seconds per call.
-double SecondsPerCall(const std::function<void()>& op, double seconds) {
-  op();  // warm caches, connections and allocations outside the timed part
-  int64_t calls = 0;
-  const absl::Time start = absl::Now();
-  absl::Duration elapsed;
-  do {
-    op();
-    ++calls;
-    elapsed = absl::Now() - start;
-  } while (calls < 2 || elapsed < absl::Seconds(seconds));
-  return absl::ToDoubleSeconds(elapsed) / static_cast<double>(calls);
-}
-
-void Die(const std::string& what) {
-  std::fprintf(stderr, "syncopate-perf-bench: %s\n", what.c_str());
-  std::exit(1);
-}
-
-template <typename T>
-T Check(absl::StatusOr<T> value, const char* what) {
-  if (!value.ok()) Die(absl::StrCat(what, ": ", value.status().ToString()));
-  return *std::move(value);
-}
-
-void Check(const absl::Status& status, const char* what) {
-  if (!status.ok()) Die(absl::StrCat(what, ": ", status.ToString()));
-}
 
 // ---- (a) the wire ----
 
@@ -134,37 +101,11 @@ struct WireResult {
 
 WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden, int rounds,
                        double seconds) {
-  constexpr char kToken[] = "perf-bench";
-  coordinator::CoordinatorServerOptions coordinator_options;
-  coordinator_options.core.job = WireJob(hidden);
   // Fashion-MNIST's size; the job never ends here, since no step reports are sent.
-  coordinator_options.core.train_examples = 60000;
-  coordinator_options.join_token = kToken;
-  std::unique_ptr<coordinator::CoordinatorServer> coordinator =
-      Check(coordinator::CoordinatorServer::Start(std::move(coordinator_options)), "coordinator");
-  shard::ShardServerOptions shard_options;
-  shard_options.coordinator = coordinator->local_address();
-  shard_options.join_token = kToken;
-  std::unique_ptr<shard::ShardServer> shard =
-      Check(shard::ShardServer::Start(std::move(shard_options)), "shard");
-  for (int i = 0; i < 1000 && !coordinator->core().Status().shards(0).connected(); ++i) {
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  v1::WorkerHello hello;
-  hello.set_name("perf-bench");
-  hello.set_role(v1::ROLE_WORKER);
-  hello.set_join_token(kToken);
-  std::unique_ptr<worker::CoordinatorSession> session = Check(
-      worker::CoordinatorSession::Open(coordinator->local_address(), hello, absl::Seconds(30)),
-      "join");
-  // The coordinator assigns the shard its partition once the job starts (this join starts it).
-  for (int i = 0; i < 3000 && shard->core() == nullptr; ++i) absl::SleepFor(absl::Milliseconds(10));
-  const v1::Welcome& welcome = session->welcome();
-  worker::ParameterClient client(welcome.shard_map(), welcome.worker_id(), v1::ROLE_WORKER, nullptr,
-                                 kToken, welcome.job().job_id());
-  if (absl::Status connected = client.Connect(absl::Seconds(30)); !connected.ok()) {
-    Die(connected.ToString());
-  }
+  std::unique_ptr<InProcessCluster> cluster =
+      Check(StartInProcessCluster(WireJob(hidden), 60000), "in-process cluster");
+  worker::ParameterClient& client = *cluster->client;
+  const v1::Welcome& welcome = cluster->session->welcome();
   const size_t size = static_cast<size_t>(welcome.shard_map().shards(0).flat_end());
   std::vector<float> params(size);
   // Tiny gradients keep the parameters finite however many steps the benchmark applies.
@@ -200,7 +141,7 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
   // The same exchange without the wire: the worker's packing and unpacking and the shard's own
   // work on the version (validate, aggregate, statistics, apply, pack), in this thread. The
   // rest of push+pull is the RPC path: serialisation, the kernel, gRPC's threads.
-  const std::shared_ptr<shard::ShardCore> core = shard->core();
+  const std::shared_ptr<shard::ShardCore> core = cluster->shard->core();
   const int32_t worker_id = welcome.worker_id();
   const int owner = 0;
   int64_t version = 0;
@@ -237,9 +178,7 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
   echo_stream->WritesDone();
   echo_stream->Finish().IgnoreError();
   echo.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
-  session.reset();
-  shard->Shutdown(absl::Milliseconds(200));
-  coordinator->Shutdown(absl::Milliseconds(200));
+  cluster.reset();
 
   std::vector<double> ratios;
   ratios.reserve(rounds);
