@@ -9,9 +9,12 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <iostream>
 #include <sstream>
 #include <thread>
 
+#include "absl/flags/internal/parse.h"
+#include "absl/flags/internal/usage.h"
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/flags/usage_config.h"
@@ -71,8 +74,17 @@ std::vector<char*> InitProcess(int argc, char** argv, const char* usage) {
   absl::SetFlagsUsageConfig(config);
   absl::SetProgramUsageMessage(usage);
 
-  // Unknown flags and bad values end the process with one "ERROR: ..." line from Abseil.
-  std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  // Unknown flags and bad values end the process with one "ERROR: ..." line from Abseil. Asked
+  // for help (--help, --helpfull, ...), the process prints it and exits 0, as every command a
+  // user knows does; absl::ParseCommandLine would exit 1.
+  std::vector<char*> positional = absl::flags_internal::ParseCommandLineImpl(
+      argc, argv, absl::flags_internal::ArgvListAction::kRemoveParsedArgs,
+      absl::flags_internal::UsageFlagsAction::kIgnoreUsage,
+      absl::flags_internal::OnUndefinedFlag::kAbortIfUndefined);
+  if (absl::flags_internal::HandleUsageFlags(std::cout, absl::ProgramUsageMessage()) >= 0) {
+    std::cout.flush();
+    std::exit(0);
+  }
 
   FLAGS_logtostderr = true;
   google::InitGoogleLogging(argv[0]);

@@ -31,6 +31,12 @@ expect_usage_error "unknown kind 'images'" datagen images --rows=10 --out="$tmp/
 expect_usage_error "no-such-dir" datagen ctr --rows=10 --out="$tmp/no-such-dir/x.gz"
 expect_usage_error "--teacher must be pairs or segments" datagen ctr --rows=10 --out="$tmp/x" --teacher=zipf
 
+# --help on every binary prints its usage and exits 0, as every command a user knows does.
+for b in syncopate syncopate-coordinator syncopate-shard syncopate-worker; do
+  "$(dirname "$bin")/$b" --help >"$tmp/help.out" 2>&1 || fail "$b --help exited non-zero"
+  grep -q "^$b" "$tmp/help.out" || fail "$b --help printed no usage: $(head -n 3 "$tmp/help.out")"
+done
+
 # `syncopate datagen ctr`: a gzip file of Criteo lines (40 tab-separated fields) and the report.
 "$bin" datagen ctr --rows 2000 --out "$tmp/ctr.gz" --seed 3 >"$tmp/datagen.out" ||
   fail "datagen ctr exited non-zero: $(cat "$tmp/datagen.out")"
