@@ -166,8 +166,13 @@ TEST(Training, AutoSwitchesToGbaForATransientStragglerAndSettlesAfterIt) {
   for (const v1::ShardStatus& shard : settled->shards()) {
     if (shard.mode() == v1::MODE_SYNC) {
       EXPECT_EQ(shard.last_switch().recommended(), v1::MODE_SYNC);
+      // training_loss_rose: the loss guard's roll-back (ADR 0007) also returns a shard to sync.
+      // This job's rate is still warming up (its run is 2^40 examples long), so its loss is flat
+      // and noisy; under a loaded test machine the guard tripped on that noise once in three
+      // full `./dev test` runs (2026-11-27). It is a return for the reason the policy gives.
       EXPECT_THAT(shard.last_switch().reason(),
-                  ::testing::AnyOf("stragglers_recovered", "staleness_cost_exceeds_gain"));
+                  ::testing::AnyOf("stragglers_recovered", "staleness_cost_exceeds_gain",
+                                   "training_loss_rose"));
     } else {
       // Staying needs the cost measured, or, unmeasured (the shards can leave sync before ~37
       // sync updates measured it, as on a loaded machine), gba's lead still above one standard
