@@ -94,6 +94,15 @@ check "CTR: job.example=ctr_wdl with generated data (an init container in coordi
    && [[ \$(grep -c 'mountPath: /var/lib/syncopate/data' '$tmp/ctr.yaml') == 6 ]]"
 check "schemas: CTR render" validate "$tmp/ctr.yaml"
 
+quiet_helm template syncopate "$CHART" --set torch.enabled=true --set job.example=torch_mlp \
+  --set torch.moduleVolume.configMap.name=my-model >"$tmp/torch.yaml"
+check "PyTorch model: coordinator, workers, evaluator on the torch image with the module mounted; shards (and helm test) lean" bash -c \
+  "grep -q 'kind: TORCH' '$tmp/torch.yaml' && [[ \$(grep -c 'image: syncopate-torch:' '$tmp/torch.yaml') == 3 ]] \
+   && [[ \$(grep -c 'image: syncopate:' '$tmp/torch.yaml') == 3 ]] \
+   && [[ \$(grep -c 'mountPath: /var/lib/syncopate/model' '$tmp/torch.yaml') == 3 ]] \
+   && [[ \$(grep -c 'name: my-model' '$tmp/torch.yaml') == 3 ]]"
+check "schemas: PyTorch render" validate "$tmp/torch.yaml"
+
 expect_rejected() { ! quiet_helm template syncopate "$CHART" "$@" >/dev/null 2>&1; }
 check "values schema rejects workers.replicas=0" expect_rejected --set workers.replicas=0
 check "values schema rejects an unknown top-level key" expect_rejected --set bogus=1
@@ -138,6 +147,21 @@ assert '--job=/usr/share/syncopate/examples/ctr_wdl.textproto' in ctr['coordinat
 for s in ('coordinator', 'worker', 'evaluator'):
     assert 'ctr-data:/var/lib/syncopate/data:ro' in ctr[s]['volumes'], s
     assert ctr[s]['depends_on']['ctr-data']['condition'] == 'service_completed_successfully', s
+PY"
+check "compose + docker-compose.torch.yml: the PyTorch job on the torch image, the module mounted, shards lean" bash -c \
+  "docker-compose -f '$ROOT/docker/docker-compose.yml' -f '$ROOT/docker/docker-compose.torch.yml' config >'$tmp/torch-compose.yaml' \
+   && python3 - '$tmp/compose.yaml' '$tmp/torch-compose.yaml' <<'PY'
+import sys, yaml
+base, torch = (yaml.safe_load(open(f))['services'] for f in sys.argv[1:])
+strip = lambda cmd: [a for a in cmd if not a.startswith('--job=')]
+assert strip(base['coordinator']['command']) == strip(torch['coordinator']['command']), 'coordinator commands drifted'
+assert '--job=/usr/share/syncopate/examples/torch/mlp.textproto' in torch['coordinator']['command']
+assert torch['coordinator']['build']['args']['WITH_TORCH'] == '1'
+for s in ('coordinator', 'worker', 'evaluator'):
+    assert torch[s]['image'] == 'localhost/syncopate-torch:latest', s
+    assert any(v.endswith(':/var/lib/syncopate/model:ro') for v in torch[s]['volumes']), s
+for s in ('shard-0', 'shard-1'):
+    assert torch[s]['image'] == 'localhost/syncopate:latest', s
 PY"
 check "compose: SYNCOPATE_JOIN_TOKEN_FILE= (set, empty) is the opt-out" bash -c \
   "SYNCOPATE_JOIN_TOKEN_FILE= docker-compose -f '$ROOT/docker/docker-compose.yml' config \

@@ -42,6 +42,18 @@
 {{ .Values.image.repository }}:{{ default .Chart.AppVersion .Values.image.tag }}
 {{- end -}}
 
+{{/*
+The image of the pods that run the job's model (coordinator, workers, evaluator): the torch image
+for a PyTorch model (values `torch`), else the one image.
+*/}}
+{{- define "syncopate.modelImage" -}}
+{{- if .Values.torch.enabled -}}
+{{ .Values.torch.image.repository }}:{{ default .Chart.AppVersion .Values.torch.image.tag }}
+{{- else -}}
+{{ include "syncopate.image" . }}
+{{- end -}}
+{{- end -}}
+
 {{- define "syncopate.selectorLabels" -}}
 app.kubernetes.io/name: {{ include "syncopate.name" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
@@ -175,8 +187,9 @@ Probes of the coordinator and shards (grpc.health.v1). Kubernetes' native gRPC p
 
 {{/*
 Data beyond the image (values `data`): the volume at /var/lib/syncopate/data, its mount, and the
-init container that generates click data into it. For the pods that read data: coordinator
-(it counts the training examples), workers, evaluator.
+init container that generates click data into it; and a PyTorch model's files (values `torch`) at
+/var/lib/syncopate/model. For the pods that read data and run the model: coordinator (it counts
+the training examples, and builds a PyTorch module once), workers, evaluator.
 */}}
 {{- define "syncopate.dataEnabled" -}}
 {{- if or .Values.data.generateCtr.enabled .Values.data.volume }}true{{ end -}}
@@ -188,6 +201,11 @@ init container that generates click data into it. For the pods that read data: c
   mountPath: /var/lib/syncopate/data
   readOnly: true
 {{- end }}
+{{- if and .Values.torch.enabled .Values.torch.moduleVolume }}
+- name: model
+  mountPath: /var/lib/syncopate/model
+  readOnly: true
+{{- end }}
 {{- end -}}
 
 {{- define "syncopate.dataVolumes" -}}
@@ -197,6 +215,10 @@ init container that generates click data into it. For the pods that read data: c
 {{- else if .Values.data.volume }}
 - name: data
   {{- toYaml .Values.data.volume | nindent 2 }}
+{{- end }}
+{{- if and .Values.torch.enabled .Values.torch.moduleVolume }}
+- name: model
+  {{- toYaml .Values.torch.moduleVolume | nindent 2 }}
 {{- end }}
 {{- end -}}
 
