@@ -5,7 +5,7 @@
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
-#include "libs/data/ctr_generator.h"
+#include "libs/datagen/ctr_generator.h"
 
 namespace syncopate::bench {
 namespace {
@@ -40,12 +40,12 @@ absl::StatusOr<CtrData> PrepareCtrData(const std::string& dir, int64_t train_row
   std::filesystem::create_directories(dir, error);
   if (error) return absl::InternalError(absl::StrCat("cannot create ", dir, ": ", error.message()));
   std::filesystem::remove(dir + kSidecar, error);  // stale: these files are about to change
-  const data::CtrTeacherConfig teacher;            // the defaults: one teacher for both files
-  absl::StatusOr<data::CtrGenerationReport> train =
-      data::GenerateCtr(teacher, /*sample_seed=*/1, train_rows, data.train_path);
+  const datagen::CtrTeacherConfig teacher;         // the defaults: one teacher for both files
+  absl::StatusOr<datagen::CtrGenerationReport> train =
+      datagen::GenerateCtr(teacher, /*sample_seed=*/1, train_rows, data.train_path);
   if (!train.ok()) return train.status();
-  absl::StatusOr<data::CtrGenerationReport> test =
-      data::GenerateCtr(teacher, /*sample_seed=*/2, test_rows, data.test_path);
+  absl::StatusOr<datagen::CtrGenerationReport> test =
+      datagen::GenerateCtr(teacher, /*sample_seed=*/2, test_rows, data.test_path);
   if (!test.ok()) return test.status();
   data.bayes_auc = test->bayes_auc;
   data.bayes_logloss = test->bayes_logloss;

@@ -1,5 +1,5 @@
 // The CTR data the benchmarks train on (`./dev bench`'s ctr scenario and `./dev bench --sim`'s):
-// Criteo-format files from the planted-teacher generator (libs/data/ctr_generator.h, what
+// Criteo-format files from the planted-teacher generator (libs/datagen/ctr_generator.h, what
 // `syncopate datagen ctr --seed 1` / `--seed 2` write), one teacher (the defaults) for both files.
 //
 // Generated once per directory and reused: the generator is deterministic (same teacher, same

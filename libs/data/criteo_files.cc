@@ -282,4 +282,14 @@ absl::StatusOr<CtrDataset> CriteoFiles::ReadRows(int64_t begin, int64_t end) {
   return out;
 }
 
+absl::StatusOr<CtrDataset> ReadCriteoTsv(const std::string& path, int64_t limit) {
+  if (limit < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("limit must be >= 0 (0 = all examples), got ", limit));
+  }
+  SYNCOPATE_ASSIGN_OR_RETURN(std::unique_ptr<CriteoFiles> files,
+                             CriteoFiles::OpenPaths({path}, {.limit = limit}));
+  return files->Read(0, files->rows());
+}
+
 }  // namespace syncopate::data

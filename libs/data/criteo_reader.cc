@@ -15,7 +15,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "libs/common/status_macros.h"
-#include "libs/data/criteo_files.h"
 
 namespace syncopate::data {
 namespace {
@@ -188,13 +187,6 @@ absl::StatusOr<CtrDataset> ParseCriteoTsv(std::string_view text, int64_t limit,
     SYNCOPATE_RETURN_IF_ERROR(parser.ParseLine(text.substr(consumed)));
   }
   return std::move(parser).Finish();
-}
-
-absl::StatusOr<CtrDataset> ReadCriteoTsv(const std::string& path, int64_t limit) {
-  if (limit < 0) return LimitError(limit);
-  SYNCOPATE_ASSIGN_OR_RETURN(std::unique_ptr<CriteoFiles> files,
-                             CriteoFiles::OpenPaths({path}, {.limit = limit}));
-  return files->Read(0, files->rows());
 }
 
 }  // namespace syncopate::data

@@ -58,19 +58,6 @@ absl::StatusOr<CtrDataset> ParseCriteoTsv(std::string_view text, int64_t limit);
 // The same for text whose first line is line `first_line` (>= 1) of its file, as errors name it.
 absl::StatusOr<CtrDataset> ParseCriteoTsv(std::string_view text, int64_t limit, int64_t first_line);
 
-// Reads a Criteo file, gzip-compressed or plain, into memory (CriteoFiles reads rows of one or
-// many files without holding them all). Same `limit` and line rules as ParseCriteoTsv; under a
-// limit the rest of the file is not read.
-//
-// Errors:
-//   INVALID_ARGUMENT  `limit` < 0.
-//   NOT_FOUND         the file does not exist (the message names the path).
-//   DATA_LOSS         a corrupt or truncated gzip stream, or a bad line (the message is the path
-//                     followed by ParseCriteoTsv's message, e.g. "Criteo file 'x.gz': line 17:
-//                     field C3: bad hex 'zz'").
-//   other             the file cannot be opened or read (e.g. PERMISSION_DENIED).
-absl::StatusOr<CtrDataset> ReadCriteoTsv(const std::string& path, int64_t limit);
-
 }  // namespace syncopate::data
 
 #endif  // SYNCOPATE_LIBS_DATA_CRITEO_READER_H_

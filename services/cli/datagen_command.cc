@@ -1,4 +1,4 @@
-// `syncopate datagen ctr`: a synthetic Criteo-format click file (libs/data/ctr_generator.h).
+// `syncopate datagen ctr`: a synthetic Criteo-format click file (libs/datagen/ctr_generator.h).
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -6,14 +6,14 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "libs/data/ctr_generator.h"
+#include "libs/datagen/ctr_generator.h"
 #include "libs/runtime/process_runtime.h"
 #include "services/cli/commands.h"
 
 namespace syncopate::cli {
 
 // `syncopate datagen ctr`: Criteo-format rows from a planted teacher of
-// libs/data/ctr_generator.h (--teacher=pairs, the default, or segments), with the Bayes AUC and
+// libs/datagen/ctr_generator.h (--teacher=pairs, the default, or segments), with the Bayes AUC and
 // logloss of the file written.
 int RunDatagen(const std::vector<char*>& args) {
   const std::string kind = args.size() > 2 ? args[2] : "";
@@ -28,21 +28,21 @@ int RunDatagen(const std::vector<char*>& args) {
   if (rows < 1) runtime::Die(absl::StrCat("datagen ctr: --rows must be >= 1, got ", rows));
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) runtime::Die("datagen ctr: --out is required (gzip when it ends in .gz)");
-  data::CtrTeacherConfig teacher;
+  datagen::CtrTeacherConfig teacher;
   teacher.teacher_seed = absl::GetFlag(FLAGS_teacher_seed);
   const std::string teacher_name = absl::GetFlag(FLAGS_teacher);
   if (teacher_name == "segments") {
-    teacher.kind = data::CtrTeacherKind::kSegments;
+    teacher.kind = datagen::CtrTeacherKind::kSegments;
   } else if (teacher_name != "pairs") {
     runtime::Die(
         absl::StrCat("datagen ctr: --teacher must be pairs or segments, got '", teacher_name, "'"));
   }
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
-  const data::CtrKeyChurn churn = {.period_rows = absl::GetFlag(FLAGS_churn_period_rows),
-                                   .fraction = absl::GetFlag(FLAGS_churn_fraction)};
+  const datagen::CtrKeyChurn churn = {.period_rows = absl::GetFlag(FLAGS_churn_period_rows),
+                                      .fraction = absl::GetFlag(FLAGS_churn_fraction)};
   const absl::Time start = absl::Now();
-  absl::StatusOr<data::CtrGenerationReport> report =
-      data::GenerateCtr(teacher, seed, rows, out, churn);
+  absl::StatusOr<datagen::CtrGenerationReport> report =
+      datagen::GenerateCtr(teacher, seed, rows, out, churn);
   if (!report.ok()) runtime::Die(absl::StrCat("datagen ctr: ", report.status().message()), 1);
   const double seconds = absl::ToDoubleSeconds(absl::Now() - start);
   printf(

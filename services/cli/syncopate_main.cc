@@ -57,7 +57,7 @@ ABSL_FLAG(double, churn_fraction, 0.5, "datagen: the share of values --churn_per
 ABSL_FLAG(std::string, teacher, "pairs",
           "datagen: the planted teacher, pairs (independent fields, four planted pairwise "
           "interactions) or segments (latent segments, FM interactions over 14 fields, "
-          "informative missing numerics; libs/data/ctr_generator.h)");
+          "informative missing numerics; libs/datagen/ctr_generator.h)");
 
 ABSL_FLAG(std::string, sim, "",
           "sim: the simulated cluster's timing, a syncopate.v1.SimSpec text proto (examples/sim/)");

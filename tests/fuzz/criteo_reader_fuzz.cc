@@ -14,6 +14,7 @@
 #include <string>
 
 #include "absl/strings/match.h"
+#include "libs/data/criteo_files.h"
 #include "libs/data/criteo_reader.h"
 #include "tests/fuzz/fuzz_input.h"
 

@@ -14,7 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "libs/data/criteo_reader.h"
-#include "libs/data/ctr_generator.h"
+#include "libs/datagen/ctr_generator.h"
 #include "tests/integration/cluster_test_util.h"
 
 namespace syncopate {
@@ -31,13 +31,13 @@ bool Done(const v1::ClusterStatus& s) { return s.state() == v1::JOB_DONE; }
 // training file's keys (the test file keeps every value's own key).
 v1::JobSpec CtrJob(const std::string& dir, v1::Mode mode, int epochs, double* bayes_auc,
                    v1::ModelSpec::Kind kind = v1::ModelSpec::WDL, int64_t train_rows = 20000,
-                   const data::CtrKeyChurn& churn = {}) {
+                   const datagen::CtrKeyChurn& churn = {}) {
   std::filesystem::create_directories(dir);
-  const data::CtrTeacherConfig teacher;
-  absl::StatusOr<data::CtrGenerationReport> train =
-      data::GenerateCtr(teacher, 1, train_rows, dir + "/train.tsv.gz", churn);
-  absl::StatusOr<data::CtrGenerationReport> test =
-      data::GenerateCtr(teacher, 2, 5000, dir + "/test.tsv");  // plain text: both formats read
+  const datagen::CtrTeacherConfig teacher;
+  absl::StatusOr<datagen::CtrGenerationReport> train =
+      datagen::GenerateCtr(teacher, 1, train_rows, dir + "/train.tsv.gz", churn);
+  absl::StatusOr<datagen::CtrGenerationReport> test =
+      datagen::GenerateCtr(teacher, 2, 5000, dir + "/test.tsv");  // plain text: both formats read
   EXPECT_TRUE(train.ok() && test.ok());
   *bayes_auc = test.ok() ? test->bayes_auc : 0;
   v1::JobSpec job;
@@ -271,14 +271,14 @@ TEST(CtrTraining, TrainsOnADatasetLargerThanAWorkersMemory) {
   constexpr int64_t kRowsPerFile = 270000;
   const std::string dir = TestRunDir("ctr-large-data");
   std::filesystem::create_directories(dir);
-  const data::CtrTeacherConfig teacher;
+  const datagen::CtrTeacherConfig teacher;
   for (int f = 0; f < kFiles; ++f) {
-    ASSERT_TRUE(
-        data::GenerateCtr(teacher, 10 + f, kRowsPerFile, absl::StrCat(dir, "/day_", f, ".tsv.gz"))
-            .ok());
+    ASSERT_TRUE(datagen::GenerateCtr(teacher, 10 + f, kRowsPerFile,
+                                     absl::StrCat(dir, "/day_", f, ".tsv.gz"))
+                    .ok());
   }
-  absl::StatusOr<data::CtrGenerationReport> test =
-      data::GenerateCtr(teacher, 2, 20000, dir + "/test.tsv.gz");
+  absl::StatusOr<datagen::CtrGenerationReport> test =
+      datagen::GenerateCtr(teacher, 2, 20000, dir + "/test.tsv.gz");
   ASSERT_TRUE(test.ok()) << test.status();
   const int64_t in_memory = kFiles * kRowsPerFile *
                             static_cast<int64_t>(sizeof(float) * (1 + data::kCriteoNumeric) +

@@ -11,7 +11,7 @@
 
 #include "gtest/gtest.h"
 #include "libs/common/clock.h"
-#include "libs/data/ctr_generator.h"
+#include "libs/datagen/ctr_generator.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/model_kind.h"
 #include "libs/shard/shard_core.h"
@@ -33,9 +33,9 @@ const std::string& DataDir() {
   static const std::string* dir = [] {
     auto* d = new std::string(::testing::TempDir() + "/sim_ctr_data");
     std::filesystem::create_directories(*d);
-    const data::CtrTeacherConfig teacher;
-    EXPECT_TRUE(data::GenerateCtr(teacher, 1, kTrainRows, *d + "/train.tsv").ok());
-    EXPECT_TRUE(data::GenerateCtr(teacher, 2, kTestRows, *d + "/test.tsv").ok());
+    const datagen::CtrTeacherConfig teacher;
+    EXPECT_TRUE(datagen::GenerateCtr(teacher, 1, kTrainRows, *d + "/train.tsv").ok());
+    EXPECT_TRUE(datagen::GenerateCtr(teacher, 2, kTestRows, *d + "/test.tsv").ok());
     return d;
   }();
   return *dir;

@@ -1,4 +1,4 @@
-#include "libs/data/ctr_generator.h"
+#include "libs/datagen/ctr_generator.h"
 
 #include <unistd.h>
 #include <zlib.h>
@@ -27,7 +27,16 @@
 #include "libs/data/gzip_file.h"
 #include "libs/model/auc.h"
 
-namespace syncopate::data {
+namespace syncopate::datagen {
+
+using data::CtrDataset;
+using data::GzCloseChecked;
+using data::GzFile;
+using data::kCriteoCategorical;
+using data::kCriteoNumeric;
+using data::kMissingCategory;
+using data::OpenGzFile;
+
 namespace {
 
 // --- Deterministic randomness ---------------------------------------------------------------
@@ -874,4 +883,4 @@ absl::StatusOr<CtrGenerationReport> GenerateCtr(const CtrTeacherConfig& teacher_
   };
 }
 
-}  // namespace syncopate::data
+}  // namespace syncopate::datagen

@@ -47,8 +47,8 @@
 //
 // Thread-safety: CtrTeacher is immutable after construction; its const methods are safe to call
 // concurrently (each caller owns its rng). GenerateCtr has no shared state.
-#ifndef SYNCOPATE_LIBS_DATA_CTR_GENERATOR_H_
-#define SYNCOPATE_LIBS_DATA_CTR_GENERATOR_H_
+#ifndef SYNCOPATE_LIBS_DATAGEN_CTR_GENERATOR_H_
+#define SYNCOPATE_LIBS_DATAGEN_CTR_GENERATOR_H_
 
 #include <array>
 #include <cstdint>
@@ -60,7 +60,7 @@
 #include "absl/status/statusor.h"
 #include "libs/data/criteo_reader.h"
 
-namespace syncopate::data {
+namespace syncopate::datagen {
 
 // Which planted teacher draws the clicks (`syncopate datagen ctr --teacher=...`).
 enum class CtrTeacherKind {
@@ -110,8 +110,8 @@ class CtrTeacher {
   // `config` must pass ValidateCtrTeacherConfig.
   explicit CtrTeacher(const CtrTeacherConfig& config);
 
-  // Draws one example's features into numeric[13] and categorical[26] (as CtrDataset stores
-  // them: NaN / kMissingCategory for missing) from `rng`, and returns the teacher's click
+  // Draws one example's features into numeric[13] and categorical[26] (as data::CtrDataset stores
+  // them: NaN / data::kMissingCategory for missing) from `rng`, and returns the teacher's click
   // probability for them (exactly Probability(numeric, categorical)).
   double Sample(std::mt19937_64& rng, float* numeric, uint64_t* categorical) const;
 
@@ -136,18 +136,18 @@ class CtrTeacher {
   static double NumericFeature(float x);
 
   CtrTeacherConfig config_;
-  std::array<int64_t, kCriteoCategorical> vocabulary_;
-  std::array<uint32_t, kCriteoCategorical> hex_key_;
+  std::array<int64_t, data::kCriteoCategorical> vocabulary_;
+  std::array<uint32_t, data::kCriteoCategorical> hex_key_;
   std::vector<ZipfSampler> zipf_;  // one per categorical field
   // Term = scale * (raw - offset): each term has mean 0 and its configured standard deviation
   // under the sampling distribution.
-  std::array<double, kCriteoCategorical> value_offset_;
-  std::array<double, kCriteoCategorical> value_scale_;
+  std::array<double, data::kCriteoCategorical> value_offset_;
+  std::array<double, data::kCriteoCategorical> value_scale_;
   std::array<std::array<int, 2>, 5> interactions_;
   std::array<double, 5> pair_offset_;
   std::array<double, 5> pair_scale_;
-  std::array<double, kCriteoNumeric> numeric_offset_;
-  std::array<double, kCriteoNumeric> beta_;
+  std::array<double, data::kCriteoNumeric> numeric_offset_;
+  std::array<double, data::kCriteoNumeric> beta_;
   double bias_ = 0;
 };
 
@@ -217,30 +217,30 @@ class SegmentTeacher {
   int64_t RankOf(int field, uint64_t value) const;
   uint64_t HexOf(int field, int64_t rank) const;
   double RawValueWeight(int field, int64_t rank) const;
-  double RawFm(const std::array<int64_t, kCriteoCategorical>& ranks) const;
+  double RawFm(const std::array<int64_t, data::kCriteoCategorical>& ranks) const;
   double RawNumeric(int column, float x) const;
   double ZipfProbability(int field, int64_t rank) const;
 
   CtrTeacherConfig config_;
-  std::array<int64_t, kCriteoCategorical> vocabulary_;
-  std::array<uint32_t, kCriteoCategorical> hex_key_;
+  std::array<int64_t, data::kCriteoCategorical> vocabulary_;
+  std::array<uint32_t, data::kCriteoCategorical> hex_key_;
   std::vector<ZipfSampler> zipf_;
-  std::array<double, kCriteoCategorical> zipf_norm_;  // sum_k k^-s over the field's ranks
+  std::array<double, data::kCriteoCategorical> zipf_norm_;  // sum_k k^-s over the field's ranks
   std::array<int, kSegmentFields> segment_fields_;
   std::array<std::array<int64_t, kSegments>, kSegmentFields> segment_offset_;
   std::array<std::array<int, 2>, kParents> hierarchy_;  // {parent, child}
   std::array<int, kFmFields> fm_fields_;
   std::array<double, kSegments> segment_log_prior_;
   std::array<double, kSegments> segment_effect_;  // S(z), standardised and scaled
-  std::array<std::array<double, kSegments>, kCriteoNumeric> numeric_missing_;
-  std::array<double, kCriteoNumeric> numeric_alpha_;
-  std::array<double, kCriteoNumeric> log_mean_;  // of log1p(I_j) over present values
-  std::array<double, kCriteoNumeric> log_std_;
-  std::array<double, kCriteoNumeric> missing_effect_;  // raw N_j of a missing value
-  std::array<double, kCriteoNumeric> numeric_offset_;
-  std::array<double, kCriteoNumeric> numeric_scale_;
-  std::array<double, kCriteoCategorical> value_offset_;
-  std::array<double, kCriteoCategorical> value_scale_;
+  std::array<std::array<double, kSegments>, data::kCriteoNumeric> numeric_missing_;
+  std::array<double, data::kCriteoNumeric> numeric_alpha_;
+  std::array<double, data::kCriteoNumeric> log_mean_;  // of log1p(I_j) over present values
+  std::array<double, data::kCriteoNumeric> log_std_;
+  std::array<double, data::kCriteoNumeric> missing_effect_;  // raw N_j of a missing value
+  std::array<double, data::kCriteoNumeric> numeric_offset_;
+  std::array<double, data::kCriteoNumeric> numeric_scale_;
+  std::array<double, data::kCriteoCategorical> value_offset_;
+  std::array<double, data::kCriteoCategorical> value_scale_;
   double fm_offset_ = 0;
   double fm_scale_ = 0;
   double bias_ = 0;
@@ -285,6 +285,6 @@ absl::StatusOr<CtrGenerationReport> GenerateCtr(const CtrTeacherConfig& teacher,
                                                 const std::string& out_path,
                                                 const CtrKeyChurn& churn = {});
 
-}  // namespace syncopate::data
+}  // namespace syncopate::datagen
 
-#endif  // SYNCOPATE_LIBS_DATA_CTR_GENERATOR_H_
+#endif  // SYNCOPATE_LIBS_DATAGEN_CTR_GENERATOR_H_

@@ -1,4 +1,4 @@
-#include "libs/data/ctr_generator.h"
+#include "libs/datagen/ctr_generator.h"
 
 #include <algorithm>
 #include <cmath>
@@ -16,11 +16,18 @@
 #include "absl/status/status.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/data/criteo_files.h"
 #include "libs/data/criteo_reader.h"
 #include "tests/unit/data/data_file_test.h"
 
-namespace syncopate::data {
+namespace syncopate::datagen {
 namespace {
+
+using data::CtrDataset;
+using data::kCriteoCategorical;
+using data::kCriteoNumeric;
+using data::kMissingCategory;
+using data::ReadCriteoTsv;
 
 using ::testing::AllOf;
 using ::testing::Ge;
@@ -133,7 +140,7 @@ TEST(CtrTeacher, ValuesPrintAsEightHexDigitsAndMissingRatesFollowTheRealData) {
   EXPECT_NEAR(negative_i2 / double{kRows}, 0.03, 0.01);
 }
 
-using CtrGeneratorTest = DataFileTest;
+using CtrGeneratorTest = data::DataFileTest;
 
 std::string FileBytes(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -308,4 +315,4 @@ TEST_F(CtrGeneratorTest, SegmentTeacherHasRealisticRateAndBayesAucAndVisibleSegm
 }
 
 }  // namespace
-}  // namespace syncopate::data
+}  // namespace syncopate::datagen
