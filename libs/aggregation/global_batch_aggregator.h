@@ -34,6 +34,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "libs/aggregation/aggregation_kernels.h"
+#include "libs/common/mode_rules.h"
 #include "syncopate/v1/cluster.pb.h"
 #include "syncopate/v1/job.pb.h"
 
@@ -113,7 +114,7 @@ class GlobalBatchAggregator {
   // Sync: `worker` has filled its place in the current barrier (its next pull waits for the
   // barrier's release, whatever version it asks for).
   bool HasPushedForVersion(int32_t worker) const {
-    return mode_ == v1::MODE_SYNC && pushed_this_version_.contains(worker);
+    return HasBarrier(mode_) && pushed_this_version_.contains(worker);
   }
   int64_t global_batch() const { return global_batch_; }
   int64_t buffered_samples() const { return buffered_samples_; }

@@ -6,6 +6,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "libs/common/mode_rules.h"
 #include "libs/common/status_macros.h"
 #include "libs/embedding/owner_shard.h"
 #include "libs/tensor/initializer.h"
@@ -491,7 +492,7 @@ absl::Status ShardCore::Pull(const Puller& puller, const v1::PullRequest& reques
     const int64_t min_version = aggregator_.HasPushedForVersion(puller.worker)
                                     ? std::max(request.min_version(), aggregator_.version() + 1)
                                     : request.min_version();
-    if (aggregator_.mode() == v1::MODE_SYNC && aggregator_.version() < min_version) {
+    if (HasBarrier(aggregator_.mode()) && aggregator_.version() < min_version) {
       pending_pulls_.push_back(
           {puller, request.request_id(), min_version, std::move(rows), now, std::move(done)});
       return absl::OkStatus();

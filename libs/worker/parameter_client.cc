@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "libs/common/mode_rules.h"
 #include "libs/common/status_macros.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/train_wire.h"
@@ -277,7 +278,7 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
       // stream's messages in order, so it sees this push (sync: it waits for the barrier this
       // gradient belongs to, as PullAll's would), one round trip sooner.
       for (size_t s = 0; s < shards_.size(); ++s) {
-        min_versions_[s] = modes_[s] == v1::MODE_SYNC ? tokens_[s] + 1 : 0;
+        min_versions_[s] = NextPullMinVersion(modes_[s], tokens_[s]);
       }
       pull_ids = SendPulls(next->keys, next->rows, /*newest=*/false);
     }
@@ -307,7 +308,7 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
           break;
       }
       // Sync: the next pull waits for the barrier this gradient belongs to.
-      min_versions_[s] = modes_[s] == v1::MODE_SYNC ? tokens_[s] + 1 : 0;
+      min_versions_[s] = NextPullMinVersion(modes_[s], tokens_[s]);
     }
     if (!pending.empty() && WaitForMembership()) {
       return absl::CancelledError("stopped while a shard was learning of this worker");
