@@ -139,6 +139,8 @@ class TorchWorkload final : public workload::Workload {
       CopyKeys(host_.attr("prepare")(batch), keys_);
     } catch (py::error_already_set& e) {
       return StatusFromPython(e, "reading a training batch");
+    } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
+      return absl::InvalidArgumentError(absl::StrCat("reading a training batch", ": ", e.what()));
     }
     return absl::OkStatus();
   }
@@ -156,6 +158,9 @@ class TorchWorkload final : public workload::Workload {
           .cast<float>();
     } catch (py::error_already_set& e) {
       return StatusFromPython(e, "a training step of the model");
+    } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
+      return absl::InvalidArgumentError(
+          absl::StrCat("a training step of the model", ": ", e.what()));
     }
   }
 
@@ -167,6 +172,8 @@ class TorchWorkload final : public workload::Workload {
       CopyKeys(host_.attr("prepare_eval")(begin, end), keys_);
     } catch (py::error_already_set& e) {
       return StatusFromPython(e, "reading test examples");
+    } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
+      return absl::InvalidArgumentError(absl::StrCat("reading test examples", ": ", e.what()));
     }
     return absl::OkStatus();
   }
@@ -196,8 +203,8 @@ class TorchWorkload final : public workload::Workload {
       }
     } catch (py::error_already_set& e) {
       return StatusFromPython(e, "scoring test examples");
-    } catch (py::cast_error& e) {
-      return absl::InternalError(absl::StrCat("the model's scores: ", e.what()));
+    } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
+      return absl::InvalidArgumentError(absl::StrCat("the model's scores: ", e.what()));
     }
     return absl::OkStatus();
   }
@@ -283,6 +290,8 @@ absl::StatusOr<TorchModelDescription> DescribeTorchModel(const v1::JobSpec& job)
     description.task = host.attr("check")().cast<std::string>();
   } catch (py::error_already_set& e) {
     return StatusFromPython(e, job.model().torch().module());
+  } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
+    return absl::InvalidArgumentError(absl::StrCat(job.model().torch().module(), ": ", e.what()));
   }
   return description;
 }
@@ -303,6 +312,8 @@ absl::StatusOr<std::unique_ptr<workload::Workload>> NewTorchWorkload(const v1::J
     return std::make_unique<TorchWorkload>(std::move(host), parameters, std::move(dims), size);
   } catch (py::error_already_set& e) {
     return StatusFromPython(e, job.model().torch().module());
+  } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
+    return absl::InvalidArgumentError(absl::StrCat(job.model().torch().module(), ": ", e.what()));
   }
 }
 
