@@ -4,6 +4,7 @@
 // report.md and report.html, whose curves come from the status sampled along the way).
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -42,6 +43,19 @@ int RunLocal() {
   std::string run_dir = absl::GetFlag(FLAGS_run_dir);
   if (run_dir.empty()) {
     run_dir = "runs/" + absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
+  }
+  // A run directory keeps the coordinator's progress and the shards' checkpoints, which a new
+  // cluster there would take up: a finished job would report its old result at once, a
+  // running one carry on. A new run needs a new directory (--resume continues from another's
+  // checkpoints on purpose).
+  for (const char* state : {"/coordinator/coordinator.state", "/checkpoints"}) {
+    std::error_code error;
+    const std::filesystem::path path = run_dir + state;
+    if (std::filesystem::exists(path, error) && !std::filesystem::is_empty(path, error)) {
+      runtime::Die("--run_dir " + run_dir + " holds another run (" + path.string() +
+                   "): pick a new directory, or --resume=" + run_dir +
+                   " to start from its checkpoints");
+    }
   }
   std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
   if (bin_dir.empty()) bin_dir = runtime::ExecutableDir();

@@ -68,6 +68,9 @@ grep -q "final auc 0\.[0-9]*, time to 0\.5000: " "$tmp/sim.out" ||
   { cat "$tmp/local.out"; fail "syncopate local exited non-zero"; }
 grep -q "final test accuracy" "$tmp/local.out" || fail "no final accuracy line"
 [[ -f "$tmp/run/report.md" ]] || fail "no report.md"
+# The same run directory again: refused in one line (it would report the finished job at once).
+expect_usage_error "holds another run" local --job="$root/examples/fashion_mnist_mlp.textproto" \
+  --workers=2 --shards=1 --epochs=1 --train_limit=4000 --run_dir="$tmp/run"
 # report.html: every chart, the curves drawn (report_html_render_test checks the pixels).
 [[ -f "$tmp/run/report.html" ]] || fail "no report.html"
 [[ $(grep -c '<figure id=' "$tmp/run/report.html") -eq 8 ]] || fail "report.html lacks charts"
