@@ -95,8 +95,8 @@ int main(int argc, char** argv) {
       const auto ratio = syncopate::stats::MeanInterval(ratios, 0.95);
       std::printf("  %s - %s: %+.4g %s (Welch 95%%); %s / %s paired by seed: %.3f %s\n",
                   ref.c_str(), group.c_str(), difference.ok() ? difference->estimate : 0.0,
-                  difference.ok() ? Format(*difference, "%+.4g").c_str() : "",
-                  ref.c_str(), group.c_str(), syncopate::stats::Summarize(ratios).mean,
+                  difference.ok() ? Format(*difference, "%+.4g").c_str() : "", ref.c_str(),
+                  group.c_str(), syncopate::stats::Summarize(ratios).mean,
                   ratio.ok() ? Format(*ratio, "%.3f").c_str() : "");
     }
   }
