@@ -1,0 +1,40 @@
+// The knobs of the planted CTR teachers (`syncopate datagen ctr`), shared by both teachers:
+// pairs_teacher.h and segment_teacher.h say what each does with them.
+//
+// Thread-safety: plain values and a pure function.
+#ifndef SYNCOPATE_LIBS_DATAGEN_TEACHER_CONFIG_H_
+#define SYNCOPATE_LIBS_DATAGEN_TEACHER_CONFIG_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+
+namespace syncopate::datagen {
+
+// Which planted teacher draws the clicks (`syncopate datagen ctr --teacher=...`).
+enum class CtrTeacherKind {
+  kPairs,  // CtrTeacher (pairs_teacher.h): independent fields, four planted pairwise interactions
+  kSegments,  // SegmentTeacher (segment_teacher.h): latent segments, FM interactions, informative
+              // missingness
+};
+
+struct CtrTeacherConfig {
+  CtrTeacherKind kind = CtrTeacherKind::kPairs;
+  uint64_t teacher_seed = 1;
+  double positive_rate = 0.25;  // the mean click probability the bias is solved for, in (0, 1)
+  double signal_scale = 0.31;   // scales every term's spread: higher = larger Bayes AUC, >= 0
+  double zipf_exponent = 1.15;  // value frequencies ~ rank^-zipf_exponent, > 0
+  int64_t min_vocabulary = 3;   // smallest and largest field cardinality, 1 <= min <= max <= 2^31
+  int64_t max_vocabulary = 100000;
+  double rare_rank = 5;            // weights fall like 1/sqrt(1 + (k - 1) / rare_rank), > 0
+  int num_interactions = 4;        // pairwise interaction terms, 0..5
+  double interaction_scale = 1.0;  // an interaction term's std, in units of signal_scale, >= 0
+  double numeric_scale = 0.5;      // a numeric term's typical std, in units of signal_scale, >= 0
+};
+
+// INVALID_ARGUMENT naming the first knob outside the range its comment gives.
+absl::Status ValidateCtrTeacherConfig(const CtrTeacherConfig& config);
+
+}  // namespace syncopate::datagen
+
+#endif  // SYNCOPATE_LIBS_DATAGEN_TEACHER_CONFIG_H_
