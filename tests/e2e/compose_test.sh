@@ -12,18 +12,32 @@
 # after a source change (ccache mount warm); ~10-11 min on a fresh machine (debootstrap ~70 s,
 # cold compile ~6.5 min under load, the job ~100 s). The default job is used unchanged: it is fast
 # enough in containers, and >= 85% needs its 8 epochs.
-#   tests/e2e/compose_test.sh [REPO_ROOT]
+#   tests/e2e/compose_test.sh [REPO_ROOT] [--torch]
+# --torch: the same scenario with the PyTorch override (docker/docker-compose.torch.yml: the torch
+# image, built with WITH_TORCH=1, runs examples/torch/mlp.py, the default job's MLP written in
+# PyTorch, in the coordinator, the workers and the evaluator; the shards keep the lean image).
+# Slower (Debian's python3-torch in the image, ~2 GB): `./dev compose-torch`, not part of `./dev test`.
 # Environment: MIN_ACCURACY (85), JOB_TIMEOUT_SECONDS (1500), KEEP_LOGS_DIR (default ./compose-test-logs).
 set -euo pipefail
 
-ROOT="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}" && pwd)"
+TORCH=0
+ROOT_ARG=""
+for arg in "$@"; do
+  case "$arg" in
+    --torch) TORCH=1 ;;
+    *) ROOT_ARG="$arg" ;;
+  esac
+done
+ROOT="$(cd "${ROOT_ARG:-$(dirname "${BASH_SOURCE[0]}")/../..}" && pwd)"
 MIN_ACCURACY="${MIN_ACCURACY:-85}"
 JOB_TIMEOUT_SECONDS="${JOB_TIMEOUT_SECONDS:-1500}"
 LOGS="${KEEP_LOGS_DIR:-$PWD/compose-test-logs}"
 PROJECT="syncopate-e2e-$$"
 # A tag of its own: two checkouts testing at once on one machine must not run each other's image.
 IMAGE="localhost/syncopate:$PROJECT"
-COMPOSE_FILE="$ROOT/docker/docker-compose.yml"
+TORCH_IMAGE="localhost/syncopate-torch:$PROJECT"
+COMPOSE_FILES=(-f "$ROOT/docker/docker-compose.yml")
+((TORCH)) && COMPOSE_FILES+=(-f "$ROOT/docker/docker-compose.torch.yml")
 START=$SECONDS
 
 say() { printf '[compose_test %4ds] %s\n' $((SECONDS - START)) "$*"; }
@@ -41,9 +55,9 @@ export DOCKER_HOST
 # The host side: a free port for the published coordinator port, so a running cluster elsewhere
 # on this machine does not collide with the test.
 SYNCOPATE_PORT="$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')"
-export SYNCOPATE_PORT SYNCOPATE_IMAGE="$IMAGE"
+export SYNCOPATE_PORT SYNCOPATE_IMAGE="$IMAGE" SYNCOPATE_TORCH_IMAGE="$TORCH_IMAGE"
 
-compose() { docker-compose --ansi never -p "$PROJECT" -f "$COMPOSE_FILE" "$@"; }
+compose() { docker-compose --ansi never -p "$PROJECT" "${COMPOSE_FILES[@]}" "$@"; }
 
 cleanup() {
   local rc=$?
@@ -57,6 +71,7 @@ cleanup() {
   if [[ -n $leftovers ]]; then podman rm -f $leftovers >/dev/null 2>&1 || true; fi
   # The layers stay cached (and shared with localhost/syncopate:latest); only the tag goes.
   podman rmi "$IMAGE" >/dev/null 2>&1 || true
+  ((TORCH)) && { podman rmi "$TORCH_IMAGE" >/dev/null 2>&1 || true; }
   say "done in $((SECONDS - START)) s"
   exit "$rc"
 }
@@ -68,6 +83,14 @@ build_start=$SECONDS
 podman build --pull=never --format docker -f "$ROOT/docker/Dockerfile" -t "$IMAGE" "$ROOT" \
   >"$LOGS/build.log" 2>&1 || { tail -n 30 "$LOGS/build.log"; fail "image build failed"; }
 say "image built in $((SECONDS - build_start)) s"
+if ((TORCH)); then
+  say "building $TORCH_IMAGE (WITH_TORCH=1: python3-torch, OpenBLAS; a cold build: minutes more)"
+  build_start=$SECONDS
+  podman build --pull=never --format docker --build-arg WITH_TORCH=1 -f "$ROOT/docker/Dockerfile" \
+    -t "$TORCH_IMAGE" "$ROOT" >"$LOGS/build-torch.log" 2>&1 ||
+    { tail -n 30 "$LOGS/build-torch.log"; fail "torch image build failed"; }
+  say "torch image built in $((SECONDS - build_start)) s"
+fi
 
 say "validating the compose file"
 compose config -q || fail "docker-compose config"
@@ -145,6 +168,9 @@ while true; do
   sleep 5
 done
 printf '%s\n' "$status" | tee "$LOGS/final-status.txt"
+if ((TORCH)); then
+  grep -q "^job torch-mlp: " <<<"$status" || fail "the job is not examples/torch/mlp.textproto's torch-mlp"
+fi
 
 accuracy="$(sed -n 's/^last evaluation: accuracy \([0-9.]*\)%.*(final).*/\1/p' <<<"$status")"
 [[ -n $accuracy ]] || fail "no final accuracy in the status"
