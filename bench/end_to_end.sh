@@ -35,7 +35,7 @@ mkdir -p "$OUT"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 TSV="$OUT/runs.tsv"
-printf 'build\trun\texamples_per_second\taccuracy\n' >"$TSV"
+printf 'build\trun\texamples_per_second\taccuracy\twire_bytes_per_example\n' >"$TSV"
 
 LAST="${BINS[-1]}"
 compute="$("$LAST/syncopate-perf-bench" --only=compute 2>/dev/null |
@@ -48,11 +48,13 @@ for ((run = 1; run <= RUNS; ++run)); do
   for b in "${!BINS[@]}"; do
     bin="${BINS[$b]}"
     line="$(cd "$TMP" && timeout 600 "$bin/syncopate" local --bin_dir="$bin" --job="$TMP/job.textproto" 2>&1 | grep '^done:' || true)"
-    eps="$(sed -n 's/.* (\([0-9]*\) examples\/s training).*/\1/p' <<<"$line")"
+    eps="$(sed -n 's/.* (\([0-9]*\) examples\/s training[,)].*/\1/p' <<<"$line")"
     acc="$(sed -n 's/^done: final test accuracy \([0-9.]*\)%.*/\1/p' <<<"$line")"
+    # Builds before the wire was counted print no bytes per example: "-".
+    bpe="$(sed -n 's/.*, \([0-9]*\) wire bytes\/example).*/\1/p' <<<"$line")"
     [[ -n "$eps" && -n "$acc" ]] || { echo "end_to_end: run $run of $bin did not finish: $line" >&2; exit 1; }
-    printf '%s\t%s\t%s\t%s\n' "$b" "$run" "$eps" "$acc" >>"$TSV"
-    echo "run $run build $b ($bin): $eps examples/s, $acc%" >&2
+    printf '%s\t%s\t%s\t%s\t%s\n' "$b" "$run" "$eps" "$acc" "${bpe:--}" >>"$TSV"
+    echo "run $run build $b ($bin): $eps examples/s, $acc%, ${bpe:--} wire bytes/example" >&2
   done
 done
 
@@ -75,13 +77,15 @@ awk -F'\t' -v compute="$compute" -v cores="$cores" -v nbins="${#BINS[@]}" -v bin
     sd = sqrt((sq - n * mean * mean) / (n - 1));
     return sprintf("%.2f [%.2f, %.2f]", mean, mean - t95(n - 1) * sd / sqrt(n), mean + t95(n - 1) * sd / sqrt(n));
   }
-  NR > 1 { n[$1]++; s[$1] += $3; q[$1] += $3 * $3; a[$1] += $4; aq[$1] += $4 * $4; }
+  NR > 1 { n[$1]++; s[$1] += $3; q[$1] += $3 * $3; a[$1] += $4; aq[$1] += $4 * $4;
+           if ($5 != "-") { w[$1] += $5; wn[$1]++; } }
   END {
     split(bins, names, " ");
-    printf "| build | examples/s, mean [95%%] | / build 0 | final accuracy %% |\n|---|---|---|---|\n";
+    printf "| build | examples/s, mean [95%%] | / build 0 | final accuracy %% | wire bytes/example |\n|---|---|---|---|---|\n";
     for (b = 0; b < nbins; ++b) {
-      printf "| %d: %s | %s | %.2f | %s |\n", b, names[b + 1], ci(s[b], q[b], n[b]),
-             (s[b] / n[b]) / (s[0] / n[0]), ci2(a[b], aq[b], n[b]);
+      printf "| %d: %s | %s | %.2f | %s | %s |\n", b, names[b + 1], ci(s[b], q[b], n[b]),
+             (s[b] / n[b]) / (s[0] / n[0]), ci2(a[b], aq[b], n[b]),
+             wn[b] > 0 ? sprintf("%.0f", w[b] / wn[b]) : "-";
     }
     last = nbins - 1;
     printf "\nceiling: %d cores x %.0f examples/s (one core, compute only, dispatched kernels) = %.0f; build %d reaches %.0f%% of it\n",

@@ -32,6 +32,7 @@
 #include "bench/straggler_report.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
+#include "libs/report/run_report.h"
 #include "libs/runtime/process_runtime.h"
 
 ABSL_FLAG(std::string, out, "bench-results/straggler", "Results directory");
@@ -128,16 +129,17 @@ RunResult RunOne(const Scenario& scenario, const std::string& policy, uint64_t s
   }
   for (const v1::ShardStatus& s : last.shards()) run.switches_per_shard += s.switches();
   if (last.shards_size() > 0) run.switches_per_shard /= last.shards_size();
+  run.wire_bytes_per_example = report::WorkersWireBytesPerExample(last);
   const double target = ctr != nullptr ? report.target_auc : report.target_accuracy;
   const std::optional<double> t = TimeToTarget(run.curve, target);
   printf(
       "%-3s %-5s seed %d: %s, %.1f s, %ld examples, final %s %.4f, time to %.4f: %s, "
-      "switches/shard %.1f\n",
+      "switches/shard %.1f, wire %.0f B/example\n",
       scenario.id.c_str(), policy.c_str(), static_cast<int>(seed),
       run.finished ? "done" : "DID NOT FINISH", run.wall_seconds, static_cast<long>(run.examples),
       ctr != nullptr ? "AUC" : "accuracy", run.final_quality, target,
-      t.has_value() ? absl::StrFormat("%.1f s", *t).c_str() : "not reached",
-      run.switches_per_shard);
+      t.has_value() ? absl::StrFormat("%.1f s", *t).c_str() : "not reached", run.switches_per_shard,
+      run.wire_bytes_per_example);
   fflush(stdout);
   return run;
 }

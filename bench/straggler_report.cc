@@ -263,12 +263,14 @@ std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs,
     cell->mean_wall_seconds += run.wall_seconds;
     cell->mean_switches += run.switches_per_shard;
     cell->mean_loss += run.final_loss;
+    cell->mean_wire_bytes_per_example += run.wire_bytes_per_example;
   }
   for (CellSummary& c : cells) {
     if (c.finished == 0) continue;
     c.mean_wall_seconds /= c.finished;
     c.mean_switches /= c.finished;
     c.mean_loss /= c.finished;
+    c.mean_wire_bytes_per_example /= c.finished;
     c.mean_quality = stats::Summarize(c.final_quality).mean;
     if (absl::StatusOr<Interval> i = stats::MeanInterval(c.final_quality, kConfidence); i.ok()) {
       c.quality_interval = *i;
@@ -396,14 +398,15 @@ std::string ResultsMarkdown(const Selection& selection, const std::vector<CellSu
     absl::StrAppendFormat(
         &md,
         "\n## MLP scenarios\n\n| scenario | policy | finished | accuracy at %d samples | time to "
-        "%.0f%% (s) | reached | wall (s) | switches/shard |\n|---|---|---|---|---|---|---|---|\n",
+        "%.0f%% (s) | reached | wall (s) | switches/shard | wire B/example |\n"
+        "|---|---|---|---|---|---|---|---|---|\n",
         samples, 100 * options.target_accuracy);
     for (const CellSummary& c : cells) {
       if (IsCtr(c.scenario)) continue;
-      absl::StrAppendFormat(&md, "| %s | %s | %d/%d | %s | %s | %d/%d | %.1f | %.1f |\n",
+      absl::StrAppendFormat(&md, "| %s | %s | %d/%d | %s | %s | %d/%d | %.1f | %.1f | %.0f |\n",
                             c.scenario, c.policy, c.finished, c.runs, QualityCell(c), TimeCell(c),
                             c.time_to_target.size(), c.finished, c.mean_wall_seconds,
-                            c.mean_switches);
+                            c.mean_switches, c.mean_wire_bytes_per_example);
     }
   }
   bool any_ctr = false;
@@ -416,14 +419,16 @@ std::string ResultsMarkdown(const Selection& selection, const std::vector<CellSu
         "from the final evaluation, at the same number of samples for every policy. The "
         "teacher's Bayes-optimal test AUC is %.4f (logloss %.4f); the time-to-target target is "
         "AUC %.4f.\n\n| policy | finished | test AUC | AUC − Bayes | logloss | time to AUC %.4f "
-        "(s) | reached | wall (s) | switches/shard |\n|---|---|---|---|---|---|---|---|---|\n",
+        "(s) | reached | wall (s) | switches/shard | wire B/example |\n"
+        "|---|---|---|---|---|---|---|---|---|---|\n",
         options.bayes_auc, options.bayes_logloss, options.target_auc, options.target_auc);
     for (const CellSummary& c : cells) {
       if (!IsCtr(c.scenario)) continue;
       absl::StrAppendFormat(
-          &md, "| %s | %d/%d | %s | %+.4f | %.4f | %s | %d/%d | %.1f | %.1f |\n", c.policy,
+          &md, "| %s | %d/%d | %s | %+.4f | %.4f | %s | %d/%d | %.1f | %.1f | %.0f |\n", c.policy,
           c.finished, c.runs, QualityCell(c), c.mean_quality - options.bayes_auc, c.mean_loss,
-          TimeCell(c), c.time_to_target.size(), c.finished, c.mean_wall_seconds, c.mean_switches);
+          TimeCell(c), c.time_to_target.size(), c.finished, c.mean_wall_seconds, c.mean_switches,
+          c.mean_wire_bytes_per_example);
     }
   }
   md +=
@@ -461,12 +466,14 @@ std::string ResultsJson(const Selection& selection, const std::vector<RunResult>
         &json,
         "    {\"scenario\": %s, \"policy\": %s, \"seed\": %d, \"finished\": %s, "
         "\"wall_seconds\": %s, \"examples\": %d, \"final_quality\": %s, \"final_loss\": %s, "
-        "\"time_to_target_seconds\": %s, \"switches_per_shard\": %s,\n"
+        "\"time_to_target_seconds\": %s, \"switches_per_shard\": %s, "
+        "\"wire_bytes_per_example\": %s,\n"
         "     \"curve_seconds_examples_quality\": [%s]}%s\n",
         Quote(r.scenario), Quote(r.policy), r.seed, r.finished ? "true" : "false",
         Number(r.wall_seconds), r.examples, Number(r.final_quality), Number(r.final_loss),
         t.has_value() ? Number(*t) : "null", Number(r.switches_per_shard),
-        absl::StrJoin(curve, ", "), i + 1 < runs.size() ? "," : "");
+        Number(r.wire_bytes_per_example), absl::StrJoin(curve, ", "),
+        i + 1 < runs.size() ? "," : "");
   }
   json += "  ],\n  \"cells\": [\n";
   auto interval = [](const std::optional<Interval>& i) {
@@ -483,13 +490,13 @@ std::string ResultsJson(const Selection& selection, const std::vector<RunResult>
         "\"quality_mean\": %s, \"quality_std\": %s, \"quality_interval\": %s, "
         "\"time_to_target_mean_of_reached\": %s, \"time_to_target_std\": %s, "
         "\"time_to_target_interval\": %s, \"wall_seconds_mean\": %s, \"loss_mean\": %s, "
-        "\"switches_per_shard_mean\": %s}%s\n",
+        "\"switches_per_shard_mean\": %s, \"wire_bytes_per_example_mean\": %s}%s\n",
         Quote(c.scenario), Quote(c.policy), c.runs, c.finished, c.time_to_target.size(),
         q.n > 0 ? Number(q.mean) : "null", q.n > 1 ? Number(q.std_dev) : "null",
         interval(c.quality_interval), t.n > 0 ? Number(t.mean) : "null",
         t.n > 1 ? Number(t.std_dev) : "null", interval(c.time_interval),
         Number(c.mean_wall_seconds), Number(c.mean_loss), Number(c.mean_switches),
-        i + 1 < cells.size() ? "," : "");
+        Number(c.mean_wire_bytes_per_example), i + 1 < cells.size() ? "," : "");
   }
   json += "  ],\n  \"verdicts\": [\n";
   for (size_t i = 0; i < verdicts.size(); ++i) {

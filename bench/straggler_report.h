@@ -68,6 +68,7 @@ struct RunResult {
   double final_quality = 0;  // the final evaluation, at the full sample budget
   double final_loss = 0;
   double switches_per_shard = 0;
+  double wire_bytes_per_example = 0;  // the training workers' (report::WorkersWireBytesPerExample)
   std::vector<EvalPoint> curve;
 };
 
@@ -102,6 +103,7 @@ struct CellSummary {
   double mean_wall_seconds = 0;
   double mean_switches = 0;
   double mean_loss = 0;
+  double mean_wire_bytes_per_example = 0;
 };
 std::vector<CellSummary> Summarize(const std::vector<RunResult>& runs,
                                    const ReportOptions& options);

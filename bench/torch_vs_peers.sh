@@ -39,7 +39,7 @@ for ((seed = 1; seed <= SEEDS; ++seed)); do
   for config in torch cpp; do
     line="$(timeout 1800 "$BIN/syncopate" local --bin_dir="$BIN" --job="$TMP/$config.textproto" \
       --run_dir="$TMP/run-$config-$seed" 2>&1 | grep '^done:' || true)"
-    eps="$(sed -n 's/.* (\([0-9]*\) examples\/s training).*/\1/p' <<<"$line")"
+    eps="$(sed -n 's/.* (\([0-9]*\) examples\/s training[,)].*/\1/p' <<<"$line")"
     acc="$(sed -n 's/^done: final test accuracy \([0-9.]*\)%.*/\1/p' <<<"$line")"
     [[ -n "$eps" && -n "$acc" ]] || { echo "torch_vs_peers: seed $seed $config did not finish: $line" >&2; exit 1; }
     printf '%s\t%s\t%s\t%s\n' "$seed" "syncopate-$config" "$eps" "$acc" | tee -a "$TSV" >&2

@@ -138,6 +138,7 @@ void CoordinatorCore::RestoreProgress() {
     worker.examples = saved.examples();
     worker.steps = saved.steps();
     worker.last_loss = saved.last_loss();
+    worker.wire.Restore(saved.wire());
     worker.departed_reason =
         saved.departed_reason().empty() ? "coordinator_restarted" : saved.departed_reason();
   }
@@ -194,6 +195,7 @@ void CoordinatorCore::SaveProgress(Outbox& out) {
     saved->set_steps(worker.steps);
     saved->set_last_loss(worker.last_loss);
     saved->set_departed_reason(worker.departed_reason);
+    *saved->mutable_wire() = worker.wire.total();
   }
   for (const auto& [id, mode] : modes_.Modes()) (*progress.mutable_shard_modes())[id] = mode;
   for (const v1::EvalStatus& eval : evals_) *progress.add_evals() = eval;
@@ -399,6 +401,7 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
         worker.examples += step.examples();
         worker.steps += 1;
         worker.last_loss = step.loss();
+        worker.wire.Add(step.wire());
         worker.compute_seconds.push_back(step.compute_seconds());
         if (worker.member) modes_.AddStep(worker_id, step);
         if (worker.compute_seconds.size() > kStepWindow) worker.compute_seconds.pop_front();
@@ -564,6 +567,7 @@ void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& repor
     if (it == shards_.end()) return;
     it->second.last_report = report;
     it->second.final_report = it->second.final_report || report.final();
+    it->second.wire.Add(report.wire());
     const v1::StalenessCostReport& c = report.staleness_cost();
     modes_.SetStalenessCost(
         shard_id, StalenessCost{c.versions(), c.velocity_squared(), c.velocity_drift_squared(),
@@ -794,6 +798,7 @@ v1::ClusterStatus CoordinatorCore::Status() const {
     w->set_last_loss(worker.last_loss);
     w->set_local_batch(worker.local_batch);
     w->set_departed_reason(worker.departed_reason);
+    *w->mutable_wire() = worker.wire.total();
   }
   ApplyAssessment(modes_.Assess(), status);
   for (const v1::ShardPartition& p : partitions_) {
@@ -802,7 +807,10 @@ v1::ClusterStatus CoordinatorCore::Status() const {
     v1::ShardStatus* s = status.add_shards();
     *s = ShardRow(p, known ? it->second.address : "", known && it->second.link != nullptr,
                   known ? &it->second.last_report : nullptr);
-    if (known) modes_.FillShardStatus(p.shard_id(), *s);
+    if (known) {
+      modes_.FillShardStatus(p.shard_id(), *s);
+      *s->mutable_wire() = it->second.wire.total();
+    }
   }
   if (!evals_.empty()) *status.mutable_last_eval() = evals_.back();
   for (const v1::EvalStatus& eval : evals_) *status.add_eval_history() = eval;

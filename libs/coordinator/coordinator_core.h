@@ -29,6 +29,7 @@
 #include "libs/coordinator/progress_journal.h"
 #include "libs/coordinator/status_builder.h"
 #include "libs/data/lease_table.h"
+#include "libs/rpc/wire_bytes.h"
 #include "syncopate/v1/coordinator.pb.h"
 
 namespace syncopate::coordinator {
@@ -114,12 +115,14 @@ class CoordinatorCore {
     absl::Time last_heard;
     std::deque<double> compute_seconds;  // recent steps, for the median and the timeout
     std::string departed_reason;
+    rpc::WireBytesTally wire;  // its step reports' bytes, across its restarts
   };
   struct Shard {
     std::shared_ptr<ShardLink> link;  // null while disconnected
     std::string address;
     v1::ShardReport last_report;
     bool final_report = false;
+    rpc::WireBytesTally wire;  // its reports' bytes, across its restarts
   };
   using WorkerOutbox = std::vector<std::pair<std::shared_ptr<WorkerLink>, v1::CoordinatorToWorker>>;
   using ShardOutbox = std::vector<std::pair<std::shared_ptr<ShardLink>, v1::CoordinatorToShard>>;

@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "libs/common/mode_name.h"
+#include "libs/rpc/wire_bytes.h"
 
 namespace syncopate::report {
 
@@ -39,6 +40,8 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
     worker->set_median_compute_seconds(w.median_compute_seconds());
     worker->set_slowdown(index < slowdowns.size() ? slowdowns[index] : 1.0);
     worker->set_alive_at_end(w.alive());
+    *worker->mutable_wire() = w.wire();
+    worker->set_wire_bytes_per_example(WireBytesPerExample(w.wire(), w.examples()));
     ++index;
   }
   for (const v1::ShardStatus& s : status.shards()) {
@@ -49,7 +52,10 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
     *shard->mutable_gradients() = s.gradients();
     *shard->mutable_staleness() = s.staleness();
     *shard->mutable_switches() = s.switch_history();
+    *shard->mutable_wire() = s.wire();
+    shard->set_wire_bytes_per_example(WireBytesPerExample(s.wire(), status.examples()));
   }
+  report.set_wire_bytes_per_example(WorkersWireBytesPerExample(status));
   *report.mutable_eval_history() = status.eval_history();
   for (const v1::RunReport::Sample& sample : timeline) *report.add_timeline() = sample;
   return report;
@@ -60,6 +66,34 @@ double MeanStaleness(const v1::GradientCounters& gradients) {
   return aggregated > 0
              ? static_cast<double>(gradients.staleness_sum()) / static_cast<double>(aggregated)
              : 0.0;
+}
+
+double WorkersWireBytesPerExample(const v1::ClusterStatus& status) {
+  int64_t bytes = 0;
+  int64_t examples = 0;
+  for (const v1::WorkerStatus& w : status.workers()) {
+    if (w.role() != v1::ROLE_WORKER) continue;
+    bytes += rpc::TotalWireBytes(w.wire());
+    examples += w.examples();
+  }
+  return examples > 0 ? static_cast<double>(bytes) / static_cast<double>(examples) : 0.0;
+}
+
+double WireBytesPerExample(const v1::WireBytes& wire, int64_t examples) {
+  return examples > 0
+             ? static_cast<double>(rpc::TotalWireBytes(wire)) / static_cast<double>(examples)
+             : 0.0;
+}
+
+std::string WireBytesCell(const v1::WireBytes& wire, int64_t examples) {
+  if (examples <= 0) return "n/a";
+  const double per = static_cast<double>(examples);
+  const int64_t total = rpc::TotalWireBytes(wire);
+  const int64_t sent = wire.sent_dense() + wire.sent_sparse() + wire.sent_header();
+  const int64_t dense = wire.sent_dense() + wire.received_dense();
+  return absl::StrFormat("%.0f (sent %.0f / received %.0f; %.1f%% dense)", total / per, sent / per,
+                         (total - sent) / per,
+                         total > 0 ? 100.0 * static_cast<double>(dense) / total : 0.0);
 }
 
 absl::StatusOr<std::string> RunReportJson(const v1::RunReport& report) {
@@ -92,16 +126,24 @@ std::string RunReportMarkdown(const v1::RunReport& report) {
   absl::StrAppend(&md, absl::StrFormat("| examples | %d (%.2f epochs) |\n", report.examples(),
                                        report.epochs()));
   absl::StrAppend(
-      &md, absl::StrFormat("| throughput | %.0f examples/s |\n\n", report.examples_per_second()));
-  absl::StrAppend(&md, "| worker | examples | steps | median compute (s) |\n|---|---|---|---|\n");
+      &md, absl::StrFormat("| throughput | %.0f examples/s |\n", report.examples_per_second()));
+  absl::StrAppend(&md, absl::StrFormat("| wire (workers) | %.0f bytes/example |\n\n",
+                                       report.wire_bytes_per_example()));
+  absl::StrAppend(&md,
+                  "| worker | examples | steps | median compute (s) | wire bytes/example |\n"
+                  "|---|---|---|---|---|\n");
   for (const v1::RunReport::Worker& w : report.workers()) {
-    absl::StrAppend(&md, absl::StrFormat("| %s | %d | %d | %.4f |\n", w.name(), w.examples(),
-                                         w.steps(), w.median_compute_seconds()));
+    absl::StrAppend(
+        &md, absl::StrFormat("| %s | %d | %d | %.4f | %s |\n", w.name(), w.examples(), w.steps(),
+                             w.median_compute_seconds(), WireBytesCell(w.wire(), w.examples())));
   }
-  absl::StrAppend(&md, "\n| shard | version | mode | mean staleness |\n|---|---|---|---|\n");
+  absl::StrAppend(&md,
+                  "\n| shard | version | mode | mean staleness | wire bytes/example |\n"
+                  "|---|---|---|---|---|\n");
   for (const v1::RunReport::Shard& s : report.shards()) {
-    absl::StrAppend(&md, absl::StrFormat("| %d | %d | %s | %.2f |\n", s.shard(), s.version(),
-                                         s.mode(), MeanStaleness(s.gradients())));
+    absl::StrAppend(&md, absl::StrFormat("| %d | %d | %s | %.2f | %s |\n", s.shard(), s.version(),
+                                         s.mode(), MeanStaleness(s.gradients()),
+                                         WireBytesCell(s.wire(), report.examples())));
   }
   return md;
 }

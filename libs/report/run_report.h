@@ -26,6 +26,15 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
 // The mean staleness of the pushes a shard aggregated (applied and decayed); 0 when none was.
 double MeanStaleness(const v1::GradientCounters& gradients);
 
+// The training workers' Train-stream bytes, both directions, over their examples (the
+// evaluator's pulls are not training's cost); 0 before any example. RunReport's headline.
+double WorkersWireBytesPerExample(const v1::ClusterStatus& status);
+// `wire`'s bytes, both directions, per example (0 without examples).
+double WireBytesPerExample(const v1::WireBytes& wire, int64_t examples);
+// One table cell for `wire` over `examples`: "14702 (sent 7351 / received 7351; 99.9% dense)",
+// bytes per example; "n/a" without examples.
+std::string WireBytesCell(const v1::WireBytes& wire, int64_t examples);
+
 // report.json's text: the JSON mapping with the proto's field names and every field printed.
 absl::StatusOr<std::string> RunReportJson(const v1::RunReport& report);
 // report.md's text.

@@ -231,6 +231,8 @@ std::string SummaryTable(const v1::RunReport& r) {
                                             r.training_seconds())});
   html += Row({"examples", absl::StrFormat("%d (%.2f epochs)", r.examples(), r.epochs())});
   html += Row({"throughput", absl::StrFormat("%.0f examples/s", r.examples_per_second())});
+  html +=
+      Row({"wire (workers)", absl::StrFormat("%.0f bytes/example", r.wire_bytes_per_example())});
   html += Row({"global batch", absl::StrCat(r.global_batch())});
   return html + "</table>\n";
 }
@@ -255,27 +257,30 @@ std::string SwitchTable(const v1::RunReport& report) {
 }
 
 std::string WorkerTable(const v1::RunReport& report) {
-  std::string html = "<table>\n" + Row({"worker", "examples", "steps", "median compute (s)",
-                                        "started with slowdown", "alive at end"},
-                                       "th");
+  std::string html =
+      "<table>\n" + Row({"worker", "examples", "steps", "median compute (s)",
+                         "started with slowdown", "alive at end", "wire bytes/example"},
+                        "th");
   for (const v1::RunReport::Worker& w : report.workers()) {
     html += Row({w.name(), absl::StrCat(w.examples()), absl::StrCat(w.steps()),
                  absl::StrFormat("%.4f", w.median_compute_seconds()),
-                 absl::StrFormat("%.2fx", w.slowdown()), w.alive_at_end() ? "yes" : "no"});
+                 absl::StrFormat("%.2fx", w.slowdown()), w.alive_at_end() ? "yes" : "no",
+                 WireBytesCell(w.wire(), w.examples())});
   }
   return html + "</table>\n";
 }
 
 std::string ShardTable(const v1::RunReport& report) {
-  std::string html = "<table>\n" + Row({"shard", "version", "mode at end", "applied", "decayed",
-                                        "dropped", "rejected", "mean staleness", "switches"},
-                                       "th");
+  std::string html =
+      "<table>\n" + Row({"shard", "version", "mode at end", "applied", "decayed", "dropped",
+                         "rejected", "mean staleness", "switches", "wire bytes/example"},
+                        "th");
   for (const v1::RunReport::Shard& s : report.shards()) {
     const v1::GradientCounters& g = s.gradients();
     html += Row({absl::StrCat(s.shard()), absl::StrCat(s.version()), s.mode(),
                  absl::StrCat(g.applied()), absl::StrCat(g.decayed()), absl::StrCat(g.dropped()),
                  absl::StrCat(g.rejected()), absl::StrFormat("%.2f", MeanStaleness(g)),
-                 absl::StrCat(s.switches_size())});
+                 absl::StrCat(s.switches_size()), WireBytesCell(s.wire(), report.examples())});
   }
   return html + "</table>\n";
 }

@@ -19,6 +19,11 @@ std::string ModeList(const v1::ClusterStatus& status) {
   return absl::StrJoin(parts, ", ");
 }
 
+// The status tables' "wire B/ex": what `wire` moved per example, "-" before any example.
+std::string BytesPerExample(const v1::WireBytes& wire, int64_t examples) {
+  return examples > 0 ? absl::StrFormat("%.0f", WireBytesPerExample(wire, examples)) : "-";
+}
+
 }  // namespace
 
 std::string ProgressLine(const v1::ClusterStatus& status) {
@@ -37,9 +42,10 @@ std::string StatusText(const v1::ClusterStatus& s) {
       absl::StrFormat("job %s: %s, %.1f s, epoch %.2f, %d examples, %.0f ex/s, G=%d\n", s.job_id(),
                       v1::JobState_Name(s.state()), s.elapsed_seconds(), s.epoch(), s.examples(),
                       s.examples_per_second(), s.global_batch());
-  absl::StrAppend(&out, absl::StrFormat("\n%-12s %-4s %-9s %-6s %10s %7s %12s %8s %9s %s\n",
-                                        "worker", "id", "role", "alive", "examples", "batch",
-                                        "compute(s)", "loss", "slowdown", "straggler"));
+  absl::StrAppend(
+      &out, absl::StrFormat("\n%-12s %-4s %-9s %-6s %10s %7s %12s %8s %9s %9s %s\n", "worker", "id",
+                            "role", "alive", "examples", "batch", "compute(s)", "loss", "wire B/ex",
+                            "slowdown", "straggler"));
   for (const v1::WorkerStatus& w : s.workers()) {
     const bool trainer = w.role() == v1::ROLE_WORKER;
     const std::string slowdown =
@@ -47,21 +53,24 @@ std::string StatusText(const v1::ClusterStatus& s) {
     const std::string straggler =
         w.straggler() ? absl::StrFormat("YES (z %.1f)", w.robust_z()) : "";
     absl::StrAppend(
-        &out, absl::StrFormat("%-12s %-4d %-9s %-6s %10d %7d %12.4f %8.4f %9s %s\n", w.name(),
-                              w.worker_id(), trainer ? "worker" : "evaluator",
-                              w.alive() ? "yes" : "no", w.examples(), w.local_batch(),
-                              w.median_compute_seconds(), w.last_loss(), slowdown, straggler));
+        &out,
+        absl::StrFormat("%-12s %-4d %-9s %-6s %10d %7d %12.4f %8.4f %9s %9s %s\n", w.name(),
+                        w.worker_id(), trainer ? "worker" : "evaluator", w.alive() ? "yes" : "no",
+                        w.examples(), w.local_batch(), w.median_compute_seconds(), w.last_loss(),
+                        BytesPerExample(w.wire(), w.examples()), slowdown, straggler));
   }
-  absl::StrAppend(&out, absl::StrFormat("\n%-6s %-22s %-9s %8s %-6s %9s %8s %9s %9s  %s\n", "shard",
-                                        "address", "connected", "version", "mode", "applied",
-                                        "dropped", "rejected", "staleness", "barrier waits for"));
+  absl::StrAppend(&out,
+                  absl::StrFormat("\n%-6s %-22s %-9s %8s %-6s %9s %8s %9s %9s %9s  %s\n", "shard",
+                                  "address", "connected", "version", "mode", "applied", "dropped",
+                                  "rejected", "staleness", "wire B/ex", "barrier waits for"));
   for (const v1::ShardStatus& sh : s.shards()) {
     absl::StrAppend(
         &out, absl::StrFormat(
-                  "%-6d %-22s %-9s %8d %-6s %9d %8d %9d %9.2f  %s\n", sh.shard_id(), sh.address(),
-                  sh.connected() ? "yes" : "no", sh.version(), ModeName(sh.mode()),
+                  "%-6d %-22s %-9s %8d %-6s %9d %8d %9d %9.2f %9s  %s\n", sh.shard_id(),
+                  sh.address(), sh.connected() ? "yes" : "no", sh.version(), ModeName(sh.mode()),
                   sh.gradients().applied(), sh.gradients().dropped(), sh.gradients().rejected(),
-                  MeanStaleness(sh.gradients()), absl::StrJoin(sh.barrier_waiting_for(), ",")));
+                  MeanStaleness(sh.gradients()), BytesPerExample(sh.wire(), s.examples()),
+                  absl::StrJoin(sh.barrier_waiting_for(), ",")));
   }
   for (const v1::ShardStatus& sh : s.shards()) {
     if (!sh.has_last_decision()) continue;

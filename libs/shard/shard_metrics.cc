@@ -124,7 +124,13 @@ ShardMetrics::ShardMetrics(prometheus::Registry& registry, int shard_id)
                               .Help("Updates gba pulls were extrapolated by along the optimizer's "
                                     "velocity (look-ahead; 0-delay pulls are not observed)")
                               .Register(registry)
-                              .Add({{"shard", shard_}}, StalenessBuckets())) {
+                              .Add({{"shard", shard_}}, StalenessBuckets())),
+      wire_(prometheus::BuildCounter()
+                .Name("syncopate_shard_wire_bytes_total")
+                .Help("Bytes this shard's Train streams moved, by direction and part (dense "
+                      "payload, embedding keys and rows, message header)")
+                .Register(registry),
+            {{"shard", shard_}}) {
   for (const char* outcome : {"applied", "decayed", "dropped", "rejected"}) {
     gradients_.Add({{"shard", shard_}, {"outcome", outcome}});
   }
@@ -212,5 +218,7 @@ std::vector<v1::StalenessBucket> ShardMetrics::StalenessHistogram() const {
   }
   return buckets;
 }
+
+void ShardMetrics::SetWireBytes(const v1::WireBytes& totals) { wire_.Update(totals); }
 
 }  // namespace syncopate::shard

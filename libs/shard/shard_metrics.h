@@ -8,6 +8,7 @@
 
 #include "libs/common/mode_name.h"
 #include "libs/embedding/embedding_table.h"
+#include "libs/metrics/wire_bytes_metrics.h"
 #include "libs/shard/rejection_reason.h"
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -46,6 +47,8 @@ class ShardMetrics {
   void SetLearningRate(double learning_rate);
   // Updates a gba pull's parameters were extrapolated by (PullResponse.look_ahead_updates).
   void ObserveLookAhead(double updates);
+  // What the shard's Train streams moved so far (TrainService::wire's running totals).
+  void SetWireBytes(const v1::WireBytes& totals);
 
   // The staleness histogram so far, one entry per bucket of syncopate_shard_staleness (counts
   // per bucket, not cumulative): what the shard reports to the coordinator for the run report.
@@ -74,6 +77,7 @@ class ShardMetrics {
   prometheus::Gauge& barrier_waiting_workers_;
   prometheus::Gauge& learning_rate_;
   prometheus::Histogram& look_ahead_updates_;
+  metrics::WireBytesMetrics wire_;
 };
 
 // The `mode` label values: syncopate::ModeName.

@@ -158,6 +158,8 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     for (v1::StalenessBucket& b : metrics_.StalenessHistogram()) {
       *r->add_staleness() = std::move(b);
     }
+    *r->mutable_wire() = train_.wire().Totals();
+    metrics_.SetWireBytes(r->wire());
     session.Write(report);
   }
   if (!error.empty()) {

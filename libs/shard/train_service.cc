@@ -26,6 +26,9 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
              std::string(decoded.message()));
       return;
     }
+    service_->wire().CountReceived(
+        static_cast<int64_t>(bytes.Length()), static_cast<int64_t>(gradient.size()),
+        rpc::SparseBytes(request.has_pull() ? request.pull().sparse() : request.push().sparse()));
     switch (request.kind_case()) {
       case v1::WorkerToShard::kHello:
         OnHello(request.hello());
@@ -46,7 +49,7 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
             LOG_EVERY_N(WARNING, 100)
                 << "rejected push from worker " << worker_id_ << ": " << reply.ack().message();
           }
-          Send(rpc::Encode(reply));
+          SendCounted(rpc::Encode(reply), 0, 0);
         }
         return;
       default:
@@ -90,7 +93,7 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
     ack->set_mode(stats.mode);
     ack->set_flat_begin(core_->flat_begin());
     ack->set_flat_end(core_->flat_end());
-    Send(rpc::Encode(reply));
+    SendCounted(rpc::Encode(reply), 0, 0);
   }
 
   void OnPull(const v1::PullRequest& pull) {
@@ -99,8 +102,14 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
     absl::Status accepted =
         core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull, [weak](PullReply reply) {
           if (auto self = weak.lock()) {
-            self->Send(rpc::EncodeWithPayload(rpc::kPullValues, reply.response,
-                                              rpc::SliceReferencing(std::move(reply.values))));
+            const int64_t dense = reply.values == nullptr
+                                      ? 0
+                                      : static_cast<int64_t>(reply.values->size() * sizeof(float));
+            const int64_t sparse = rpc::SparseBytes(reply.response.sparse());
+            self->SendCounted(
+                rpc::EncodeWithPayload(rpc::kPullValues, reply.response,
+                                       rpc::SliceReferencing(std::move(reply.values))),
+                dense, sparse);
           }
         });
     if (!accepted.ok()) {  // already counted by the core
@@ -108,6 +117,13 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
                                 << accepted.message();
       Close(rpc::ToGrpcStatus(accepted));
     }
+  }
+
+  // Send, counting the message in the service's WireBytes (`dense`, `sparse`: its payload's and
+  // embedding rows' bytes).
+  void SendCounted(grpc::ByteBuffer message, int64_t dense, int64_t sparse) {
+    const int64_t total = static_cast<int64_t>(message.Length());
+    if (Send(std::move(message))) service_->wire().CountSent(total, dense, sparse);
   }
 
   void Refuse(grpc::StatusCode code, RejectionReason reason, const std::string& message) {

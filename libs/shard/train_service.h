@@ -11,6 +11,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "libs/rpc/wire_bytes.h"
 #include "libs/shard/shard_core.h"
 #include "libs/shard/shard_metrics.h"
 #include "syncopate/v1/shard.grpc.pb.h"
@@ -31,6 +32,9 @@ class TrainService final
   std::shared_ptr<ShardCore> core() const;
   ShardMetrics* metrics() const { return metrics_; }
   const std::string& join_token() const { return join_token_; }
+  // What every Train stream of this service moved (the shard's ShardReport.wire).
+  rpc::WireBytesCounter& wire() { return wire_; }
+  const rpc::WireBytesCounter& wire() const { return wire_; }
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Train(
       grpc::CallbackServerContext* context) override;
@@ -38,6 +42,7 @@ class TrainService final
  private:
   ShardMetrics* const metrics_;
   const std::string join_token_;
+  rpc::WireBytesCounter wire_;
   mutable absl::Mutex mu_;
   std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
 };

@@ -11,9 +11,11 @@
 
 namespace syncopate::worker {
 
-ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, ShardConnectionOptions options)
+ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, ShardConnectionOptions options,
+                                 rpc::WireBytesCounter* wire)
     : endpoint_(endpoint),
       options_(std::move(options)),
+      wire_(wire),
       channel_(rpc::CreateChannel(endpoint.address(), options_.security)) {}
 
 ShardConnection::~ShardConnection() { stream_.reset(); }
@@ -35,7 +37,7 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
   hello.mutable_hello()->set_role(options_.role);
   hello.mutable_hello()->set_join_token(options_.join_token);
   hello.mutable_hello()->set_job_id(options_.job_id);
-  if (!Write(rpc::Encode(hello))) {
+  if (!Write(rpc::Encode(hello), 0, 0)) {
     stream_->WaitForEnd(timeout);
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), " at ",
                                                endpoint_.address(), " is unreachable"));
@@ -45,8 +47,10 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
-bool ShardConnection::Write(const grpc::ByteBuffer& message) {
-  return stream_ != nullptr && stream_->Write(message);
+bool ShardConnection::Write(const grpc::ByteBuffer& message, int64_t dense, int64_t sparse) {
+  if (stream_ == nullptr || !stream_->Write(message)) return false;
+  if (wire_ != nullptr) wire_->CountSent(static_cast<int64_t>(message.Length()), dense, sparse);
+  return true;
 }
 
 void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
@@ -61,6 +65,11 @@ void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
     malformed_ = absl::InternalError(absl::StrCat(
         "shard ", endpoint_.shard_id(), " sent a reply that does not parse: ", decoded.message()));
     return;
+  }
+  if (wire_ != nullptr) {
+    wire_->CountReceived(
+        static_cast<int64_t>(bytes.Length()), static_cast<int64_t>(reply.values.size()),
+        reply.message.has_pull() ? rpc::SparseBytes(reply.message.pull().sparse()) : 0);
   }
   int64_t id = 0;  // the hello ack has no request id
   if (reply.message.has_pull()) id = reply.message.pull().request_id();
@@ -87,7 +96,7 @@ absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
   message.mutable_pull()->set_request_id(id);
   message.mutable_pull()->set_min_version(min_version);
   for (v1::SparseRows& rows : sparse) *message.mutable_pull()->add_sparse() = std::move(rows);
-  if (!Write(rpc::Encode(message))) {
+  if (!Write(rpc::Encode(message), 0, rpc::SparseBytes(message.pull().sparse()))) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
   return id;
@@ -103,7 +112,8 @@ absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples
   push.set_samples(samples);
   for (v1::SparseRows& rows : sparse) *push.add_sparse() = std::move(rows);
   if (!Write(rpc::EncodeWithPayload(rpc::kPushGradient, push,
-                                    rpc::SliceCopying({gradient.data(), gradient.size()})))) {
+                                    rpc::SliceCopying({gradient.data(), gradient.size()})),
+             static_cast<int64_t>(gradient.size()), rpc::SparseBytes(push.sparse()))) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
   return id;
@@ -155,7 +165,7 @@ ParameterClient::ParameterClient(const v1::ShardMap& map, ParameterClientOptions
       modes_(map.shards_size(), v1::MODE_UNSPECIFIED),
       routing_(map.shards_size(), options_.table_dims) {
   for (const v1::ShardEndpoint& endpoint : map.shards()) {
-    shards_.push_back(std::make_unique<ShardConnection>(endpoint, options_.connection));
+    shards_.push_back(std::make_unique<ShardConnection>(endpoint, options_.connection, &wire_));
   }
 }
 

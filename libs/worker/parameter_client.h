@@ -27,6 +27,7 @@
 #include "libs/rpc/client_stream.h"
 #include "libs/rpc/payload_codec.h"
 #include "libs/rpc/security.h"
+#include "libs/rpc/wire_bytes.h"
 #include "libs/worker/key_routing.h"
 #include "libs/worker/parameter_store.h"
 #include "syncopate/v1/shard.grpc.pb.h"
@@ -56,7 +57,9 @@ struct ShardConnectionOptions {
 // DecodeWithPayload: protobuf's encoding, the dense payloads beside protobuf; ADR 0012).
 class ShardConnection {
  public:
-  ShardConnection(const v1::ShardEndpoint& endpoint, ShardConnectionOptions options);
+  // Counts what the stream moves into `wire` when given (it must outlive the connection).
+  ShardConnection(const v1::ShardEndpoint& endpoint, ShardConnectionOptions options,
+                  rpc::WireBytesCounter* wire = nullptr);
   ~ShardConnection();
 
   // Opens the stream and waits for the shard's hello ack.
@@ -76,10 +79,12 @@ class ShardConnection {
  private:
   void OnMessage(grpc::ByteBuffer& bytes);
   void OnEnd(const grpc::Status& status);
-  bool Write(const grpc::ByteBuffer& message);
+  // `dense` and `sparse`: the bytes of the message's payload and embedding rows (WireBytes).
+  bool Write(const grpc::ByteBuffer& message, int64_t dense, int64_t sparse);
 
   const v1::ShardEndpoint endpoint_;
   const ShardConnectionOptions options_;
+  rpc::WireBytesCounter* const wire_;  // null: not counted
   const std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<rpc::ClientStream<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
   int64_t next_request_id_ = 1;
@@ -133,6 +138,7 @@ class ParameterClient final : public ParameterStore {
                                             const NextPull& next) override;
 
   int64_t token(size_t shard) const override { return tokens_[shard]; }
+  v1::WireBytes wire_bytes() const override { return wire_.Totals(); }
   size_t num_shards() const { return shards_.size(); }
 
  private:
@@ -151,6 +157,7 @@ class ParameterClient final : public ParameterStore {
   bool WaitForMembership();
 
   const ParameterClientOptions options_;
+  rpc::WireBytesCounter wire_;  // before shards_: their reader threads count into it to the end
   std::vector<std::unique_ptr<ShardConnection>> shards_;
   const v1::ShardMap map_;
   const std::function<bool()> abort_;

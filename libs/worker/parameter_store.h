@@ -85,6 +85,9 @@ class ParameterStore {
   }
   // The version the first shard's parameters came from at the last pull (the next push's token).
   virtual int64_t token(size_t shard) const = 0;
+  // What the store moved on the wire since it was made (rpc/wire_bytes.h); a store without a
+  // wire (an in-process fake) moves nothing.
+  virtual v1::WireBytes wire_bytes() const { return {}; }
 };
 
 }  // namespace syncopate::worker

@@ -151,9 +151,10 @@ absl::Status Trainer::Run() {
     r->set_push_seconds(push_seconds);
     r->set_wait_seconds(held_seconds);
     r->set_token(token);
+    *r->mutable_wire() = parameters_.wire_bytes();
     coordinator_.Send(report);
-    metrics_->RecordStep(b, *loss,
-                         StepTimes{padded_compute, pull_seconds, push_seconds, held_seconds});
+    metrics_->RecordStep(
+        b, *loss, StepTimes{padded_compute, pull_seconds, push_seconds, held_seconds}, r->wire());
     if (stop_after_push) return absl::OkStatus();
     // The pull that came with this push is the next step's: its time is the exchange's rest.
     if (pulled_for_batch) {

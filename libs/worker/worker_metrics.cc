@@ -7,7 +7,7 @@ namespace {
 
 class NoOpWorkerMetrics final : public WorkerMetrics {
  public:
-  void RecordStep(int64_t, float, const StepTimes&) override {}
+  void RecordStep(int64_t, float, const StepTimes&, const v1::WireBytes&) override {}
 };
 
 }  // namespace
@@ -35,15 +35,22 @@ PrometheusWorkerMetrics::PrometheusWorkerMetrics(prometheus::Registry& registry)
       compute_(steps_.Add({{"phase", "compute"}}, metrics::SecondsBuckets())),
       pull_(steps_.Add({{"phase", "pull"}}, metrics::SecondsBuckets())),
       push_(steps_.Add({{"phase", "push"}}, metrics::SecondsBuckets())),
-      wait_(steps_.Add({{"phase", "wait"}}, metrics::SecondsBuckets())) {}
+      wait_(steps_.Add({{"phase", "wait"}}, metrics::SecondsBuckets())),
+      wire_(prometheus::BuildCounter()
+                .Name("syncopate_worker_wire_bytes_total")
+                .Help("Bytes this worker's Train streams moved, by direction and part (dense "
+                      "payload, embedding keys and rows, message header)")
+                .Register(registry)) {}
 
-void PrometheusWorkerMetrics::RecordStep(int64_t examples, float loss, const StepTimes& times) {
+void PrometheusWorkerMetrics::RecordStep(int64_t examples, float loss, const StepTimes& times,
+                                         const v1::WireBytes& wire) {
   examples_.Increment(static_cast<double>(examples));
   loss_.Set(loss);
   compute_.Observe(times.compute);
   pull_.Observe(times.pull);
   push_.Observe(times.push);
   wait_.Observe(times.wait);
+  wire_.Update(wire);
 }
 
 }  // namespace syncopate::worker

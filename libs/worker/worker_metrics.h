@@ -1,4 +1,5 @@
-// What a worker counts: examples, the latest loss, and step time by phase. The Prometheus
+// What a worker counts: examples, the latest loss, step time by phase, and the bytes its Train
+// streams moved (v1::WireBytes). The Prometheus
 // implementation exports syncopate_worker_* (docs/metrics.md); NoOp() counts nothing (tests).
 // Thread-safety: implementations are thread-safe.
 #ifndef SYNCOPATE_LIBS_WORKER_WORKER_METRICS_H_
@@ -6,10 +7,12 @@
 
 #include <cstdint>
 
+#include "libs/metrics/wire_bytes_metrics.h"
 #include "prometheus/counter.h"
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "syncopate/v1/cluster.pb.h"
 
 namespace syncopate::worker {
 
@@ -24,7 +27,9 @@ struct StepTimes {
 class WorkerMetrics {
  public:
   virtual ~WorkerMetrics() = default;
-  virtual void RecordStep(int64_t examples, float loss, const StepTimes& times) = 0;
+  // `wire`: the worker's running totals after the step (ParameterStore::wire_bytes).
+  virtual void RecordStep(int64_t examples, float loss, const StepTimes& times,
+                          const v1::WireBytes& wire) = 0;
 
   // Counts nothing; never destroyed.
   static WorkerMetrics* NoOp();
@@ -33,7 +38,8 @@ class WorkerMetrics {
 class PrometheusWorkerMetrics final : public WorkerMetrics {
  public:
   explicit PrometheusWorkerMetrics(prometheus::Registry& registry);
-  void RecordStep(int64_t examples, float loss, const StepTimes& times) override;
+  void RecordStep(int64_t examples, float loss, const StepTimes& times,
+                  const v1::WireBytes& wire) override;
 
  private:
   prometheus::Counter& examples_;
@@ -43,6 +49,7 @@ class PrometheusWorkerMetrics final : public WorkerMetrics {
   prometheus::Histogram& pull_;
   prometheus::Histogram& push_;
   prometheus::Histogram& wait_;
+  metrics::WireBytesMetrics wire_;
 };
 
 }  // namespace syncopate::worker

@@ -178,11 +178,11 @@ int RunLocal() {
   if (last.has_last_eval()) {
     printf(
         "done: final test accuracy %.2f%%, AUC %.4f, loss %.4f, %ld examples in %.1f s wall "
-        "(%.0f examples/s training); report: %s/report.html\n",
+        "(%.0f examples/s training, %.0f wire bytes/example); report: %s/report.html\n",
         100 * last.last_eval().accuracy(), last.last_eval().auc(), last.last_eval().loss(),
         static_cast<long>(last.examples()), wall,
         last.elapsed_seconds() > 0 ? last.examples() / last.elapsed_seconds() : 0.0,
-        run_dir.c_str());
+        run_report.wire_bytes_per_example(), run_dir.c_str());
   }
   return exit_code;
 }

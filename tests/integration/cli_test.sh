@@ -90,6 +90,22 @@ assert len(r["timeline"]) >= 2, r["timeline"]
 assert sum(int(b["count"]) for s in r["shards"] for b in s["staleness"]) > 0, r["shards"]
 assert all(int(s["gradients"]["applied"]) > 0 for s in r["shards"]), r["shards"]
 assert r["quality_metric"] == "accuracy", r["quality_metric"]
+# Bytes per example (issue 32): the MLP moves its dense parameters each way once a step, so every
+# worker's dense bytes dominate, sent about equals received (a pull per push, plus the first),
+# nothing is sparse, and what the shards received is what the workers sent, up to the pushes in
+# flight when the job ended (a worker's step reports after the stop are not counted).
+for w in r["workers"]:
+    wire = {k: int(v) for k, v in w["wire"].items()}
+    assert wire["sent_dense"] > 0 and wire["sent_dense"] % 4 == 0, wire
+    assert 0.9 < wire["received_dense"] / wire["sent_dense"] < 1.5, wire
+    assert wire["sent_sparse"] == 0 and wire["received_sparse"] == 0, wire
+    assert wire["sent_header"] + wire["received_header"] < 0.01 * wire["sent_dense"], wire
+    assert w["wire_bytes_per_example"] > 0, w
+sent = sum(int(w["wire"]["sent_dense"]) for w in r["workers"])
+received = sum(int(s["wire"]["received_dense"]) for s in r["shards"])
+push = max(int(w["wire"]["sent_dense"]) / int(w["steps"]) for w in r["workers"])
+assert abs(received - sent) <= 2 * len(r["workers"]) * push, (received, sent, push)
+assert r["wire_bytes_per_example"] > 0, r["wire_bytes_per_example"]
 PY
 # Secure by default: `syncopate local` generates a join token per run and hands it to its children
 # in a file. No process's argv or environment holds it; strangers without it are refused with

@@ -84,6 +84,14 @@ class InProcess : public ::testing::Test {
     return connected;
   }
 
+  // The welcomed worker's ParameterClient, not connected yet.
+  static worker::ParameterClient ClientOf(const v1::Welcome& welcome) {
+    return worker::ParameterClient(welcome.shard_map(),
+                                   {.connection = {.worker_id = welcome.worker_id(),
+                                                   .join_token = kToken,
+                                                   .job_id = welcome.job().job_id()}});
+  }
+
   std::unique_ptr<shard::ShardServer> StartShard(int id) {
     shard::ShardServerOptions options;
     options.shard_id = id;
@@ -127,10 +135,7 @@ TEST_F(InProcess, AWorkerIsWelcomedAndParametersFlowOverTheStreams) {
   EXPECT_EQ(welcome.shard_map().shards(0).address(), shard_->address());
   EXPECT_EQ(welcome.local_batch(), 8);
 
-  worker::ParameterClient client(welcome.shard_map(),
-                                 {.connection = {.worker_id = welcome.worker_id(),
-                                                 .join_token = kToken,
-                                                 .job_id = welcome.job().job_id()}});
+  worker::ParameterClient client = ClientOf(welcome);
   ASSERT_TRUE(ConnectAsAWorker(client).ok());
   const int64_t size = welcome.shard_map().shards(0).flat_end();
   std::vector<float> params(static_cast<size_t>(size));
@@ -168,6 +173,58 @@ TEST_F(InProcess, AWorkerIsWelcomedAndParametersFlowOverTheStreams) {
   step.mutable_step()->set_compute_seconds(0.01);
   ASSERT_TRUE(session->Send(step));
   EXPECT_TRUE(Eventually([&] { return coordinator_->core().Status().examples() == 8; }));
+}
+
+// Bytes per example (issue 32): one pull, one push and one more pull move exactly the dense
+// bytes of the parameters three times, counted the same by the worker (ParameterClient) and by
+// the shard (whose report the coordinator's status carries); the headers are a few bytes a
+// message; a step report carries the worker's totals to its row of the status.
+TEST_F(InProcess, TheTrainStreamsBytesAreCountedAtBothEnds) {
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  const v1::Welcome& welcome = session->welcome();
+  worker::ParameterClient client = ClientOf(welcome);
+  ASSERT_TRUE(ConnectAsAWorker(client).ok());
+  const int64_t size = welcome.shard_map().shards(0).flat_end();
+  const int64_t dense = size * static_cast<int64_t>(sizeof(float));
+  std::vector<float> params(static_cast<size_t>(size));
+  ASSERT_TRUE(client.PullAll(params, absl::Seconds(10), false, nullptr, nullptr).ok());
+  const std::vector<float> gradient(static_cast<size_t>(size), 1.0f);
+  ASSERT_TRUE(client.PushAll(gradient, 8, absl::Seconds(10), nullptr).ok());
+  ASSERT_TRUE(client.PullAll(params, absl::Seconds(10), false, nullptr, nullptr).ok());
+
+  const v1::WireBytes worker = client.wire_bytes();
+  EXPECT_EQ(worker.sent_dense(), dense);
+  EXPECT_EQ(worker.received_dense(), 2 * dense);
+  EXPECT_EQ(worker.sent_sparse(), 0);
+  EXPECT_EQ(worker.received_sparse(), 0);
+  // hello, two pulls and a push out; the hello ack, two pulls and an ack back.
+  EXPECT_GT(worker.sent_header(), 0);
+  EXPECT_LT(worker.sent_header(), 4 * 64);
+  EXPECT_GT(worker.received_header(), 0);
+  EXPECT_LT(worker.received_header(), 4 * 64);
+
+  v1::WireBytes shard;
+  EXPECT_TRUE(Eventually([&] {
+    shard = coordinator_->core().Status().shards(0).wire();
+    return shard.received_dense() == dense && shard.sent_dense() == 2 * dense &&
+           shard.received_header() == worker.sent_header() &&
+           shard.sent_header() == worker.received_header();
+  })) << "the shard's report says "
+      << shard.ShortDebugString() << ", the worker " << worker.ShortDebugString();
+
+  v1::WorkerMessage step;
+  step.mutable_step()->set_examples(8);
+  step.mutable_step()->set_compute_seconds(0.01);
+  *step.mutable_step()->mutable_wire() = worker;
+  ASSERT_TRUE(session->Send(step));
+  EXPECT_TRUE(Eventually([&] {
+    const v1::ClusterStatus status = coordinator_->core().Status();
+    for (const v1::WorkerStatus& w : status.workers()) {
+      if (w.worker_id() == welcome.worker_id()) return w.wire().received_dense() == 2 * dense;
+    }
+    return false;
+  }));
 }
 
 // A shard whose every reply is bytes that do not parse as a ShardToWorker.

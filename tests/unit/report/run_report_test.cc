@@ -80,6 +80,34 @@ TEST(RunReport, CarriesTheRunsNumbers) {
   EXPECT_DOUBLE_EQ(BuildRunReport(FinishedRun(), 1, {}).workers(1).slowdown(), 1.0);
 }
 
+// Bytes per example: each worker's over its own examples, the shard's over the cluster's, the
+// headline over the training workers only (the evaluator's pulls are not training's cost).
+TEST(RunReport, BytesPerExampleAreTheWiresBytesOverTheExamples) {
+  v1::ClusterStatus status = FinishedRun();
+  for (int i = 0; i < 2; ++i) {
+    v1::WireBytes* wire = status.mutable_workers(i)->mutable_wire();
+    wire->set_sent_dense(25000 * 100);  // 100 B/example each way, plus 4 B/example of headers
+    wire->set_received_dense(25000 * 100);
+    wire->set_sent_header(25000 * 2);
+    wire->set_received_header(25000 * 2);
+  }
+  status.mutable_workers(2)->mutable_wire()->set_received_dense(1 << 30);  // the evaluator
+  v1::WireBytes* shard = status.mutable_shards(0)->mutable_wire();
+  shard->set_received_dense(50000 * 100);
+  shard->set_sent_dense(50000 * 150);
+  const v1::RunReport report = BuildRunReport(status, 12.5, {});
+  EXPECT_DOUBLE_EQ(report.workers(0).wire_bytes_per_example(), 204);
+  EXPECT_DOUBLE_EQ(report.wire_bytes_per_example(), 204);
+  EXPECT_DOUBLE_EQ(report.shards(0).wire_bytes_per_example(), 250);
+  EXPECT_EQ(report.workers(1).wire().sent_dense(), 2500000);
+  EXPECT_EQ(WireBytesCell(report.workers(0).wire(), 25000),
+            "204 (sent 102 / received 102; 98.0% dense)");
+  EXPECT_EQ(WireBytesCell(v1::WireBytes(), 0), "n/a");
+  EXPECT_THAT(RunReportMarkdown(report), HasSubstr("| wire (workers) | 204 bytes/example |"));
+  EXPECT_THAT(RunReportHtml(report),
+              HasSubstr("<td>204 (sent 102 / received 102; 98.0% dense)</td>"));
+}
+
 // report.json is the proto's JSON mapping: it parses back to the same report, keeps the proto's
 // field names, and prints every field (zeros too).
 TEST(RunReport, MeanStalenessIsOverTheAggregatedPushes) {
