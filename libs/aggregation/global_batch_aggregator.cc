@@ -58,11 +58,13 @@ PushVerdict GlobalBatchAggregator::Push(const GradientPush& push) {
         // Stale by definition (docs/design.md §5): its content is dropped. It still fills its
         // member's place in this barrier (see the header: a member left owing the barrier can
         // deadlock two shards).
-        pushed_this_version_.insert(push.worker);
+        if (pushed_this_version_.insert(push.worker).second && push.token < sync_since_) {
+          unheld_placeholders_.insert(push.worker);
+        }
         verdict.outcome = v1::PUSH_DROPPED;
         return verdict;
       }
-      if (pushed_this_version_.contains(push.worker)) {
+      if (pushed_this_version_.contains(push.worker) && !unheld_placeholders_.erase(push.worker)) {
         return reject(absl::AlreadyExistsError(absl::StrCat(
             "worker ", push.worker, " already pushed a gradient for version ", version_)));
       }
@@ -144,6 +146,7 @@ void GlobalBatchAggregator::ClearBuffer() {
   }
   buffered_samples_ = 0;
   pushed_this_version_.clear();
+  unheld_placeholders_.clear();
   flush_pending_ = false;
 }
 
@@ -205,6 +208,8 @@ void GlobalBatchAggregator::SetMode(v1::Mode mode) {
   if (mode == mode_) return;
   const bool keeps_buffer = mode_ == v1::MODE_SYNC && mode == v1::MODE_GBA;
   if (!keeps_buffer && buffered_samples_ > 0) flush_pending_ = true;
+  // The flush, if any, is the next update: sync proper starts at the version after it.
+  if (mode == v1::MODE_SYNC) sync_since_ = version_ + (flush_pending_ ? 1 : 0);
   mode_ = mode;
   recent_staleness_.clear();  // another mode, another staleness
 }
@@ -213,6 +218,7 @@ void GlobalBatchAggregator::RestoreVersion(int64_t version) {
   ClearBuffer();
   recent_staleness_.clear();
   version_ = version;
+  sync_since_ = version;
 }
 
 std::vector<int32_t> GlobalBatchAggregator::BarrierWaitingFor() const {

@@ -10,6 +10,19 @@
 //           situation (a cross-shard deadlock, seen in training_test's auto scenario,
 //           2026-11-27). A barrier every member filled with dropped gradients releases its
 //           version without an update (TakeUpdate returns 0 samples).
+//           The member's next pull then waits for the barrier's release (HasPushedForVersion) -
+//           except when its dropped gradient was computed before this stretch of sync began
+//           (a token below sync_since: before the switch from gba, or the roll-back). Holding
+//           such a member can close a cycle too: two shards switched a moment apart, a worker
+//           whose gba push reached shard A before A's switch and whose stale push reached B
+//           after B's, and a second worker the other way round, each held by one shard while
+//           the other waits for it (the CTR DeepFM example in auto, 2026-11-28). Such a
+//           placeholder fills the place without holding, and the member's own gradient for the
+//           version replaces it if it arrives before the release. No cycle is left: a member is
+//           held at a shard only for a stale gradient computed in its current stretch of sync,
+//           i.e. after pulling it past that shard's switch, and missing from another shard's
+//           barrier only if its gba push reached it before that shard's switch; a cycle would
+//           order the shards' switches before each other (ADR 0002).
 //   gba   - no barrier: gradients accumulate with a staleness weight w(tau) until they cover G
 //           samples; the mean is normalised by the sample count (not by sum of weights), so
 //           decayed gradients shorten the step.
@@ -114,8 +127,12 @@ class GlobalBatchAggregator {
   // Sync: `worker` has filled its place in the current barrier (its next pull waits for the
   // barrier's release, whatever version it asks for).
   bool HasPushedForVersion(int32_t worker) const {
-    return HasBarrier(mode_) && pushed_this_version_.contains(worker);
+    return HasBarrier(mode_) && pushed_this_version_.contains(worker) &&
+           !unheld_placeholders_.contains(worker);
   }
+  // Sync: the first version of the current stretch of sync (after a switch's flush, or a
+  // roll-back or restore); gradients computed before it are from another regime.
+  int64_t sync_since() const { return sync_since_; }
   int64_t global_batch() const { return global_batch_; }
   int64_t buffered_samples() const { return buffered_samples_; }
   // Embedding rows buffered for the next update, over all tables.
@@ -165,6 +182,10 @@ class GlobalBatchAggregator {
   int64_t buffered_samples_ = 0;
   // Sync: who has pushed for the current version.
   absl::flat_hash_set<int32_t> pushed_this_version_;
+  // Sync: those of them whose place holds only a gradient from before sync_since_ (not held,
+  // replaceable by their gradient for the version).
+  absl::flat_hash_set<int32_t> unheld_placeholders_;
+  int64_t sync_since_ = 0;
   // Set by a switch that must apply the old buffer before the new mode starts.
   bool flush_pending_ = false;
   // Per worker, the staleness of its last pushes admitted in the current mode (newest last).

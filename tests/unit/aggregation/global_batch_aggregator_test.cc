@@ -184,6 +184,61 @@ TEST(ModeSwitch, GbaToSyncFlushesTheBufferThenBarriersOnTheNextVersion) {
   EXPECT_EQ(agg.version(), 9);
 }
 
+// Two shards switched gba -> sync a moment apart (the CTR DeepFM example in auto, 2026-11-28):
+// worker 1's gba push reached shard A before A's switch and its next push reached B after B's;
+// worker 2 the other way round. Holding each at the shard where its stale push landed left A
+// waiting for worker 1 (held at B) and B for worker 2 (held at A) forever. A placeholder from
+// before the stretch of sync fills the place without holding, and the member's own gradient for
+// the version replaces it: both barriers release.
+TEST(ModeSwitch, TwoShardsSwitchingAMomentApartCannotDeadlock) {
+  GlobalBatchAggregator a(2, 8, v1::MODE_GBA, 10);
+  GlobalBatchAggregator b(2, 8, v1::MODE_GBA, 10);
+  a.SetMembership(Members({1, 2}, 4));
+  b.SetMembership(Members({1, 2}, 4));
+  std::vector<float> mean(2);
+  EXPECT_EQ(a.Push(PushOf(1, 10, 4, {1, 1})).outcome, v1::PUSH_APPLIED);  // before A's switch
+  EXPECT_EQ(b.Push(PushOf(2, 10, 4, {1, 1})).outcome, v1::PUSH_APPLIED);  // before B's switch
+  for (GlobalBatchAggregator* shard : {&a, &b}) {
+    shard->SetMode(v1::MODE_SYNC);
+    ASSERT_TRUE(shard->UpdateReady());
+    shard->TakeUpdate(mean);  // the flush
+    EXPECT_EQ(shard->version(), 11);
+    EXPECT_EQ(shard->sync_since(), 11);
+  }
+  EXPECT_EQ(b.Push(PushOf(1, 10, 4, {1, 1})).outcome, v1::PUSH_DROPPED);  // after B's switch
+  EXPECT_EQ(a.Push(PushOf(2, 10, 4, {1, 1})).outcome, v1::PUSH_DROPPED);  // after A's switch
+  EXPECT_THAT(a.BarrierWaitingFor(), ElementsAre(1));
+  EXPECT_THAT(b.BarrierWaitingFor(), ElementsAre(2));
+  // Neither is held: both pull version 11 everywhere and push on it.
+  EXPECT_FALSE(b.HasPushedForVersion(1));
+  EXPECT_FALSE(a.HasPushedForVersion(2));
+  EXPECT_EQ(a.Push(PushOf(1, 11, 4, {2, 2})).outcome, v1::PUSH_APPLIED);
+  EXPECT_EQ(b.Push(PushOf(1, 11, 4, {2, 2})).outcome,
+            v1::PUSH_APPLIED);  // replaces its placeholder
+  ASSERT_TRUE(a.UpdateReady());
+  EXPECT_THAT(Take(a), ElementsAre(2.0f, 2.0f));  // worker 2's placeholder added nothing
+  EXPECT_THAT(b.BarrierWaitingFor(), ElementsAre(2));
+  EXPECT_EQ(b.Push(PushOf(2, 11, 4, {4, 4})).outcome, v1::PUSH_APPLIED);
+  EXPECT_THAT(Take(b), ElementsAre(3.0f, 3.0f));
+  // Worker 2's gradient on 11 reaches A after A released 11: stale within this stretch of sync,
+  // so it holds worker 2 until A's next release, as in steady sync.
+  EXPECT_EQ(a.Push(PushOf(2, 11, 4, {4, 4})).outcome, v1::PUSH_DROPPED);
+  EXPECT_TRUE(a.HasPushedForVersion(2));
+  EXPECT_EQ(a.Push(PushOf(2, 12, 4, {4, 4})).status.code(), absl::StatusCode::kAlreadyExists);
+}
+
+// A roll-back (or a restore) starts a new stretch of sync: gradients from before it are
+// placeholders that do not hold.
+TEST(ModeSwitch, ARestoredVersionStartsANewStretchOfSync) {
+  GlobalBatchAggregator agg(2, 8, v1::MODE_SYNC, 20);
+  agg.SetMembership(Members({1, 2}, 4));
+  agg.RestoreVersion(21);
+  EXPECT_EQ(agg.sync_since(), 21);
+  EXPECT_EQ(agg.Push(PushOf(1, 20, 4, {1, 1})).outcome, v1::PUSH_DROPPED);
+  EXPECT_FALSE(agg.HasPushedForVersion(1));
+  EXPECT_THAT(agg.BarrierWaitingFor(), ElementsAre(2));
+}
+
 TEST(ModeSwitch, EmptyBufferSwitchesWithoutAnUpdate) {
   GlobalBatchAggregator agg(2, 4, v1::MODE_GBA, 2);
   agg.SetMembership(Members({1}, 4));
