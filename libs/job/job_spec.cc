@@ -80,6 +80,10 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   if (spec.checkpoint_interval_seconds() == 0) spec.set_checkpoint_interval_seconds(30);
 }
 
+v1::DenseEncoding TrainingDenseEncoding(const v1::JobSpec& spec) {
+  return spec.wire_precision() == v1::WIRE_BFLOAT16 ? v1::DENSE_BFLOAT16 : v1::DENSE_FLOAT32;
+}
+
 absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   auto bad = [](absl::string_view field, auto... why) {
     return absl::InvalidArgumentError(absl::StrCat("job spec: ", field, " ", why...));
@@ -113,6 +117,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return bad("checkpoint_interval_seconds", "must be > 0");
   }
   if (!(spec.eval().interval_seconds() > 0)) return bad("eval.interval_seconds", "must be > 0");
+  if (!v1::WirePrecision_IsValid(spec.wire_precision())) {
+    return bad("wire_precision", "must be WIRE_FLOAT32 or WIRE_BFLOAT16");
+  }
   absl::StatusOr<std::unique_ptr<optim::Optimizer>> optimizer =
       optim::CreateOptimizer(spec.optimizer(), 1);
   if (!optimizer.ok()) {

@@ -12,6 +12,7 @@
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
 #include "syncopate/v1/job.pb.h"
+#include "syncopate/v1/shard.pb.h"
 
 namespace syncopate::job {
 
@@ -35,6 +36,10 @@ void ApplyJobDefaults(v1::JobSpec& spec);
 // INVALID_ARGUMENT naming the first offending field (the model and dataset sections are the
 // model kind's to judge: job::ModelKind::Validate).
 absl::Status ValidateJobSpec(const v1::JobSpec& spec);
+
+// How the job's training workers encode dense pulls and pushes (its wire_precision; unset is
+// float32). The evaluator always reads float32.
+v1::DenseEncoding TrainingDenseEncoding(const v1::JobSpec& spec);
 
 // Text format of a spec (what the launcher hands the coordinator).
 std::string JobSpecToText(const v1::JobSpec& spec);

@@ -201,6 +201,8 @@ void DeleteSharedValues(void* owner) {
   delete static_cast<std::shared_ptr<const std::vector<float>>*>(owner);
 }
 
+void DeleteOwnedBytes(void* owner) { delete static_cast<std::string*>(owner); }
+
 }  // namespace
 
 grpc::Slice SliceReferencing(std::shared_ptr<const std::vector<float>> values) {
@@ -212,6 +214,12 @@ grpc::Slice SliceReferencing(std::shared_ptr<const std::vector<float>> values) {
 }
 
 grpc::Slice SliceCopying(std::span<const char> bytes) { return {bytes.data(), bytes.size()}; }
+
+grpc::Slice SliceOwning(std::string bytes) {
+  if (bytes.empty()) return {};
+  auto* owner = new std::string(std::move(bytes));
+  return {owner->data(), owner->size(), &DeleteOwnedBytes, owner};
+}
 
 grpc::ByteBuffer EncodeWithPayload(const PayloadField& field,
                                    const google::protobuf::MessageLite& container,

@@ -68,6 +68,9 @@ grpc::Slice SliceReferencing(std::shared_ptr<const std::vector<float>> values);
 // A slice holding a copy of `bytes`.
 grpc::Slice SliceCopying(std::span<const char> bytes);
 
+// A slice that owns `bytes` (moved in, not copied) until gRPC has sent them.
+grpc::Slice SliceOwning(std::string bytes);
+
 // The encoding of a top-level message whose only field is `field.container`, set to `container`
 // with its payload field holding `payload` (referenced, not copied). `container`'s own payload
 // field must be empty: it would be sent twice, and the second copy would win.

@@ -6,6 +6,7 @@
 #ifndef SYNCOPATE_LIBS_RPC_TRAIN_WIRE_H_
 #define SYNCOPATE_LIBS_RPC_TRAIN_WIRE_H_
 
+#include <cstdint>
 #include <memory>
 
 #include "grpcpp/grpcpp.h"
@@ -19,6 +20,12 @@ inline constexpr PayloadField kPushGradient{v1::WorkerToShard::kPushFieldNumber,
                                             v1::PushRequest::kGradientFieldNumber};
 inline constexpr PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
                                           v1::PullResponse::kValuesFieldNumber};
+
+// The Train stream's wire version, sent in every TrainHello: a shard refuses another with
+// FAILED_PRECONDITION (a worker and a shard of different releases could misread each other's
+// payloads). 1: dense payloads float32 or bfloat16 as DenseEncoding says (issue 32). Raise it with
+// any change an older peer would misread.
+inline constexpr int32_t kTrainWireVersion = 1;
 
 // Opens ParameterShard.Train on `channel` with raw bytes as messages: what the generated stub's
 // Train does, without binding protobuf's codec. `channel` and `context` must outlive the stream

@@ -34,6 +34,8 @@ absl::string_view RejectionReasonName(RejectionReason reason) {
       return "duplicate_key";
     case RejectionReason::kMalformed:
       return "malformed";
+    case RejectionReason::kWireVersion:
+      return "wire_version";
   }
   return "invalid";
 }

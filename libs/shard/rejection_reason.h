@@ -26,6 +26,7 @@ enum class RejectionReason {
   kWrongShard,       // an embedding key another shard owns, or a table the job lacks
   kDuplicateKey,     // the same embedding key twice in one table of one push
   kMalformed,        // a Train message that is not a valid encoding (rpc::DecodeWithPayload)
+  kWireVersion,      // a hello of another Train wire version (rpc::kTrainWireVersion)
 };
 
 // Every reason, in the order above (metrics start each at 0).
@@ -35,6 +36,7 @@ inline constexpr RejectionReason kAllRejectionReasons[] = {
     RejectionReason::kOversize,     RejectionReason::kInvalid,         RejectionReason::kNoHello,
     RejectionReason::kEmptyMessage, RejectionReason::kUnauthenticated, RejectionReason::kWrongJob,
     RejectionReason::kWrongShard,   RejectionReason::kDuplicateKey,    RejectionReason::kMalformed,
+    RejectionReason::kWireVersion,
 };
 
 // The metric label: "wrong_shape", "non_finite", ...

@@ -9,6 +9,7 @@
 #include "libs/common/mode_rules.h"
 #include "libs/common/status_macros.h"
 #include "libs/embedding/owner_shard.h"
+#include "libs/tensor/bfloat16.h"
 #include "libs/tensor/initializer.h"
 #include "libs/tensor/packed.h"
 
@@ -246,7 +247,10 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push,
     const bool measure = aggregator_.mode() == v1::MODE_SYNC && gradient_statistics_.measures();
     double squared_norm = 0;
     absl::Status unpacked;
-    if (measure) {
+    if (push.encoding() == v1::DENSE_BFLOAT16) {
+      unpacked = tensor::UnpackBfloat16Into(gradient, scratch_gradient_);
+      if (unpacked.ok() && measure) squared_norm = tensor::SquaredNorm(scratch_gradient_);
+    } else if (measure) {
       absl::StatusOr<double> norm = tensor::UnpackFloatsAndSquaredNorm(gradient, scratch_gradient_);
       unpacked = norm.status();
       if (norm.ok()) squared_norm = *norm;

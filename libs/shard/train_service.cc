@@ -1,11 +1,13 @@
 #include "libs/shard/train_service.h"
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/rpc/bidi_stream.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/payload_codec.h"
 #include "libs/rpc/security.h"
 #include "libs/rpc/train_wire.h"
+#include "libs/tensor/bfloat16.h"
 
 namespace syncopate::shard {
 namespace {
@@ -67,6 +69,15 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
              std::string(auth.message()));
       return;
     }
+    if (hello.wire_version() != rpc::kTrainWireVersion) {
+      LOG(WARNING) << "refused Train stream of worker " << hello.worker_id() << " from " << peer_
+                   << ": wire version " << hello.wire_version();
+      Refuse(grpc::StatusCode::FAILED_PRECONDITION, RejectionReason::kWireVersion,
+             absl::StrCat("the worker speaks Train wire version ", hello.wire_version(),
+                          ", this shard version ", rpc::kTrainWireVersion,
+                          ": run workers and shards of the same release"));
+      return;
+    }
     std::shared_ptr<ShardCore> core = service_->core();
     if (core == nullptr) {
       Close(grpc::Status(grpc::StatusCode::UNAVAILABLE, "shard has no partition assigned yet"));
@@ -99,24 +110,31 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
   void OnPull(const v1::PullRequest& pull) {
     std::weak_ptr<TrainStream> weak = weak_self_;
     // The evaluator reads rows without creating them: evaluation must not grow the tables.
-    absl::Status accepted =
-        core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull, [weak](PullReply reply) {
-          if (auto self = weak.lock()) {
-            const int64_t dense = reply.values == nullptr
-                                      ? 0
-                                      : static_cast<int64_t>(reply.values->size() * sizeof(float));
-            const int64_t sparse = rpc::SparseBytes(reply.response.sparse());
-            self->SendCounted(
-                rpc::EncodeWithPayload(rpc::kPullValues, reply.response,
-                                       rpc::SliceReferencing(std::move(reply.values))),
-                dense, sparse);
-          }
-        });
+    absl::Status accepted = core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull,
+                                        [weak, encoding = pull.encoding()](PullReply reply) {
+                                          if (auto self = weak.lock())
+                                            self->SendPull(std::move(reply), encoding);
+                                        });
     if (!accepted.ok()) {  // already counted by the core
       LOG_EVERY_N(WARNING, 100) << "refused pull from worker " << worker_id_ << ": "
                                 << accepted.message();
       Close(rpc::ToGrpcStatus(accepted));
     }
+  }
+
+  // A pull's reply, its values encoded as the request asked: float32 referenced in place (no
+  // copy), bfloat16 rounded into a buffer of its own (one pass; the shard's state stays float32).
+  void SendPull(PullReply reply, v1::DenseEncoding encoding) {
+    const int64_t sparse = rpc::SparseBytes(reply.response.sparse());
+    grpc::Slice values;
+    if (encoding == v1::DENSE_BFLOAT16 && reply.values != nullptr) {
+      reply.response.set_encoding(v1::DENSE_BFLOAT16);
+      values = rpc::SliceOwning(tensor::PackBfloat16(*reply.values));
+    } else {
+      values = rpc::SliceReferencing(std::move(reply.values));
+    }
+    const auto dense = static_cast<int64_t>(values.size());
+    SendCounted(rpc::EncodeWithPayload(rpc::kPullValues, reply.response, values), dense, sparse);
   }
 
   // Send, counting the message in the service's WireBytes (`dense`, `sparse`: its payload's and

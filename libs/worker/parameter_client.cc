@@ -7,6 +7,7 @@
 #include "libs/common/status_macros.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/train_wire.h"
+#include "libs/tensor/bfloat16.h"
 #include "libs/tensor/packed.h"
 
 namespace syncopate::worker {
@@ -37,6 +38,7 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
   hello.mutable_hello()->set_role(options_.role);
   hello.mutable_hello()->set_join_token(options_.join_token);
   hello.mutable_hello()->set_job_id(options_.job_id);
+  hello.mutable_hello()->set_wire_version(rpc::kTrainWireVersion);
   if (!Write(rpc::Encode(hello), 0, 0)) {
     stream_->WaitForEnd(timeout);
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), " at ",
@@ -95,6 +97,7 @@ absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
   const int64_t id = next_request_id_++;
   message.mutable_pull()->set_request_id(id);
   message.mutable_pull()->set_min_version(min_version);
+  message.mutable_pull()->set_encoding(options_.dense_encoding);
   for (v1::SparseRows& rows : sparse) *message.mutable_pull()->add_sparse() = std::move(rows);
   if (!Write(rpc::Encode(message), 0, rpc::SparseBytes(message.pull().sparse()))) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
@@ -110,6 +113,7 @@ absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples
   push.set_request_id(id);
   push.set_token(token);
   push.set_samples(samples);
+  push.set_encoding(options_.dense_encoding);
   for (v1::SparseRows& rows : sparse) *push.add_sparse() = std::move(rows);
   if (!Write(rpc::EncodeWithPayload(rpc::kPushGradient, push,
                                     rpc::SliceCopying({gradient.data(), gradient.size()})),
@@ -163,6 +167,7 @@ ParameterClient::ParameterClient(const v1::ShardMap& map, ParameterClientOptions
       tokens_(map.shards_size(), 0),
       min_versions_(map.shards_size(), 0),
       modes_(map.shards_size(), v1::MODE_UNSPECIFIED),
+      residuals_(map.shards_size()),
       routing_(map.shards_size(), options_.table_dims) {
   for (const v1::ShardEndpoint& endpoint : map.shards()) {
     shards_.push_back(std::make_unique<ShardConnection>(endpoint, options_.connection, &wire_));
@@ -215,9 +220,11 @@ absl::StatusOr<PullStats> ParameterClient::CollectPulls(const std::vector<int64_
     if (!reply.ok()) return reply.status();
     const v1::PullResponse& pull = reply->message.pull();
     const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
-    absl::Status unpacked = tensor::UnpackFloatsInto(
-        reply->values.chunks(),
-        params.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin()));
+    const std::span<float> slice =
+        params.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin());
+    absl::Status unpacked = pull.encoding() == v1::DENSE_BFLOAT16
+                                ? tensor::UnpackBfloat16Into(reply->values.chunks(), slice)
+                                : tensor::UnpackFloatsInto(reply->values.chunks(), slice);
     if (!unpacked.ok()) return unpacked;
     if (rows != nullptr) {
       SYNCOPATE_RETURN_IF_ERROR(
@@ -267,6 +274,22 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
     SYNCOPATE_RETURN_IF_ERROR(routing_.SplitGradients(
         static_cast<int32_t>(s), row_grads == nullptr ? none : *row_grads, sparse[s]));
   }
+  // Each shard's dense bytes, encoded once: a push sent again (the membership race) is the same
+  // push, and error feedback must not count its rounding twice.
+  std::vector<std::string> encoded(shards_.size());
+  std::vector<std::string_view> dense(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
+    const std::span<const float> slice =
+        gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin());
+    if (options_.connection.dense_encoding == v1::DENSE_BFLOAT16) {
+      residuals_[s].resize(slice.size(), 0.0f);
+      encoded[s] = tensor::PackBfloat16(slice, residuals_[s]);
+      dense[s] = encoded[s];
+    } else {
+      dense[s] = tensor::PackedView(slice);
+    }
+  }
   PushStats stats;
   std::vector<size_t> pending(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) pending[s] = s;
@@ -275,11 +298,7 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
   for (int attempt = 0; !pending.empty(); ++attempt) {
     std::vector<std::pair<size_t, int64_t>> ids;
     for (size_t s : pending) {
-      const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
-      const std::span<const float> slice =
-          gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin());
-      absl::StatusOr<int64_t> id =
-          shards_[s]->SendPush(tokens_[s], samples, tensor::PackedView(slice), sparse[s]);
+      absl::StatusOr<int64_t> id = shards_[s]->SendPush(tokens_[s], samples, dense[s], sparse[s]);
       if (!id.ok()) return id.status();
       ids.emplace_back(s, *id);
     }

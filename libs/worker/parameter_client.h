@@ -51,6 +51,9 @@ struct ShardConnectionOptions {
   std::string job_id = "";
   // mTLS when it holds certificates; plaintext by default.
   rpc::TransportSecurity security = {};
+  // How the dense values of pulls and pushes travel (the job's wire_precision, for trainers):
+  // bfloat16 halves the bytes; pushes then carry error feedback (ParameterClient).
+  v1::DenseEncoding dense_encoding = v1::DENSE_FLOAT32;
 };
 
 // One Train stream to one shard. The stream carries raw bytes (rpc::EncodeWithPayload and
@@ -65,8 +68,8 @@ class ShardConnection {
   // Opens the stream and waits for the shard's hello ack.
   absl::Status Connect(absl::Duration timeout);
   absl::StatusOr<int64_t> SendPull(int64_t min_version, std::vector<v1::SparseRows> sparse = {});
-  // `gradient`: the packed little-endian float32 bytes of the shard's range, copied once, into
-  // the message.
+  // `gradient`: the shard's range packed as options.dense_encoding says, copied once, into the
+  // message.
   absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string_view gradient,
                                    std::vector<v1::SparseRows> sparse = {});
   // Waits up to `timeout`; gives up early with CANCELLED once `abort` returns true (polled).
@@ -164,6 +167,9 @@ class ParameterClient final : public ParameterStore {
   std::vector<int64_t> tokens_;        // version of the last pulled parameters
   std::vector<int64_t> min_versions_;  // what the next pull waits for
   std::vector<v1::Mode> modes_;
+  // bfloat16 pushes: per shard, what rounding has not delivered yet (tensor::PackBfloat16's error
+  // feedback), added to the next push.
+  std::vector<std::vector<float>> residuals_;
   // The last pull's keys, routed to their owners: the push splits its row gradients the same way.
   KeyRouting routing_;
 };

@@ -13,6 +13,7 @@
 #include "absl/time/time.h"
 #include "glog/logging.h"
 #include "libs/isa/isa.h"
+#include "libs/job/job_spec.h"
 #include "libs/job/model_kind.h"
 #include "libs/metrics/metrics_server.h"
 #include "libs/rpc/security.h"
@@ -60,7 +61,9 @@ absl::Status RunRole(CoordinatorChannel& session, bool trainer, const rpc::Secur
                      .role = trainer ? v1::ROLE_WORKER : v1::ROLE_EVALUATOR,
                      .join_token = security.join_token,
                      .job_id = welcome.job().job_id(),
-                     .security = security.transport},
+                     .security = security.transport,
+                     .dense_encoding =
+                         trainer ? job::TrainingDenseEncoding(welcome.job()) : v1::DENSE_FLOAT32},
       .table_dims = (*model)->table_dims(),
       .abort = shutdown,
       .wait = wait};

@@ -327,27 +327,50 @@ TEST(BadInput, EveryRejectionPathIsCountedAndChangesNothing) {
   probe("departed worker", b, 1, 32, tensor::PackFloats(good),
         grpc::StatusCode::FAILED_PRECONDITION, "not_member");
 
-  // Wrong job id on a Train stream: refused before any push is read.
-  {
-    const ShardCounts before = Scrape(cluster);
+  // A Train stream opened with `hello` alone: the shard must end it without a reply.
+  auto refused_hello = [&](const v1::TrainHello& hello) {
     auto stub = v1::ParameterShard::NewStub(
         rpc::CreateChannel(endpoint.address(), rpc::TransportSecurity()));
     grpc::ClientContext context;
     context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
     auto stream = stub->Train(&context);
-    v1::WorkerToShard hello;
-    hello.mutable_hello()->set_worker_id(a_id);
-    hello.mutable_hello()->set_role(v1::ROLE_WORKER);
-    hello.mutable_hello()->set_job_id("another-job");
-    stream->Write(hello);
+    v1::WorkerToShard message;
+    *message.mutable_hello() = hello;
+    stream->Write(message);
     v1::ShardToWorker reply;
     EXPECT_FALSE(stream->Read(&reply)) << reply.ShortDebugString();
-    const grpc::Status status = stream->Finish();
+    return stream->Finish();
+  };
+  v1::TrainHello hello;
+  hello.set_worker_id(a_id);
+  hello.set_role(v1::ROLE_WORKER);
+  hello.set_wire_version(rpc::kTrainWireVersion);
+
+  // Wrong job id on a Train stream: refused before any push is read.
+  {
+    const ShardCounts before = Scrape(cluster);
+    v1::TrainHello other_job = hello;
+    other_job.set_job_id("another-job");
+    const grpc::Status status = refused_hello(other_job);
     EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
     EXPECT_NE(status.error_message().find("wrong job id"), std::string::npos)
         << status.error_message();
     ExpectCountedOnce(before, Scrape(cluster), "wrong_job", "");
     EXPECT_TRUE(Pull(observer).values == params.values);
+  }
+
+  // A worker of another release (another Train wire version; 0: from before the versioned wire):
+  // refused with one line that says so, counted, before any payload is read.
+  for (const int32_t version : {0, rpc::kTrainWireVersion + 1}) {
+    const ShardCounts before = Scrape(cluster);
+    v1::TrainHello other_release = hello;
+    other_release.set_wire_version(version);
+    const grpc::Status status = refused_hello(other_release);
+    EXPECT_EQ(status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+    EXPECT_NE(status.error_message().find(absl::StrCat("speaks Train wire version ", version)),
+              std::string::npos)
+        << status.error_message();
+    ExpectCountedOnce(before, Scrape(cluster), "wire_version", "");
   }
 
   // Bytes that are not a Train message at all (the shard decodes them itself, beside

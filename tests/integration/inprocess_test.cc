@@ -17,6 +17,7 @@
 #include "libs/rpc/bidi_stream.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/shard/shard_server.h"
+#include "libs/tensor/bfloat16.h"
 #include "libs/tensor/packed.h"
 #include "libs/worker/coordinator_session.h"
 #include "libs/worker/parameter_client.h"
@@ -85,11 +86,13 @@ class InProcess : public ::testing::Test {
   }
 
   // The welcomed worker's ParameterClient, not connected yet.
-  static worker::ParameterClient ClientOf(const v1::Welcome& welcome) {
+  static worker::ParameterClient ClientOf(const v1::Welcome& welcome,
+                                          v1::DenseEncoding encoding = v1::DENSE_FLOAT32) {
     return worker::ParameterClient(welcome.shard_map(),
                                    {.connection = {.worker_id = welcome.worker_id(),
                                                    .join_token = kToken,
-                                                   .job_id = welcome.job().job_id()}});
+                                                   .job_id = welcome.job().job_id(),
+                                                   .dense_encoding = encoding}});
   }
 
   std::unique_ptr<shard::ShardServer> StartShard(int id) {
@@ -225,6 +228,45 @@ TEST_F(InProcess, TheTrainStreamsBytesAreCountedAtBothEnds) {
     }
     return false;
   }));
+}
+
+// The bfloat16 wire (job option wire_precision): a pull brings the shard's float32 parameters
+// rounded to bfloat16, in half the bytes; a push of a gradient bfloat16 holds exactly (1.0) moves
+// the shard's float32 parameters exactly as the float32 wire does; only transfers are rounded.
+TEST_F(InProcess, TheBfloat16WireHalvesTheDenseBytesAndRoundsOnlyTransfers) {
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  const v1::Welcome& welcome = session->welcome();
+  worker::ParameterClient client = ClientOf(welcome, v1::DENSE_BFLOAT16);
+  ASSERT_TRUE(ConnectAsAWorker(client).ok());
+  const int64_t size = welcome.shard_map().shards(0).flat_end();
+  std::vector<float> params(static_cast<size_t>(size));
+  ASSERT_TRUE(client.PullAll(params, absl::Seconds(10), false, nullptr, nullptr).ok());
+  const std::vector<float> exact = shard_->core()->Parameters();
+  size_t rounded = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    ASSERT_EQ(params[i], tensor::FromBfloat16(tensor::ToBfloat16(exact[i]))) << i;
+    rounded += params[i] != exact[i];
+  }
+  EXPECT_GT(rounded, params.size() / 2) << "initial weights are not bfloat16 values";
+
+  const std::vector<float> gradient(static_cast<size_t>(size), 1.0f);
+  absl::StatusOr<worker::PushStats> pushed =
+      client.PushAll(gradient, 8, absl::Seconds(10), nullptr);
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->applied, 1);
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> reference =
+      optim::CreateOptimizer(welcome.job().optimizer(), 1);
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  std::vector<float> moved = {0.0f};
+  (*reference)->Apply(moved, std::vector<float>{1.0f});
+  const std::vector<float> after = shard_->core()->Parameters();
+  for (size_t i = 0; i < after.size(); i += 997) {
+    EXPECT_FLOAT_EQ(after[i], exact[i] + moved[0]) << i;
+  }
+  const v1::WireBytes wire = client.wire_bytes();
+  EXPECT_EQ(wire.sent_dense(), 2 * size);
+  EXPECT_EQ(wire.received_dense(), 2 * size);
 }
 
 // A shard whose every reply is bytes that do not parse as a ShardToWorker.

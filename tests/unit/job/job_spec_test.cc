@@ -235,6 +235,17 @@ TEST(ValidateJobSpec, BadModeNamesMode) {
   }
 }
 
+// Unset and WIRE_FLOAT32 are float32 on the wire; only WIRE_BFLOAT16 rounds.
+TEST(TrainingDenseEncoding, FollowsTheJobsWirePrecision) {
+  v1::JobSpec spec = ValidSpec();
+  EXPECT_EQ(TrainingDenseEncoding(spec), v1::DENSE_FLOAT32);
+  spec.set_wire_precision(v1::WIRE_FLOAT32);
+  EXPECT_EQ(TrainingDenseEncoding(spec), v1::DENSE_FLOAT32);
+  spec.set_wire_precision(v1::WIRE_BFLOAT16);
+  EXPECT_EQ(TrainingDenseEncoding(spec), v1::DENSE_BFLOAT16);
+  EXPECT_TRUE(ValidateJobSpec(spec).ok());
+}
+
 TEST(ValidateJobSpec, EveryOtherRuleNamesItsField) {
   struct Case {
     std::string field;
@@ -251,6 +262,8 @@ TEST(ValidateJobSpec, EveryOtherRuleNamesItsField) {
       {"global_batch", [](v1::JobSpec& s) { s.set_global_batch(0); }},
       {"block_size", [](v1::JobSpec& s) { s.set_block_size(-5); }},
       {"eval.interval_seconds", [](v1::JobSpec& s) { s.mutable_eval()->set_interval_seconds(-1); }},
+      {"wire_precision",
+       [](v1::JobSpec& s) { s.set_wire_precision(static_cast<v1::WirePrecision>(9)); }},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.field);
