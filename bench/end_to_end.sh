@@ -42,6 +42,7 @@ compute="$("$LAST/syncopate-perf-bench" --only=compute 2>/dev/null |
   sed -n 's/.* \([0-9][0-9]*\) examples\/s;.*<- dispatched.*/\1/p')"
 [[ -n "$compute" ]] || { echo "end_to_end: syncopate-perf-bench --only=compute printed no dispatched rate" >&2; exit 1; }
 cores="$(nproc)"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $cores cores" >&2
 
 for ((run = 1; run <= RUNS; ++run)); do
   sed "s/^seed:.*/seed: $run/" "$JOB" >"$TMP/job.textproto"

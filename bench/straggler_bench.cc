@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "bench/ctr_data.h"
 #include "bench/straggler_report.h"
+#include "libs/isa/isa.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
 #include "libs/report/run_report.h"
@@ -158,6 +159,8 @@ int Main() {
   report.epochs = absl::GetFlag(FLAGS_epochs);
   report.base_slowdown = absl::GetFlag(FLAGS_base_slowdown);
   report.target_accuracy = absl::GetFlag(FLAGS_target_accuracy);
+  report.machine = isa::MachineDescription();
+  printf("machine: %s\n", report.machine.c_str());
   printf(
       "straggler benchmark: %zu scenarios x %zu policies x %zu seeds, %d epochs each, base "
       "padding %.0fx (4 workers ~ 1 core of 2: coordination, not CPU contention)\n",

@@ -362,6 +362,7 @@ std::string ResultsMarkdown(const Selection& selection, const std::vector<CellSu
   const int64_t samples = options.epochs * options.samples_per_epoch;
   const size_t k = selection.seeds.size();
   std::string md = "# Straggler benchmark\n\n";
+  if (!options.machine.empty()) absl::StrAppend(&md, "Machine: ", options.machine, ".\n\n");
   absl::StrAppendFormat(
       &md,
       "Every scenario x policy ran with %d job seed%s (1..%d: parameter initialisation and data "
@@ -447,13 +448,15 @@ std::string ResultsJson(const Selection& selection, const std::vector<RunResult>
   std::string json = absl::StrFormat(
       "{\n  \"config\": {\"scenarios\": [%s], \"policies\": [%s], \"seeds\": %d, \"epochs\": %d, "
       "\"base_slowdown\": %s, \"target_accuracy\": %s, \"target_auc\": %s, \"bayes_auc\": %s, "
-      "\"confidence\": %s, \"interval\": \"Student t; difference: Welch; ratio: Fieller\"},\n"
+      "\"confidence\": %s, \"interval\": \"Student t; difference: Welch; ratio: Fieller\", "
+      "\"machine\": %s},\n"
       "  \"runs\": [\n",
       absl::StrJoin(scenario_ids, ", "), absl::StrJoin(policies, ", "), selection.seeds.size(),
       options.epochs, Number(options.base_slowdown), Number(options.target_accuracy),
       // No ctr scenario ran: no AUC target or Bayes AUC (null rather than a misleading 0).
       options.bayes_auc > 0 ? Number(options.target_auc) : "null",
-      options.bayes_auc > 0 ? Number(options.bayes_auc) : "null", Number(kConfidence));
+      options.bayes_auc > 0 ? Number(options.bayes_auc) : "null", Number(kConfidence),
+      Quote(options.machine));
   for (size_t i = 0; i < runs.size(); ++i) {
     const RunResult& r = runs[i];
     const std::optional<double> t = TimeToTarget(r.curve, TargetOf(r.scenario, options));

@@ -87,6 +87,7 @@ struct ReportOptions {
   double target_auc = 0;  // ctr's time-to-target target (Bayes AUC − gap)
   double bayes_auc = 0;   // 0: no ctr data
   double bayes_logloss = 0;
+  std::string machine;  // where it ran (isa::MachineDescription); "" = not stated
 };
 
 // The summary of one scenario x policy cell over its seeds.

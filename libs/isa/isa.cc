@@ -2,9 +2,12 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <string>
+#include <thread>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 
 namespace syncopate::isa {
@@ -86,6 +89,21 @@ std::string IsaDescription(IsaLevel level) {
   std::string supported;
   for (const IsaLevel l : SupportedIsaLevels()) absl::StrAppend(&supported, " ", IsaLevelName(l));
   return absl::StrCat("isa ", IsaLevelName(level), " (", detail, "; supported:", supported, ")");
+}
+
+std::string MachineDescription() {
+  std::string cpu = "unknown CPU";
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);) {
+    if (!absl::StartsWith(line, "model name")) continue;
+    const size_t colon = line.find(':');
+    if (colon != std::string::npos) {
+      cpu = std::string(absl::StripAsciiWhitespace(absl::string_view(line).substr(colon + 1)));
+    }
+    break;
+  }
+  return absl::StrCat(cpu, ", ", std::thread::hardware_concurrency(), " cores, kernels ",
+                      IsaDescription(ActiveIsaLevel()));
 }
 
 }  // namespace syncopate::isa

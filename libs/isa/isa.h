@@ -52,6 +52,12 @@ IsaLevel ActiveIsaLevel();
 // "isa v4 (x86-64-v4, AVX-512; supported: baseline v3 v4)": the line processes log at start.
 std::string IsaDescription(IsaLevel level);
 
+// The machine a measurement ran on, for benchmarks' headers and results: "Intel(R) Xeon(R)
+// Processor @ 2.50GHz, 2 cores, kernels isa v4 (x86-64-v4, AVX-512; supported: ...)". The CPU
+// is /proc/cpuinfo's first "model name" ("unknown CPU" without one); cores are the CPUs this
+// process may run on (std::thread::hardware_concurrency).
+std::string MachineDescription();
+
 }  // namespace syncopate::isa
 
 #endif  // SYNCOPATE_LIBS_ISA_ISA_H_

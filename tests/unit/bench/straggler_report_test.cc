@@ -225,11 +225,13 @@ TEST(Reports, MarkdownJsonAndSvgCarryTheVerdictsAndParse) {
   const absl::StatusOr<Selection> selection = ParseSelection("b", "sync,async,gba,auto", 3);
   ASSERT_TRUE(selection.ok());
   const std::vector<RunResult> runs = GoodScenarioB();
-  const ReportOptions options;
+  ReportOptions options;
+  options.machine = "Some CPU @ 2.5GHz, 2 cores, kernels isa v4";
   const std::vector<CellSummary> cells = Summarize(runs, options);
   const std::vector<GoalVerdict> verdicts = Verdicts(cells, options);
 
   const std::string md = ResultsMarkdown(*selection, cells, verdicts, options);
+  EXPECT_THAT(md, HasSubstr("Machine: Some CPU @ 2.5GHz, 2 cores, kernels isa v4."));
   EXPECT_THAT(md, HasSubstr("3 job seeds"));
   EXPECT_THAT(md, HasSubstr("| b | async | 3/3 | 80.00% [80.00, 80.00] | not reached | 0/3 |"));
   EXPECT_THAT(md, HasSubstr("| under one 4x straggler, auto's time to target <= 0.6x sync's | b "
@@ -240,6 +242,8 @@ TEST(Reports, MarkdownJsonAndSvgCarryTheVerdictsAndParse) {
   google::protobuf::Struct parsed;
   ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(json, &parsed).ok()) << json;
   EXPECT_EQ(parsed.fields().at("runs").list_value().values_size(), 12);
+  EXPECT_EQ(parsed.fields().at("config").struct_value().fields().at("machine").string_value(),
+            options.machine);
   EXPECT_EQ(parsed.fields().at("cells").list_value().values_size(), 4);
   EXPECT_EQ(parsed.fields().at("verdicts").list_value().values_size(),
             static_cast<int>(verdicts.size()));

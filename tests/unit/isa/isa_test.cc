@@ -1,11 +1,20 @@
 #include "libs/isa/isa.h"
 
 #include <optional>
+#include <string>
 
 #include "gtest/gtest.h"
 
 namespace syncopate::isa {
 namespace {
+
+// What benchmarks print as the machine they ran on: the CPU, the cores, the kernels' level.
+TEST(MachineDescription, NamesTheCpuCoresAndKernels) {
+  const std::string machine = MachineDescription();
+  EXPECT_NE(machine.find(" cores, kernels isa "), std::string::npos) << machine;
+  EXPECT_NE(machine.find(IsaDescription(ActiveIsaLevel())), std::string::npos) << machine;
+  EXPECT_FALSE(machine.starts_with(",")) << machine;
+}
 
 TEST(IsaLevel, ParsesNamesAndAliases) {
   EXPECT_EQ(ParseIsaLevel("baseline").value(), IsaLevel::kBaseline);
