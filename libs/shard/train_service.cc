@@ -112,8 +112,9 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
     // The evaluator reads rows without creating them: evaluation must not grow the tables.
     absl::Status accepted = core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull,
                                         [weak, encoding = pull.encoding()](PullReply reply) {
-                                          if (auto self = weak.lock())
+                                          if (auto self = weak.lock()) {
                                             self->SendPull(std::move(reply), encoding);
+                                          }
                                         });
     if (!accepted.ok()) {  // already counted by the core
       LOG_EVERY_N(WARNING, 100) << "refused pull from worker " << worker_id_ << ": "

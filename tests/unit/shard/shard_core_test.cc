@@ -15,6 +15,7 @@
 #include "gtest/gtest.h"
 #include "libs/common/clock.h"
 #include "libs/shard/shard_metrics.h"
+#include "libs/tensor/bfloat16.h"
 #include "libs/tensor/packed.h"
 #include "prometheus/registry.h"
 #include "tests/unit/metric_value.h"
@@ -602,6 +603,22 @@ TEST_F(ShardCoreTest, AsyncAppliesEveryGradient) {
   EXPECT_EQ(core->Push(1, Gradient(0, 1, {2, 0, 0, 0})).version(), 1);
   EXPECT_EQ(core->Push(1, Gradient(0, 3, {0, 2, 0, 0})).version(), 2);
   EXPECT_THAT(core->Parameters(), ElementsAre(-1.0f, -1.0f, 0.0f, 0.0f));
+}
+
+// A bfloat16 push (DenseEncoding) is unpacked from 2 bytes a value into the same float32
+// aggregation; one of the wrong length is rejected whole, as a float32 one would be.
+TEST_F(ShardCoreTest, ABfloat16PushIsAppliedAndAWrongSizedOneRejected) {
+  std::unique_ptr<ShardCore> core = Make(v1::MODE_ASYNC);
+  v1::PushRequest push = Gradient(0, 1, {});
+  push.set_encoding(v1::DENSE_BFLOAT16);
+  push.set_gradient(tensor::PackBfloat16(std::vector<float>{2, 0, 0, 0}).substr(0, 6));
+  const v1::PushAck rejected = core->Push(1, push);
+  EXPECT_EQ(rejected.outcome(), v1::PUSH_REJECTED);
+  EXPECT_EQ(rejected.code(), static_cast<int>(absl::StatusCode::kInvalidArgument));
+  EXPECT_THAT(core->Parameters(), ElementsAre(0.0f, 0.0f, 0.0f, 0.0f));
+  push.set_gradient(tensor::PackBfloat16(std::vector<float>{2, 0, -4, 0}));
+  EXPECT_EQ(core->Push(1, push).version(), 1);
+  EXPECT_THAT(core->Parameters(), ElementsAre(-1.0f, 0.0f, 2.0f, 0.0f));
 }
 
 // --- Metrics --------------------------------------------------------------------------------
