@@ -78,7 +78,7 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
   if (options.train_examples <= 0) {
     return absl::InvalidArgumentError("the training set is empty");
   }
-  job::ResolveSchedule(options.job, options.train_examples);
+  job::ResolveRunLength(options.job, options.train_examples);
   SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(options.job));
   // Every shard and worker gets the job with its layout: a worker checks its model against it.
   *options.job.mutable_model()->mutable_layout() = job::LayoutRecord(layout);

@@ -1,5 +1,6 @@
 #include "libs/coordinator/status_builder.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace syncopate::coordinator {
@@ -44,6 +45,12 @@ v1::EvalStatus EvalStatusOf(const v1::EvalReport& report, int64_t examples,
   eval.set_final(report.final());
   eval.set_examples_at_eval(report.final() ? report.requested_at_examples() : examples);
   eval.set_seconds_at_eval(report.final() ? report.requested_at_seconds() : elapsed_seconds);
+  if (report.point() > 0) {
+    // An evaluation point's: when and at how many examples those parameters existed.
+    eval.set_point(report.point());
+    eval.set_examples_at_eval(report.point_examples());
+    eval.set_seconds_at_eval(std::max(0.0, elapsed_seconds - report.point_age_seconds()));
+  }
   *eval.mutable_shard_versions() = report.shard_versions();
   return eval;
 }

@@ -28,9 +28,10 @@ void ApplyAssessment(const Assessment& assessment, v1::ClusterStatus& status);
 v1::ShardStatus ShardRow(const v1::ShardPartition& partition, const std::string& address,
                          bool connected, const v1::ShardReport* report);
 
-// The record of an evaluation. A periodic one is stamped on arrival (it measured parameters
-// pulled a moment ago) with the job's `examples` and `elapsed_seconds`; the final one carries
-// the moment the coordinator asked for it.
+// The record of an evaluation. An evaluation point's carries the examples applied at the point
+// and the job time it was made (`elapsed_seconds` less its age); a time-based one is stamped on
+// arrival (it measured parameters pulled a moment ago) with the job's `examples` and
+// `elapsed_seconds`; the final one carries the moment the coordinator asked for it.
 v1::EvalStatus EvalStatusOf(const v1::EvalReport& report, int64_t examples, double elapsed_seconds);
 
 // Examples per second over a trailing window: long enough to smooth sync steps, short enough to

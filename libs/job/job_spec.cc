@@ -117,6 +117,9 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return bad("checkpoint_interval_seconds", "must be > 0");
   }
   if (!(spec.eval().interval_seconds() > 0)) return bad("eval.interval_seconds", "must be > 0");
+  if (spec.eval().every_global_batches() < 0) {
+    return bad("eval.every_global_batches", "must be >= 0 (0: chosen from the run's length)");
+  }
   if (!v1::WirePrecision_IsValid(spec.wire_precision())) {
     return bad("wire_precision", "must be WIRE_FLOAT32 or WIRE_BFLOAT16");
   }
@@ -155,11 +158,14 @@ int32_t LocalBatchShare(int32_t global_batch, int members, int index) {
   return global_batch / members + (index < global_batch % members ? 1 : 0);
 }
 
-void ResolveSchedule(v1::JobSpec& spec, int64_t train_examples) {
+void ResolveRunLength(v1::JobSpec& spec, int64_t train_examples) {
   v1::LearningRateSchedule* schedule = spec.mutable_optimizer()->mutable_schedule();
   const int64_t examples = TargetExamples(spec, train_examples);
   if (examples == INT64_MAX || spec.global_batch() <= 0) return;  // no length to resolve against
   const int64_t run = (examples + spec.global_batch() - 1) / spec.global_batch();
+  if (spec.eval().every_global_batches() == 0) {
+    spec.mutable_eval()->set_every_global_batches(std::max<int64_t>(1, run / kEvalPointsPerRun));
+  }
   if (schedule->warmup_fraction() > 0) {
     schedule->set_warmup_updates(
         std::llround(static_cast<double>(schedule->warmup_fraction()) * static_cast<double>(run)));

@@ -23,9 +23,10 @@ inline constexpr PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
 
 // The Train stream's wire version, sent in every TrainHello: a shard refuses another with
 // FAILED_PRECONDITION (a worker and a shard of different releases could misread each other's
-// payloads). 1: dense payloads float32 or bfloat16 as DenseEncoding says (issue 32). Raise it with
-// any change an older peer would misread.
-inline constexpr int32_t kTrainWireVersion = 1;
+// payloads). 1: dense payloads float32 or bfloat16 as DenseEncoding says (issue 32). 2: evaluation
+// points (PullRequest.eval_point; an older shard would answer the newest parameters as "no point
+// yet" forever, ADR 0015). Raise it with any change an older peer would misread.
+inline constexpr int32_t kTrainWireVersion = 2;
 
 // Opens ParameterShard.Train on `channel` with raw bytes as messages: what the generated stub's
 // Train does, without binding protobuf's codec. `channel` and `context` must outlive the stream

@@ -157,6 +157,7 @@ ShardCore::ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardM
       clock_(clock),
       metrics_(metrics),
       max_push_bytes_(max_push_bytes),
+      eval_every_(std::max<int64_t>(0, assignment.job().eval().every_global_batches())),
       params_(static_cast<size_t>(flat_end_ - flat_begin_)),
       mean_gradient_(params_.size()),
       optimizer_(std::move(optimizer)),
@@ -384,10 +385,12 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
     // update count (TensorFlow's LazyAdam does the same with the global step).
     for (size_t t = 0; t < sparse_update_.tables.size(); ++t) {
       const aggregation::SparseUpdate::Table& rows = sparse_update_.tables[t];
+      KeepRowsForEvalPoints(static_cast<int32_t>(t), rows.keys);
       tables_[t]->ApplyBatch(rows.keys, rows.rows, step);
     }
     // Eviction's bounded sweep (EmbeddingTable::EndUpdate): a share of the table per update.
     for (const auto& table : tables_) table->EndUpdate(step.index);
+    MaybeMakeEvalPoint();
     ++counts_.updates;
     metrics_->SetLearningRate(step.learning_rate);
     metrics_->CountUpdate(absl::ToDoubleSeconds(clock_->Now() - start));
@@ -443,6 +446,9 @@ PullReply ShardCore::MakeResponse(int64_t request_id, const std::vector<RowReque
     std::vector<float> values(request.keys.size() * dim);
     const int64_t before = table.size();
     if (create_rows) {
+      // Admission turns a key's zeros into its initial value (without it, a created row reads
+      // as it did before).
+      if (table.admits()) KeepRowsForEvalPoints(request.table, request.keys);
       table.PullBatch(request.keys, values);
     } else {
       for (size_t k = 0; k < request.keys.size(); ++k) {
@@ -460,6 +466,94 @@ PullReply ShardCore::MakeResponse(int64_t request_id, const std::vector<RowReque
   const double held = absl::ToDoubleSeconds(clock_->Now() - since);
   response.set_held_seconds(held);
   metrics_->ObservePullHeld(held);
+  return reply;
+}
+
+void ShardCore::MaybeMakeEvalPoint() {
+  if (eval_every_ <= 0) return;
+  const int64_t reached =
+      static_cast<int64_t>(std::floor(optimizer_->progress() / static_cast<double>(eval_every_)));
+  if (reached <= eval_points_reached_) return;
+  eval_points_reached_ = reached;
+  if (!eval_points_wanted_) return;
+  // The oldest points the evaluator is not reading make room (it lags: it reads the newer ones).
+  while (eval_points_.size() >= kMaxEvalPoints) {
+    auto oldest = std::find_if(eval_points_.begin(), eval_points_.end(),
+                               [&](const EvalPoint& p) { return p.number != eval_point_reading_; });
+    if (oldest == eval_points_.end()) break;
+    eval_points_.erase(oldest);
+  }
+  if (published_ == nullptr) published_ = std::make_shared<const std::vector<float>>(params_);
+  EvalPoint point;
+  point.number = reached;
+  point.version = aggregator_.version();
+  point.made = clock_->Now();
+  point.examples = std::llround(optimizer_->progress() * aggregator_.global_batch());
+  point.values = published_;  // immutable: the next update publishes a new copy
+  point.rows_then.resize(tables_.size());
+  eval_points_.push_back(std::move(point));
+}
+
+void ShardCore::KeepRowsForEvalPoints(int32_t table, std::span<const uint64_t> keys) {
+  if (eval_points_.empty()) return;
+  const size_t dim = static_cast<size_t>(tables_[table]->dim());
+  for (EvalPoint& point : eval_points_) {
+    absl::flat_hash_map<uint64_t, std::vector<float>>& then = point.rows_then[table];
+    for (uint64_t key : keys) {
+      auto [it, inserted] = then.try_emplace(key);
+      if (!inserted) continue;
+      it->second.resize(dim);
+      tables_[table]->Peek(key, it->second);
+    }
+  }
+}
+
+PullReply ShardCore::MakePointResponse(const v1::PullRequest& request,
+                                       const std::vector<RowRequest>& rows) {
+  eval_points_wanted_ = true;
+  PullReply reply;
+  v1::PullResponse& response = reply.response;
+  response.set_request_id(request.request_id());
+  response.set_version(aggregator_.version());
+  response.set_mode(aggregator_.mode());
+  auto point = std::find_if(eval_points_.begin(), eval_points_.end(),
+                            [&](const EvalPoint& p) { return p.number >= request.eval_point(); });
+  // The evaluator never asks for an older point again.
+  eval_points_.erase(eval_points_.begin(), point);
+  point = eval_points_.begin();
+  if (point == eval_points_.end()) {
+    reply.values = std::make_shared<const std::vector<float>>();
+    return reply;
+  }
+  response.set_eval_point(point->number);
+  response.set_version(point->version);
+  response.set_point_age_seconds(absl::ToDoubleSeconds(clock_->Now() - point->made));
+  response.set_point_examples(point->examples);
+  reply.values = point->values;
+  for (const RowRequest& wanted : rows) {
+    const embedding::EmbeddingTable& table = *tables_[wanted.table];
+    const absl::flat_hash_map<uint64_t, std::vector<float>>& then = point->rows_then[wanted.table];
+    const size_t dim = static_cast<size_t>(table.dim());
+    std::vector<float> values(wanted.keys.size() * dim);
+    for (size_t k = 0; k < wanted.keys.size(); ++k) {
+      const std::span<float> out = std::span<float>(values).subspan(k * dim, dim);
+      if (auto it = then.find(wanted.keys[k]); it != then.end()) {
+        std::copy(it->second.begin(), it->second.end(), out.begin());
+      } else {
+        table.Peek(wanted.keys[k], out);
+      }
+    }
+    v1::SparseRows* out = response.add_sparse();
+    out->set_table(wanted.table);
+    out->set_keys(tensor::PackKeys(wanted.keys));
+    out->set_values(tensor::PackFloats(values));
+  }
+  if (request.release_point()) {
+    eval_points_.pop_front();
+    eval_point_reading_ = 0;
+  } else {
+    eval_point_reading_ = point->number;
+  }
   return reply;
 }
 
@@ -496,12 +590,15 @@ absl::Status ShardCore::Pull(const Puller& puller, const v1::PullRequest& reques
     const int64_t min_version = aggregator_.HasPushedForVersion(puller.worker)
                                     ? std::max(request.min_version(), aggregator_.version() + 1)
                                     : request.min_version();
-    if (HasBarrier(aggregator_.mode()) && aggregator_.version() < min_version) {
+    if (request.eval_point() > 0) {
+      reply = MakePointResponse(request, rows);
+    } else if (HasBarrier(aggregator_.mode()) && aggregator_.version() < min_version) {
       pending_pulls_.push_back(
           {puller, request.request_id(), min_version, std::move(rows), now, std::move(done)});
       return absl::OkStatus();
+    } else {
+      reply = MakeResponse(request.request_id(), rows, puller, now);
     }
-    reply = MakeResponse(request.request_id(), rows, puller, now);
   }
   done(std::move(reply));
   return absl::OkStatus();
@@ -720,6 +817,13 @@ void ShardCore::Adopt(checkpoint::RestoredShard restored) {
   }
   PublishTables();
   gradient_statistics_.Reset();
+  // The kept points' copies of rows were taken against the outgoing tables.
+  eval_points_.clear();
+  eval_point_reading_ = 0;
+  eval_points_reached_ =
+      eval_every_ > 0 ? static_cast<int64_t>(
+                            std::floor(optimizer_->progress() / static_cast<double>(eval_every_)))
+                      : 0;
 }
 
 }  // namespace syncopate::shard

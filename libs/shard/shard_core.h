@@ -8,12 +8,19 @@
 // embedding::OwnerShard maps to it, created on first touch by a worker's pull or push (or, with
 // admission, once a worker's pulls have shown the key often enough), and evicted after each
 // update's bounded sweep when idle too long (ADR 0010).
+// Evaluation points (EvalSpec, issue 31): once an evaluator has asked for one, the shard keeps
+// the parameters as they were each time its applied global batches cross a multiple of
+// every_global_batches, with the time it got there, until the evaluator has read them; embedding
+// rows copy on write (a row's old value is kept when an update or an admission first changes it
+// after the point). A row evicted while a point is kept reads, at that point, as it reads after
+// the eviction (its initial value): eviction only takes rows idle for evict_after_updates updates.
 // Thread-safety: thread-safe. Pull callbacks run without the shard's lock held, on the thread
 // that made the version available (a push, a membership change or a mode switch).
 #ifndef SYNCOPATE_LIBS_SHARD_SHARD_CORE_H_
 #define SYNCOPATE_LIBS_SHARD_SHARD_CORE_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -21,6 +28,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -96,11 +104,13 @@ class ShardCore {
   // (`push.gradient()` is then ignored): copied once, into the aggregation's scratch.
   v1::PushAck Push(int32_t worker, const v1::PushRequest& push, const tensor::ByteChunks& gradient);
 
-  // Answers with the parameters (and the requested embedding rows) once the version is >=
-  // request.min_version(); `done` runs immediately or when the version arrives (sync: when the
-  // barrier releases). A pending pull is dropped (never called) by CancelPulls with the same
-  // owner. Rows a training worker pulls are created on first touch. In gba, a training worker
-  // whose optimizer has a velocity gets the parameters extrapolated by the staleness its
+  // An evaluation point's read (request.eval_point() > 0) is answered at once, from the first
+  // kept point at or after the one asked for (PullResponse.eval_point 0 and no values when there
+  // is none yet). Otherwise: answers with the parameters (and the requested embedding rows) once
+  // the version is >= request.min_version(); `done` runs immediately or when the version arrives
+  // (sync: when the barrier releases). A pending pull is dropped (never called) by CancelPulls with
+  // the same owner. Rows a training worker pulls are created on first touch. In gba, a training
+  // worker whose optimizer has a velocity gets the parameters extrapolated by the staleness its
   // gradient will likely carry (look-ahead, ADR 0007; PullResponse.look_ahead_updates says by
   // how many updates). A malformed row request (unknown table, partial key, a key another shard
   // owns) is refused with INVALID_ARGUMENT and counted; `done` is then never called.
@@ -173,6 +183,16 @@ class ShardCore {
     PullCallback done;
     PullReply reply;
   };
+  // The parameters as they were once `number` * eval_every_ global batches had been applied.
+  struct EvalPoint {
+    int64_t number = 0;
+    int64_t version = 0;
+    absl::Time made;
+    int64_t examples = 0;
+    std::shared_ptr<const std::vector<float>> values;
+    // Per table: the rows changed since the point was made, as they were then.
+    std::vector<absl::flat_hash_map<uint64_t, std::vector<float>>> rows_then;
+  };
 
   ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,
             std::unique_ptr<optim::Optimizer> optimizer,
@@ -196,6 +216,15 @@ class ShardCore {
   void Adopt(checkpoint::RestoredShard restored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   PullReply MakeResponse(int64_t request_id, const std::vector<RowRequest>& rows,
                          const Puller& puller, absl::Time since) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Answers an evaluation point's read (see Pull).
+  PullReply MakePointResponse(const v1::PullRequest& request, const std::vector<RowRequest>& rows)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Makes the evaluation point the applied global batches have just reached, if any.
+  void MaybeMakeEvalPoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Copy on write: the kept points keep the current values of `keys` of `table` unless they
+  // already hold theirs; called before those rows change.
+  void KeepRowsForEvalPoints(int32_t table, std::span<const uint64_t> keys)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Counts one push's outcome in `counts_.gradients` and in the metrics.
   void CountOutcome(v1::PushOutcome outcome, int64_t staleness) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   v1::PushAck Reject(v1::PushAck ack, const absl::Status& status, RejectionReason reason)
@@ -221,6 +250,7 @@ class ShardCore {
   Clock* const clock_;
   ShardMetrics* const metrics_;
   const int64_t max_push_bytes_;
+  const int64_t eval_every_;  // EvalSpec.every_global_batches (0: no evaluation points)
 
   mutable absl::Mutex mu_;
   // The generation of the membership applied last (see SetMembership).
@@ -247,6 +277,13 @@ class ShardCore {
   ShardStats counts_ ABSL_GUARDED_BY(mu_);
   // The state to roll back to while the coordinator's LossGuard watches a gba stint.
   std::optional<v1::ShardCheckpoint> rollback_point_ ABSL_GUARDED_BY(mu_);
+  // Evaluation points are made only once an evaluator has asked for one (a job without an
+  // evaluator pays nothing); oldest first, at most kMaxEvalPoints besides the one being read.
+  static constexpr size_t kMaxEvalPoints = 2;
+  bool eval_points_wanted_ ABSL_GUARDED_BY(mu_) = false;
+  std::deque<EvalPoint> eval_points_ ABSL_GUARDED_BY(mu_);
+  int64_t eval_point_reading_ ABSL_GUARDED_BY(mu_) = 0;   // served, not yet released
+  int64_t eval_points_reached_ ABSL_GUARDED_BY(mu_) = 0;  // floor(global batches applied / k)
 };
 
 }  // namespace syncopate::shard

@@ -204,7 +204,7 @@ absl::Status Simulation::Setup() {
   result_.quality_metric = std::string(job::QualityMetric(job_));
   SYNCOPATE_ASSIGN_OR_RETURN(const int64_t train_examples, job::CountTrainExamples(job_));
   // What the coordinator does to the job before anyone sees it (CoordinatorCore::Create).
-  job::ResolveSchedule(job_, train_examples);
+  job::ResolveRunLength(job_, train_examples);
   target_examples_ = job::TargetExamples(job_, train_examples);
   SYNCOPATE_ASSIGN_OR_RETURN(partitions_, job::PartitionModel(layout, job_.num_shards()));
   SYNCOPATE_ASSIGN_OR_RETURN(

@@ -4,6 +4,7 @@
 #include <optional>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/rpc/grpc_util.h"
 
@@ -30,6 +31,75 @@ absl::Status AwaitJobDone(CoordinatorChannel& coordinator, const EvaluatorOption
   return absl::OkStatus();
 }
 
+// One evaluation pass over the evaluation set, chunk by chunk: each chunk pulls the dense
+// parameters and the rows its examples touch. Without `point`, the newest parameters (the
+// versions reported are the first chunk's; the final evaluation runs after training stopped, so
+// there every chunk sees the same parameters). With `point`, an evaluation point's: every chunk
+// reads the same point; `*point` is 0 when a shard has none yet, and becomes the newer point to
+// try when the shards or the chunks answered different ones (the scores are then not reported).
+struct Scored {
+  model::Evaluation eval;
+  std::vector<int64_t> versions;
+  int64_t point = 0;  // the point evaluated (0: the newest parameters)
+  int64_t point_examples = 0;
+  absl::Time point_made;  // by this process's clock
+};
+
+absl::StatusOr<Scored> Score(workload::Workload& model, ParameterStore& parameters,
+                             const EvaluatorOptions& options, std::vector<float>& params,
+                             workload::TableRows& rows, int64_t* point) {
+  Scored scored;
+  absl::Status status = absl::OkStatus();
+  bool complete = true;
+  for (int64_t begin = 0; status.ok() && begin < model.eval_size(); begin += model.eval_chunk()) {
+    const int64_t end = std::min(model.eval_size(), begin + model.eval_chunk());
+    status = model.PrepareEval(begin, end);
+    if (!status.ok()) break;
+    absl::StatusOr<PullStats> pulled =
+        point == nullptr
+            ? parameters.PullAll(params, options.timeouts.pull, /*newest=*/true, &model.keys(),
+                                 &rows)
+            : parameters.PullEvalPoint({.point = *point, .release = end == model.eval_size()},
+                                       params, options.timeouts.pull, &model.keys(), &rows);
+    if (!pulled.ok()) {
+      status = pulled.status();
+      break;
+    }
+    if (point != nullptr) {
+      const auto [lowest, highest] =
+          std::minmax_element(pulled->eval_points.begin(), pulled->eval_points.end());
+      if (pulled->eval_points.empty() || *lowest == 0) {
+        *point = 0;  // not reached everywhere yet
+        complete = false;
+        break;
+      }
+      if (*lowest != *highest || (scored.point != 0 && *highest != scored.point)) {
+        *point = *highest;  // a shard or a later chunk moved on: read that one whole
+        complete = false;
+        break;
+      }
+      if (scored.point == 0) {
+        scored.point = *highest;
+        scored.point_examples =
+            *std::max_element(pulled->point_examples.begin(), pulled->point_examples.end());
+        // Every shard had made it once the last one did: the youngest age.
+        scored.point_made =
+            absl::Now() - absl::Seconds(*std::min_element(pulled->point_age_seconds.begin(),
+                                                          pulled->point_age_seconds.end()));
+      }
+    }
+    if (scored.versions.empty()) scored.versions = pulled->versions;
+    status = model.ScoreEval(params, rows);
+  }
+  // Always finished, so an abandoned pass leaves no partial sums behind.
+  absl::StatusOr<model::Evaluation> eval = model.FinishEval();
+  if (!status.ok()) return status;
+  if (!complete) return Scored{};
+  if (!eval.ok()) return eval.status();
+  scored.eval = *eval;
+  return scored;
+}
+
 }  // namespace
 
 absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& model,
@@ -40,15 +110,24 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
   rpc::Backoff backoff;
   const absl::Duration interval = absl::Seconds(job.eval().interval_seconds());
   absl::Time next_eval = absl::Now() + interval;
+  // Evaluation points (EvalSpec) unless the job evaluates by time; a store without them (an old
+  // shard release answers none) falls back to time.
+  bool by_points = !job.eval().by_time() && job.eval().every_global_batches() > 0;
+  int64_t next_point = 1;
+  // How often the evaluator asks whether the next point exists: the point carries the time it
+  // was made, so this only bounds how soon after it the evaluation starts.
+  constexpr absl::Duration kPointPoll = absl::Milliseconds(25);
   // A requested evaluation whose pull failed (a shard restarting) is tried again after the
   // backoff, not dropped: the coordinator asks for the final one once, and dropping it left the
   // job waiting out its finish timeout (fault matrix: a shard killed as training ended stalled
   // the job 120 s).
   std::optional<v1::EvaluateNow> retry;
+  bool point_pending = false;  // the next point may be readable now: no wait for a command
   while (!ShuttingDown(options)) {
-    absl::StatusOr<std::optional<v1::CoordinatorToWorker>> command = coordinator.NextCommand(
-        retry.has_value() ? absl::ZeroDuration()
-                          : std::max(absl::ZeroDuration(), next_eval - absl::Now()));
+    absl::Duration wait = std::max(absl::ZeroDuration(), next_eval - absl::Now());
+    if (by_points) wait = point_pending ? absl::ZeroDuration() : kPointPoll;
+    if (retry.has_value()) wait = absl::ZeroDuration();
+    absl::StatusOr<std::optional<v1::CoordinatorToWorker>> command = coordinator.NextCommand(wait);
     if (!command.ok()) return command.status();
     v1::EvaluateNow request;
     if (command->has_value()) {
@@ -60,34 +139,44 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
       if (retry.has_value() && retry->final() && !request.final()) request = *retry;
     } else if (retry.has_value()) {
       request = *retry;
-    } else {
+    } else if (!by_points) {
       next_eval = absl::Now() + interval;
     }
     const bool requested = command->has_value() || retry.has_value();
     retry.reset();
     absl::Status connected = parameters.Connect(options.timeouts.connect);
     if (rpc::IsPermanentError(connected)) return connected;
-    // Chunk by chunk: each pulls the newest dense parameters and the rows its examples touch.
-    // The versions reported are the first chunk's (the final evaluation runs after training
-    // stopped, so there every chunk sees the same parameters).
-    absl::Status scored = connected;
-    std::vector<int64_t> versions;
-    for (int64_t begin = 0; scored.ok() && begin < model.eval_size(); begin += model.eval_chunk()) {
-      scored = model.PrepareEval(begin, std::min(model.eval_size(), begin + model.eval_chunk()));
-      if (!scored.ok()) break;
-      absl::StatusOr<PullStats> pulled =
-          parameters.PullAll(params, options.timeouts.pull, /*newest=*/true, &model.keys(), &rows);
-      if (!pulled.ok()) {
-        scored = pulled.status();
-        break;
+    int64_t point = next_point;
+    absl::StatusOr<Scored> scored = Scored{};
+    if (!connected.ok()) scored = connected;
+    if (connected.ok() && by_points && !requested && !point_pending) {
+      // A probe without rows: a model with embeddings would otherwise send its first chunk's
+      // keys with every poll.
+      absl::StatusOr<PullStats> probe = parameters.PullEvalPoint(
+          {.point = next_point}, params, options.timeouts.pull, nullptr, nullptr);
+      if (probe.ok()) {
+        point_pending = !probe->eval_points.empty() &&
+                        *std::min_element(probe->eval_points.begin(), probe->eval_points.end()) > 0;
+        if (!point_pending) continue;
+      } else {
+        scored = probe.status();
       }
-      if (versions.empty()) versions = pulled->versions;
-      scored = model.ScoreEval(params, rows);
     }
-    absl::StatusOr<model::Evaluation> eval = model.FinishEval();
-    if (rpc::IsPermanentError(scored)) return scored;
+    if (scored.ok()) {
+      point_pending = false;
+      scored = Score(model, parameters, options, params, rows,
+                     by_points && !requested ? &point : nullptr);
+    }
+    if (absl::IsUnimplemented(scored.status()) && by_points && !requested) {
+      LOG(WARNING) << "the shards keep no evaluation points; evaluating every "
+                   << absl::FormatDuration(interval) << " instead";
+      by_points = false;
+      next_eval = absl::Now() + interval;
+      continue;
+    }
+    if (rpc::IsPermanentError(scored.status())) return scored.status();
     if (!scored.ok()) {
-      LOG(WARNING) << "evaluator pull failed: " << scored;
+      LOG(WARNING) << "evaluator pull failed: " << scored.status();
       if (requested) retry = request;
       if (options.wait) {
         options.wait(backoff.Next());
@@ -96,20 +185,36 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
       }
       continue;
     }
-    if (!eval.ok()) return eval.status();
+    if (by_points && !requested && scored->point == 0) {
+      // Not reached yet (point 0: poll again) or a newer one to read at once.
+      if (point > 0) {
+        next_point = point;
+        point_pending = true;
+      }
+      continue;
+    }
     v1::WorkerMessage report;
     v1::EvalReport* r = report.mutable_eval();
-    r->set_accuracy(eval->accuracy);
-    r->set_loss(eval->mean_loss);
-    r->set_auc(eval->auc);
-    r->set_examples(eval->examples);
+    r->set_accuracy(scored->eval.accuracy);
+    r->set_loss(scored->eval.mean_loss);
+    r->set_auc(scored->eval.auc);
+    r->set_examples(scored->eval.examples);
     r->set_final(request.final());
     r->set_requested_at_examples(request.at_examples());
     r->set_requested_at_seconds(request.at_seconds());
-    for (int64_t v : versions) r->add_shard_versions(v);
+    if (scored->point > 0) {
+      r->set_point(scored->point);
+      r->set_point_examples(scored->point_examples);
+      r->set_point_age_seconds(absl::ToDoubleSeconds(absl::Now() - scored->point_made));
+      next_point = scored->point + 1;
+      point_pending = true;  // the evaluator may be behind: the next one may exist already
+    }
+    for (int64_t v : scored->versions) r->add_shard_versions(v);
     coordinator.Send(report);
-    LOG(INFO) << "accuracy " << eval->accuracy << " auc " << eval->auc << " at versions "
-              << (versions.empty() ? -1 : versions[0]) << (request.final() ? " (final)" : "");
+    LOG(INFO) << "accuracy " << scored->eval.accuracy << " auc " << scored->eval.auc
+              << " at versions " << (scored->versions.empty() ? -1 : scored->versions[0])
+              << (scored->point > 0 ? absl::StrCat(" (point ", scored->point, ")") : "")
+              << (request.final() ? " (final)" : "");
     if (request.final()) return AwaitJobDone(coordinator, options);
   }
   return absl::OkStatus();

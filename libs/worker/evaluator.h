@@ -1,6 +1,11 @@
-// The evaluator's loop: every eval.interval_seconds (or when the coordinator asks, e.g. for the
-// final evaluation) pull the newest parameters chunk by chunk, score the evaluation set and
-// report accuracy, loss and AUC with the shard versions measured. After the final report it
+// The evaluator's loop: at every evaluation point (EvalSpec: the parameters as they were once
+// each k-th global batch was applied, which the shards keep until it has read them), or every
+// eval.interval_seconds for a job that evaluates by time, and when the coordinator asks (the
+// final evaluation, of the newest parameters): pull the parameters chunk by chunk, score the
+// evaluation set and report accuracy, loss and AUC with the shard versions measured, and for a
+// point the examples applied at it and how long ago it was made. A point is polled for every
+// 25 ms with a probe that carries no rows; an evaluator that falls behind skips to the newest
+// point the shards keep. After the final report it
 // stays until the coordinator says the job is done (bounded by `linger`): if the coordinator
 // dies before recording the report, the channel breaks (UNAVAILABLE) and the caller rejoins the
 // restarted coordinator, which asks again.

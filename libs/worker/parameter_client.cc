@@ -92,11 +92,16 @@ bool ShardConnection::broken() const {
 }
 
 absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
-                                                  std::vector<v1::SparseRows> sparse) {
+                                                  std::vector<v1::SparseRows> sparse,
+                                                  std::optional<EvalPointRead> read) {
   v1::WorkerToShard message;
   const int64_t id = next_request_id_++;
   message.mutable_pull()->set_request_id(id);
   message.mutable_pull()->set_min_version(min_version);
+  if (read.has_value()) {
+    message.mutable_pull()->set_eval_point(std::max<int64_t>(1, read->point));
+    message.mutable_pull()->set_release_point(read->release);
+  }
   message.mutable_pull()->set_encoding(options_.dense_encoding);
   for (v1::SparseRows& rows : sparse) *message.mutable_pull()->add_sparse() = std::move(rows);
   if (!Write(rpc::Encode(message), 0, rpc::SparseBytes(message.pull().sparse()))) {
@@ -193,7 +198,8 @@ absl::Status ParameterClient::Connect(absl::Duration timeout) {
 }
 
 absl::StatusOr<std::vector<int64_t>> ParameterClient::SendPulls(const TableKeys* keys,
-                                                                TableRows* rows, bool newest) {
+                                                                TableRows* rows, bool newest,
+                                                                std::optional<EvalPointRead> read) {
   if (keys != nullptr && !keys->empty() && rows == nullptr) {
     return absl::InvalidArgumentError("a pull of rows needs somewhere to put them");
   }
@@ -202,8 +208,8 @@ absl::StatusOr<std::vector<int64_t>> ParameterClient::SendPulls(const TableKeys*
   SYNCOPATE_RETURN_IF_ERROR(routing_.Route(keys));
   std::vector<int64_t> ids(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) {
-    absl::StatusOr<int64_t> id = shards_[s]->SendPull(newest ? 0 : min_versions_[s],
-                                                      routing_.Requests(static_cast<int32_t>(s)));
+    absl::StatusOr<int64_t> id = shards_[s]->SendPull(
+        newest ? 0 : min_versions_[s], routing_.Requests(static_cast<int32_t>(s)), read);
     if (!id.ok()) return id.status();
     ids[s] = *id;
   }
@@ -213,12 +219,20 @@ absl::StatusOr<std::vector<int64_t>> ParameterClient::SendPulls(const TableKeys*
 
 absl::StatusOr<PullStats> ParameterClient::CollectPulls(const std::vector<int64_t>& ids,
                                                         std::span<float> params,
-                                                        absl::Duration timeout, TableRows* rows) {
+                                                        absl::Duration timeout, TableRows* rows,
+                                                        bool point_read) {
   PullStats stats;
   for (size_t s = 0; s < shards_.size(); ++s) {
     absl::StatusOr<ShardReply> reply = shards_[s]->WaitReply(ids[s], timeout, abort_);
     if (!reply.ok()) return reply.status();
     const v1::PullResponse& pull = reply->message.pull();
+    stats.eval_points.push_back(pull.eval_point());
+    stats.point_age_seconds.push_back(pull.point_age_seconds());
+    stats.point_examples.push_back(pull.point_examples());
+    stats.versions.push_back(pull.version());
+    stats.modes.push_back(pull.mode());
+    // An evaluation point's read that found none: nothing to unpack.
+    if (point_read && pull.eval_point() == 0) continue;
     const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
     const std::span<float> slice =
         params.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin());
@@ -232,11 +246,10 @@ absl::StatusOr<PullStats> ParameterClient::CollectPulls(const std::vector<int64_
     } else if (pull.sparse_size() != 0) {
       return absl::DataLossError(absl::StrCat("shard ", s, " answered rows nobody asked for"));
     }
+    if (point_read) continue;  // a read of the past is not the next push's token
     tokens_[s] = pull.version();
     modes_[s] = pull.mode();
     stats.held_seconds = std::max(stats.held_seconds, pull.held_seconds());
-    stats.versions.push_back(pull.version());
-    stats.modes.push_back(pull.mode());
   }
   return stats;
 }
@@ -246,7 +259,16 @@ absl::StatusOr<PullStats> ParameterClient::PullAll(std::span<float> params, absl
                                                    TableRows* rows) {
   absl::StatusOr<std::vector<int64_t>> ids = SendPulls(keys, rows, newest);
   if (!ids.ok()) return ids.status();
-  return CollectPulls(*ids, params, timeout, rows);
+  return CollectPulls(*ids, params, timeout, rows, /*point_read=*/false);
+}
+
+absl::StatusOr<PullStats> ParameterClient::PullEvalPoint(const EvalPointRead& read,
+                                                         std::span<float> params,
+                                                         absl::Duration timeout,
+                                                         const TableKeys* keys, TableRows* rows) {
+  absl::StatusOr<std::vector<int64_t>> ids = SendPulls(keys, rows, /*newest=*/true, read);
+  if (!ids.ok()) return ids.status();
+  return CollectPulls(*ids, params, timeout, rows, /*point_read=*/true);
 }
 
 absl::StatusOr<PushStats> ParameterClient::PushAll(std::span<const float> gradient, int64_t samples,
@@ -345,7 +367,8 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
   }
   stats.ack_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (next != nullptr) {
-    *next->pulled = pull_ids.ok() ? CollectPulls(*pull_ids, next->params, timeout, next->rows)
+    *next->pulled = pull_ids.ok() ? CollectPulls(*pull_ids, next->params, timeout, next->rows,
+                                                 /*point_read=*/false)
                                   : pull_ids.status();
   }
   return stats;

@@ -15,6 +15,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -67,7 +68,9 @@ class ShardConnection {
 
   // Opens the stream and waits for the shard's hello ack.
   absl::Status Connect(absl::Duration timeout);
-  absl::StatusOr<int64_t> SendPull(int64_t min_version, std::vector<v1::SparseRows> sparse = {});
+  // `read`: an evaluation point's read instead (min_version is then ignored).
+  absl::StatusOr<int64_t> SendPull(int64_t min_version, std::vector<v1::SparseRows> sparse = {},
+                                   std::optional<EvalPointRead> read = std::nullopt);
   // `gradient`: the shard's range packed as options.dense_encoding says, copied once, into the
   // message.
   absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string_view gradient,
@@ -128,6 +131,9 @@ class ParameterClient final : public ParameterStore {
   // embedding::OwnerShard assigns it.
   absl::StatusOr<PullStats> PullAll(std::span<float> params, absl::Duration timeout, bool newest,
                                     const TableKeys* keys, TableRows* rows) override;
+  absl::StatusOr<PullStats> PullEvalPoint(const EvalPointRead& read, std::span<float> params,
+                                          absl::Duration timeout, const TableKeys* keys,
+                                          TableRows* rows) override;
   // Pushes each shard its slice of `gradient` (a mean over `samples` examples), computed on
   // the versions of the last pull, and its share of `row_grads` (aligned with the keys of the
   // last pull).
@@ -147,10 +153,13 @@ class ParameterClient final : public ParameterStore {
  private:
   // Routes `keys` and sends every shard its pull; the request ids, by shard.
   absl::StatusOr<std::vector<int64_t>> SendPulls(const TableKeys* keys, TableRows* rows,
-                                                 bool newest);
+                                                 bool newest,
+                                                 std::optional<EvalPointRead> read = std::nullopt);
   // Waits for the pulls `ids` and unpacks them into `params` and `rows`.
+  // `point_read`: the replies of PullEvalPoint (no tokens taken; a shard without the point
+  // leaves its part untouched).
   absl::StatusOr<PullStats> CollectPulls(const std::vector<int64_t>& ids, std::span<float> params,
-                                         absl::Duration timeout, TableRows* rows);
+                                         absl::Duration timeout, TableRows* rows, bool point_read);
   // PushAll, and with `next` PushAllThenPull.
   absl::StatusOr<PushStats> Push(std::span<const float> gradient, int64_t samples,
                                  absl::Duration timeout, const TableRows* row_grads,

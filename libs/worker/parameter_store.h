@@ -36,6 +36,18 @@ struct PullStats {
   double held_seconds = 0;  // longest time a shard held the pull (barrier wait)
   std::vector<int64_t> versions;
   std::vector<v1::Mode> modes;
+  // An evaluation point's read (PullEvalPoint), per shard: the point served (0: none yet), how
+  // long before the reply the shard made it, and the examples the shard had applied then.
+  std::vector<int64_t> eval_points;
+  std::vector<double> point_age_seconds;
+  std::vector<int64_t> point_examples;
+};
+
+// Which evaluation point a read asks for (EvalSpec), and whether it is the evaluation's last read
+// of it (the shards may then drop it).
+struct EvalPointRead {
+  int64_t point = 1;
+  bool release = false;
 };
 
 struct PushStats {
@@ -68,6 +80,15 @@ class ParameterStore {
   virtual absl::StatusOr<PullStats> PullAll(std::span<float> params, absl::Duration timeout,
                                             bool newest, const TableKeys* keys,
                                             TableRows* rows) = 0;
+  // Like PullAll(newest), but the parameters as they were at an evaluation point: every shard
+  // answers at once from the first point it keeps at or after `read.point`, or with none yet
+  // (PullStats.eval_points 0; that shard's slice of `params` and its rows are left as they were).
+  // A store without evaluation points answers UNIMPLEMENTED (the evaluator then goes by time).
+  virtual absl::StatusOr<PullStats> PullEvalPoint(const EvalPointRead& read,
+                                                  std::span<float> params, absl::Duration timeout,
+                                                  const TableKeys* keys, TableRows* rows) {
+    return absl::UnimplementedError("this parameter store keeps no evaluation points");
+  }
   // Pushes `gradient` (a mean over `samples` examples, computed on the last pull's versions) and
   // `row_grads` (aligned with the last pull's keys).
   virtual absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,

@@ -3,6 +3,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/job/job_spec.h"
 #include "libs/straggler/mode_policy.h"
 #include "tests/integration/cluster_test_util.h"
 
@@ -34,6 +35,27 @@ TEST(Training, SyncLowersTheLoss) {
     EXPECT_GE(shard.version(), 12000 / 64);
     EXPECT_EQ(shard.gradients().rejected(), 0);
   }
+  // Evaluation points (EvalSpec): each evaluation measured the parameters of one point, at
+  // exactly n * k global batches in sync, stamped with the job time the point was made.
+  v1::JobSpec resolved = SmallJob(v1::MODE_SYNC, 2, 2, 2);
+  job::ResolveRunLength(resolved, 6000);  // 188 updates: k = 7
+  const int64_t k = resolved.eval().every_global_batches();
+  ASSERT_GT(k, 0);
+  int points = 0;
+  int64_t last_point = 0;
+  double last_seconds = 0;
+  for (const v1::EvalStatus& e : status->eval_history()) {
+    if (e.point() == 0) continue;
+    ++points;
+    EXPECT_GT(e.point(), last_point);
+    EXPECT_EQ(e.examples_at_eval(), e.point() * k * 64);
+    EXPECT_GE(e.seconds_at_eval(), last_seconds);
+    EXPECT_LE(e.seconds_at_eval(), status->elapsed_seconds());
+    last_point = e.point();
+    last_seconds = e.seconds_at_eval();
+  }
+  // 26 points in a run of ~1 s: the evaluator skips to the newest kept one when it falls behind.
+  EXPECT_GE(points, 5) << status->DebugString();
   for (const launch::Exit& exit : (*cluster)->Stop()) {
     EXPECT_TRUE(WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) << exit.Describe();
   }

@@ -93,7 +93,7 @@ v1::JobSpec SmallJob(v1::Mode mode = v1::MODE_SYNC) {
 // The job as shards and workers get it: the schedule's run-dependent fields resolved.
 // The job as the coordinator hands it out: the schedule resolved, the layout recorded.
 v1::JobSpec Resolved(v1::JobSpec job) {
-  job::ResolveSchedule(job, kTrainExamples);
+  job::ResolveRunLength(job, kTrainExamples);
   *job.mutable_model()->mutable_layout() = job::LayoutRecord(*job::LayoutForJob(job));
   return job;
 }

@@ -334,24 +334,46 @@ TEST(TargetExamples, FirstStopConditionReachedWins) {
 
 // The default job's schedule holds no number tied to the dataset: the coordinator derives the
 // warmup and the decay's length from the stop condition, for runs of any length.
-TEST(ResolveSchedule, DerivesWarmupAndLengthFromTheRun) {
+TEST(ResolveRunLength, DerivesWarmupAndLengthFromTheRun) {
   absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(DefaultJobText());
   ASSERT_TRUE(spec.ok()) << spec.status();
   v1::JobSpec eight_epochs = *spec;
-  ResolveSchedule(eight_epochs, 60000);  // 8 epochs x 60000 / 256 = 1875 updates
+  ResolveRunLength(eight_epochs, 60000);  // 8 epochs x 60000 / 256 = 1875 updates
   EXPECT_EQ(eight_epochs.optimizer().schedule().total_updates(), 1875);
   EXPECT_EQ(eight_epochs.optimizer().schedule().warmup_updates(), 94);  // 5%
   EXPECT_EQ(eight_epochs.optimizer().schedule().warmup_fraction(), 0);
   v1::JobSpec short_run = *spec;
   short_run.mutable_stop()->set_epochs(1);
-  ResolveSchedule(short_run, 4000);  // 16 updates
+  ResolveRunLength(short_run, 4000);  // 16 updates
   EXPECT_EQ(short_run.optimizer().schedule().total_updates(), 16);
   EXPECT_EQ(short_run.optimizer().schedule().warmup_updates(), 1);
   // An explicit length is kept; a constant schedule gets no length.
   v1::JobSpec constant = *spec;
   constant.mutable_optimizer()->mutable_schedule()->set_decay(v1::LearningRateSchedule::CONSTANT);
-  ResolveSchedule(constant, 60000);
+  ResolveRunLength(constant, 60000);
   EXPECT_EQ(constant.optimizer().schedule().total_updates(), 0);
+}
+
+// Evaluation points: ~kEvalPointsPerRun of them whatever the run's length, unless the job says.
+TEST(ResolveRunLength, SpacesEvaluationPointsOverTheRun) {
+  absl::StatusOr<v1::JobSpec> spec = ParseJobSpec(DefaultJobText());
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  v1::JobSpec long_run = *spec;
+  ResolveRunLength(long_run, 60000);  // 1875 updates
+  EXPECT_EQ(long_run.eval().every_global_batches(), 1875 / kEvalPointsPerRun);
+  EXPECT_GE(1875 / long_run.eval().every_global_batches(), 20);
+  v1::JobSpec tiny = *spec;
+  tiny.mutable_stop()->set_epochs(1);
+  ResolveRunLength(tiny, 2000);  // 8 updates: a point after each
+  EXPECT_EQ(tiny.eval().every_global_batches(), 1);
+  v1::JobSpec chosen = *spec;
+  chosen.mutable_eval()->set_every_global_batches(7);
+  ResolveRunLength(chosen, 60000);
+  EXPECT_EQ(chosen.eval().every_global_batches(), 7);
+  v1::JobSpec negative = *spec;
+  negative.mutable_eval()->set_every_global_batches(-1);
+  EXPECT_THAT(std::string(ValidateJobSpec(negative).message()),
+              HasSubstr("eval.every_global_batches"));
 }
 
 }  // namespace

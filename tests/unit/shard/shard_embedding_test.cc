@@ -420,5 +420,90 @@ TEST_F(ShardEmbeddingTest, AdmissionAndIdleTimesSurviveRestoreOntoThreeShards) {
   EXPECT_EQ(target->Stats().embedding_rows, 10);
 }
 
+// --- Evaluation points (EvalSpec) --------------------------------------------------------
+
+// An evaluation point's read of `keys` of table 0 (release: the evaluation's last read).
+v1::PullResponse ReadPoint(ShardCore& core, int64_t point, const std::vector<uint64_t>& keys,
+                           bool release = false) {
+  v1::PullRequest request;
+  request.set_request_id(11);
+  request.set_eval_point(point);
+  request.set_release_point(release);
+  if (!keys.empty()) *request.add_sparse() = Rows(0, keys);
+  std::optional<v1::PullResponse> response;
+  int evaluator = 0;
+  EXPECT_TRUE(core.Pull({&evaluator, -1, /*trains=*/false}, request,
+                        [&](PullReply r) { response = std::move(r).ToMessage(); })
+                  .ok());
+  EXPECT_TRUE(response.has_value()) << "a point's read is answered at once";
+  return response.value_or(v1::PullResponse{});
+}
+
+TEST_F(ShardEmbeddingTest, AnEvaluationPointKeepsTheParametersAndRowsAsTheyWereUntilReleased) {
+  v1::ShardAssignment assignment = Assignment(0, 2, v1::MODE_ASYNC);
+  assignment.mutable_job()->mutable_eval()->set_every_global_batches(2);
+  absl::StatusOr<std::unique_ptr<ShardCore>> made = ShardCore::Create(assignment, &clock_, nullptr);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ShardCore& core = **made;
+  const std::vector<uint64_t> keys = OwnedKeys(0, 2, 3);
+  // Nothing to read yet (and the read tells the shard an evaluator wants points).
+  v1::PullResponse none = ReadPoint(core, 1, keys);
+  EXPECT_EQ(none.eval_point(), 0);
+  EXPECT_TRUE(none.values().empty());
+  EXPECT_EQ(none.sparse_size(), 0);
+  // Two global batches (async: each push of 4 samples is one): point 1.
+  auto update = [&](float g) {
+    v1::PushRequest push =
+        Push(core.Stats().version, 4, {Rows(0, {keys[0], keys[1]}, {g, g, g, g})});
+    push.set_gradient(tensor::PackFloats(std::vector<float>{g}));
+    ASSERT_EQ(core.Push(1, push).outcome(), v1::PUSH_APPLIED);
+  };
+  update(1);
+  update(2);
+  const std::vector<float> dense_then = core.Parameters();
+  const std::vector<float> rows_then = *PullRows(core, keys, /*create=*/false);
+  clock_.Advance(absl::Seconds(3));
+  update(4);  // keys 0 and 1 and the dense element move on; key 2 never changes
+  ASSERT_NE(*PullRows(core, keys, /*create=*/false), rows_then);
+
+  v1::PullResponse first = ReadPoint(core, 1, keys);
+  EXPECT_EQ(first.eval_point(), 1);
+  EXPECT_EQ(first.version(), 2);
+  EXPECT_EQ(first.point_examples(), 8);
+  EXPECT_DOUBLE_EQ(first.point_age_seconds(), 3.0);
+  EXPECT_EQ(Unpack(first.values()), dense_then);
+  ASSERT_EQ(first.sparse_size(), 1);
+  EXPECT_EQ(Unpack(first.sparse(0).values()), rows_then);
+
+  // Point 2 is made; point 1, being read, stays until released.
+  update(8);
+  EXPECT_EQ(ReadPoint(core, 1, keys).eval_point(), 1);
+  EXPECT_EQ(ReadPoint(core, 1, {}, /*release=*/true).eval_point(), 1);
+  v1::PullResponse second = ReadPoint(core, 1, keys);
+  EXPECT_EQ(second.eval_point(), 2) << "the first kept point at or after the one asked for";
+  EXPECT_EQ(second.version(), 4);
+  EXPECT_EQ(Unpack(second.sparse(0).values()), *PullRows(core, keys, /*create=*/false));
+  ReadPoint(core, 2, {}, /*release=*/true);
+
+  // An evaluator that falls behind finds the newest points kept (at most two unread).
+  for (int i = 0; i < 6; ++i) update(1);  // points 3, 4 and 5
+  EXPECT_EQ(ReadPoint(core, 3, {}).eval_point(), 4);
+}
+
+TEST_F(ShardEmbeddingTest, WithoutAnEvaluatorNoEvaluationPointIsKept) {
+  v1::ShardAssignment assignment = Assignment(0, 2, v1::MODE_ASYNC);
+  assignment.mutable_job()->mutable_eval()->set_every_global_batches(1);
+  absl::StatusOr<std::unique_ptr<ShardCore>> made = ShardCore::Create(assignment, &clock_, nullptr);
+  ASSERT_TRUE(made.ok()) << made.status();
+  const std::vector<uint64_t> keys = OwnedKeys(0, 2, 1);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_EQ((*made)->Push(1, Push(i, 4, {Rows(0, keys, {1, 1})})).outcome(), v1::PUSH_APPLIED);
+  }
+  // The first read arms the points: the ones already passed were never made.
+  EXPECT_EQ(ReadPoint(**made, 1, keys).eval_point(), 0);
+  ASSERT_EQ((*made)->Push(1, Push(3, 4, {Rows(0, keys, {1, 1})})).outcome(), v1::PUSH_APPLIED);
+  EXPECT_EQ(ReadPoint(**made, 1, keys).eval_point(), 4);
+}
+
 }  // namespace
 }  // namespace syncopate::shard

@@ -124,7 +124,7 @@ TEST(SimulationCtr, SyncRunMatchesTheRealShardsFedDirectly) {
   // The same job by hand: the coordinator's schedule resolution, two real shards, the workers'
   // routing and the job's real model.
   v1::JobSpec job = options.job;
-  job::ResolveSchedule(job, 256);
+  job::ResolveRunLength(job, 256);
   absl::StatusOr<job::ModelLayout> layout = job::LayoutForJob(job);
   ASSERT_TRUE(layout.ok()) << layout.status();
   ASSERT_FALSE(layout->tables.empty());

@@ -282,7 +282,7 @@ TEST(Simulation, SyncRunMatchesTheRealAggregatorFedDirectly) {
   // The same job, by hand: the coordinator's schedule resolution, the shard's initial values,
   // the job's optimizer and the real aggregator.
   v1::JobSpec job = options.job;
-  job::ResolveSchedule(job, 64);
+  job::ResolveRunLength(job, 64);
   absl::StatusOr<job::ModelLayout> layout = job::LayoutForJob(job);
   ASSERT_TRUE(layout.ok());
   std::vector<v1::ShardPartition> partitions = *job::PartitionModel(*layout, 1);
