@@ -149,9 +149,11 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
     int64_t point = next_point;
     absl::StatusOr<Scored> scored = Scored{};
     if (!connected.ok()) scored = connected;
-    if (connected.ok() && by_points && !requested && !point_pending) {
+    if (connected.ok() && by_points && !requested && !point_pending &&
+        !model.table_dims().empty()) {
       // A probe without rows: a model with embeddings would otherwise send its first chunk's
-      // keys with every poll.
+      // keys with every poll (a dense-only model's first read is as small as a probe, and a
+      // probe that finds the point would fetch its dense part twice).
       absl::StatusOr<PullStats> probe = parameters.PullEvalPoint(
           {.point = next_point}, params, options.timeouts.pull, nullptr, nullptr);
       if (probe.ok()) {

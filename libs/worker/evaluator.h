@@ -4,8 +4,8 @@
 // final evaluation, of the newest parameters): pull the parameters chunk by chunk, score the
 // evaluation set and report accuracy, loss and AUC with the shard versions measured, and for a
 // point the examples applied at it and how long ago it was made. A point is polled for every
-// 25 ms with a probe that carries no rows; an evaluator that falls behind skips to the newest
-// point the shards keep. After the final report it
+// 25 ms (a model with embeddings polls with a probe that carries no rows); an evaluator that
+// falls behind skips to the newest point the shards keep. After the final report it
 // stays until the coordinator says the job is done (bounded by `linger`): if the coordinator
 // dies before recording the report, the channel breaks (UNAVAILABLE) and the caller rejoins the
 // restarted coordinator, which asks again.

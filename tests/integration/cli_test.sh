@@ -92,8 +92,9 @@ assert all(int(s["gradients"]["applied"]) > 0 for s in r["shards"]), r["shards"]
 assert r["quality_metric"] == "accuracy", r["quality_metric"]
 # Bytes per example (issue 32): the MLP moves its dense parameters each way once a step, so every
 # worker's dense bytes dominate, sent about equals received (a pull per push, plus the first),
-# nothing is sparse, and what the shards received is what the workers sent, up to the pushes in
-# flight when the job ended (a worker's step reports after the stop are not counted).
+# nothing is sparse, and what the shards received is what the workers sent, up to the pushes made
+# after the workers' last counted step report (reports after the stop are not counted; under the
+# full suite's load the stop took up to 7 steps a worker to arrive, 2026-11-28).
 for w in r["workers"]:
     wire = {k: int(v) for k, v in w["wire"].items()}
     assert wire["sent_dense"] > 0 and wire["sent_dense"] % 4 == 0, wire
@@ -104,7 +105,7 @@ for w in r["workers"]:
 sent = sum(int(w["wire"]["sent_dense"]) for w in r["workers"])
 received = sum(int(s["wire"]["received_dense"]) for s in r["shards"])
 push = max(int(w["wire"]["sent_dense"]) / int(w["steps"]) for w in r["workers"])
-assert abs(received - sent) <= 2 * len(r["workers"]) * push, (received, sent, push)
+assert abs(received - sent) <= 10 * len(r["workers"]) * push, (received, sent, push)
 assert r["wire_bytes_per_example"] > 0, r["wire_bytes_per_example"]
 PY
 # Secure by default: `syncopate local` generates a join token per run and hands it to its children
