@@ -443,8 +443,9 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
 void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
   // After the final evaluation nothing may replace it as the job's result.
   if (phase_ == JobPhase::kDraining || phase_ == JobPhase::kDone) return;
-  evals_.push_back(EvalStatusOf(report, examples_, Elapsed()));
-  options_.metrics->SetEval(report.accuracy(), report.loss(), report.auc());
+  const v1::EvalStatus& eval = evals_.emplace_back(EvalStatusOf(report, examples_, Elapsed()));
+  options_.metrics->SetEval(eval.accuracy(), eval.loss(), eval.auc(),
+                            static_cast<double>(eval.examples_at_eval()), eval.seconds_at_eval());
   LOG(INFO) << (report.final() ? "final " : "") << "evaluation: accuracy " << report.accuracy()
             << ", loss " << report.loss();
   if (report.final() && phase_ == JobPhase::kFinishing) {

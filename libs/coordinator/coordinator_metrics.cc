@@ -39,6 +39,18 @@ CoordinatorMetrics::CoordinatorMetrics(prometheus::Registry& registry)
                     .Help("Test ROC AUC of the latest evaluation (one-vs-rest, macro-averaged)")
                     .Register(registry)
                     .Add({})),
+      eval_examples_(prometheus::BuildGauge()
+                         .Name("syncopate_eval_examples")
+                         .Help("Training examples applied to the parameters the latest evaluation "
+                               "measured")
+                         .Register(registry)
+                         .Add({})),
+      eval_job_seconds_(prometheus::BuildGauge()
+                            .Name("syncopate_eval_job_seconds")
+                            .Help("Job time at which the parameters the latest evaluation "
+                                  "measured existed")
+                            .Register(registry)
+                            .Add({})),
       departures_(prometheus::BuildCounter()
                       .Name("syncopate_coordinator_worker_departures_total")
                       .Help("Workers removed from membership, by reason")
@@ -145,10 +157,13 @@ void CoordinatorMetrics::SetWorkerLoss(const std::string& worker, double loss) {
   loss_.Add({{"worker", worker}}).Set(loss);
 }
 
-void CoordinatorMetrics::SetEval(double accuracy, double loss, double auc) {
+void CoordinatorMetrics::SetEval(double accuracy, double loss, double auc, double examples,
+                                 double job_seconds) {
   eval_accuracy_.Set(accuracy);
   eval_loss_.Set(loss);
   eval_auc_.Set(auc);
+  eval_examples_.Set(examples);
+  eval_job_seconds_.Set(job_seconds);
 }
 
 void CoordinatorMetrics::SetBarrierWaiting(int shard, const std::string& worker, bool waiting) {

@@ -25,7 +25,9 @@ class CoordinatorMetrics final : public ModeControlMetrics {
   void SetJobState(int state) { job_state_.Set(state); }
   void AddExamples(const std::string& worker, double examples);
   void SetWorkerLoss(const std::string& worker, double loss);
-  void SetEval(double accuracy, double loss, double auc);
+  // The latest evaluation: its scores, the training examples applied to the parameters it
+  // measured and the job time those parameters existed (an evaluation point's, ADR 0015).
+  void SetEval(double accuracy, double loss, double auc, double examples, double job_seconds);
   void CountDeparture(const std::string& reason);
   void SetSlowdown(const std::string& worker, double slowdown, bool straggler);
   void SetStragglers(int count) { stragglers_.Set(count); }
@@ -50,6 +52,8 @@ class CoordinatorMetrics final : public ModeControlMetrics {
   prometheus::Gauge& eval_accuracy_;
   prometheus::Gauge& eval_loss_;
   prometheus::Gauge& eval_auc_;
+  prometheus::Gauge& eval_examples_;
+  prometheus::Gauge& eval_job_seconds_;
   prometheus::Family<prometheus::Counter>& departures_;
   prometheus::Family<prometheus::Gauge>& slowdown_;
   prometheus::Family<prometheus::Gauge>& straggler_;
