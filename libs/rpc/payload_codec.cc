@@ -203,6 +203,10 @@ void DeleteSharedValues(void* owner) {
 
 void DeleteOwnedBytes(void* owner) { delete static_cast<std::string*>(owner); }
 
+void DeleteSharedBytes(void* owner) {
+  delete static_cast<std::shared_ptr<const std::string>*>(owner);
+}
+
 }  // namespace
 
 grpc::Slice SliceReferencing(std::shared_ptr<const std::vector<float>> values) {
@@ -211,6 +215,12 @@ grpc::Slice SliceReferencing(std::shared_ptr<const std::vector<float>> values) {
   // gRPC never writes through a slice it was given; the cast only fits its C signature.
   return {const_cast<float*>((*owner)->data()), (*owner)->size() * sizeof(float),
           &DeleteSharedValues, owner};
+}
+
+grpc::Slice SliceReferencing(std::shared_ptr<const std::string> bytes) {
+  if (bytes == nullptr || bytes->empty()) return {};
+  auto* owner = new std::shared_ptr<const std::string>(std::move(bytes));
+  return {const_cast<char*>((*owner)->data()), (*owner)->size(), &DeleteSharedBytes, owner};
 }
 
 grpc::Slice SliceCopying(std::span<const char> bytes) { return {bytes.data(), bytes.size()}; }

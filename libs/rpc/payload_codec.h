@@ -64,6 +64,8 @@ class ReceivedPayload {
 // A slice over `values`' bytes that keeps them alive until gRPC has sent them: no copy. The
 // values must not change while any slice of them lives (hence const).
 grpc::Slice SliceReferencing(std::shared_ptr<const std::vector<float>> values);
+// The same over shared bytes (one bfloat16 packing sent to every puller of a version).
+grpc::Slice SliceReferencing(std::shared_ptr<const std::string> bytes);
 
 // A slice holding a copy of `bytes`.
 grpc::Slice SliceCopying(std::span<const char> bytes);

@@ -124,13 +124,16 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
   }
 
   // A pull's reply, its values encoded as the request asked: float32 referenced in place (no
-  // copy), bfloat16 rounded into a buffer of its own (one pass; the shard's state stays float32).
+  // copy), bfloat16 packed once per published copy and shared (the shard's state stays float32).
   void SendPull(PullReply reply, v1::DenseEncoding encoding) {
     const int64_t sparse = rpc::SparseBytes(reply.response.sparse());
     grpc::Slice values;
     if (encoding == v1::DENSE_BFLOAT16 && reply.values != nullptr) {
       reply.response.set_encoding(v1::DENSE_BFLOAT16);
-      values = rpc::SliceOwning(tensor::PackBfloat16(*reply.values));
+      // Look-ahead values are this puller's own: nobody else would share their packing.
+      values = reply.response.look_ahead_updates() > 0
+                   ? rpc::SliceOwning(tensor::PackBfloat16(*reply.values))
+                   : rpc::SliceReferencing(service_->Bfloat16Of(reply.values));
     } else {
       values = rpc::SliceReferencing(std::move(reply.values));
     }
@@ -163,6 +166,18 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
 };
 
 }  // namespace
+
+std::shared_ptr<const std::string> TrainService::Bfloat16Of(
+    const std::shared_ptr<const std::vector<float>>& values) {
+  absl::MutexLock lock(&bfloat16_mu_);
+  // lock() is null once the copy it watched is gone, so a new copy at a reused address never
+  // matches.
+  if (bfloat16_source_.lock() != values) {
+    bfloat16_packed_ = std::make_shared<const std::string>(tensor::PackBfloat16(*values));
+    bfloat16_source_ = values;
+  }
+  return bfloat16_packed_;
+}
 
 void TrainService::SetCore(std::shared_ptr<ShardCore> core) {
   absl::MutexLock lock(&mu_);

@@ -35,6 +35,11 @@ class TrainService final
   // What every Train stream of this service moved (the shard's ShardReport.wire).
   rpc::WireBytesCounter& wire() { return wire_; }
   const rpc::WireBytesCounter& wire() const { return wire_; }
+  // The bfloat16 packing of `values`, a shard's published copy: packed once and shared by every
+  // puller of that copy (a sync barrier releases every worker's pull of one version; packing
+  // each was issue 32's known waste). Packing another copy replaces it.
+  std::shared_ptr<const std::string> Bfloat16Of(
+      const std::shared_ptr<const std::vector<float>>& values);
 
   grpc::ServerBidiReactor<grpc::ByteBuffer, grpc::ByteBuffer>* Train(
       grpc::CallbackServerContext* context) override;
@@ -45,6 +50,9 @@ class TrainService final
   rpc::WireBytesCounter wire_;
   mutable absl::Mutex mu_;
   std::shared_ptr<ShardCore> core_ ABSL_GUARDED_BY(mu_);
+  absl::Mutex bfloat16_mu_;  // held while packing: concurrent pullers of one copy wait for it
+  std::weak_ptr<const std::vector<float>> bfloat16_source_ ABSL_GUARDED_BY(bfloat16_mu_);
+  std::shared_ptr<const std::string> bfloat16_packed_ ABSL_GUARDED_BY(bfloat16_mu_);
 };
 
 }  // namespace syncopate::shard
