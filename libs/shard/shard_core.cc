@@ -498,12 +498,12 @@ void ShardCore::KeepRowsForEvalPoints(int32_t table, std::span<const uint64_t> k
   if (eval_points_.empty()) return;
   const size_t dim = static_cast<size_t>(tables_[table]->dim());
   for (EvalPoint& point : eval_points_) {
-    absl::flat_hash_map<uint64_t, std::vector<float>>& then = point.rows_then[table];
+    EvalPoint::RowsThen& then = point.rows_then[table];
     for (uint64_t key : keys) {
-      auto [it, inserted] = then.try_emplace(key);
+      auto [it, inserted] = then.offset.try_emplace(key, then.values.size());
       if (!inserted) continue;
-      it->second.resize(dim);
-      tables_[table]->Peek(key, it->second);
+      then.values.resize(then.values.size() + dim);
+      tables_[table]->Peek(key, std::span<float>(then.values).subspan(it->second, dim));
     }
   }
 }
@@ -532,13 +532,14 @@ PullReply ShardCore::MakePointResponse(const v1::PullRequest& request,
   reply.values = point->values;
   for (const RowRequest& wanted : rows) {
     const embedding::EmbeddingTable& table = *tables_[wanted.table];
-    const absl::flat_hash_map<uint64_t, std::vector<float>>& then = point->rows_then[wanted.table];
+    const EvalPoint::RowsThen& then = point->rows_then[wanted.table];
     const size_t dim = static_cast<size_t>(table.dim());
     std::vector<float> values(wanted.keys.size() * dim);
     for (size_t k = 0; k < wanted.keys.size(); ++k) {
       const std::span<float> out = std::span<float>(values).subspan(k * dim, dim);
-      if (auto it = then.find(wanted.keys[k]); it != then.end()) {
-        std::copy(it->second.begin(), it->second.end(), out.begin());
+      if (auto it = then.offset.find(wanted.keys[k]); it != then.offset.end()) {
+        std::copy_n(then.values.begin() + static_cast<std::ptrdiff_t>(it->second), dim,
+                    out.begin());
       } else {
         table.Peek(wanted.keys[k], out);
       }

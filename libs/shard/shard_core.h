@@ -190,8 +190,13 @@ class ShardCore {
     absl::Time made;
     int64_t examples = 0;
     std::shared_ptr<const std::vector<float>> values;
-    // Per table: the rows changed since the point was made, as they were then.
-    std::vector<absl::flat_hash_map<uint64_t, std::vector<float>>> rows_then;
+    // Per table: the rows changed since the point was made, as they were then: key -> offset
+    // into `values` (one flat buffer, no allocation per row).
+    struct RowsThen {
+      absl::flat_hash_map<uint64_t, size_t> offset;
+      std::vector<float> values;
+    };
+    std::vector<RowsThen> rows_then;
   };
 
   ShardCore(const v1::ShardAssignment& assignment, Clock* clock, ShardMetrics* metrics,
