@@ -2,15 +2,26 @@
 """A yardstick outside Syncopate's code: the CTR models in PyTorch on the same files.
 
 Trains logistic regression, wide & deep, DeepFM and DCN-v2 (stacked) on a Criteo-format
-train file and reports the test AUC after every epoch, with the shapes and the optimizer of
-examples/ctr_{wdl,deepfm,dcn}.textproto: 16-wide embeddings, a 64-32 ReLU MLP, two cross
-layers, Adagrad (lr 0.3, initial accumulator 0.1, eps 1e-7), batch 512, 3 epochs. Features as
-libs/model/ctr_model.h builds them: one embedding row and one linear weight per (column,
-value), log1p(max(x, 0)) numerics with missing as 0. A test value never seen in training gets
-a fresh row of its column (the shards create unseen rows with their initial value too).
+train file and reports the test AUC after every epoch. Two recipes:
+
+* --recipe=syncopate (the default): the shapes and the optimizer of
+  examples/ctr_{wdl,deepfm,dcn}.textproto: 16-wide embeddings, a 64-32 ReLU MLP, two cross
+  layers, Adagrad (lr 0.3, initial accumulator 0.1, eps 1e-7), batch 512, 3 epochs. Features as
+  libs/model/ctr_model.h builds them: one embedding row and one linear weight per (column,
+  value), log1p(max(x, 0)) numerics with missing as 0. A test value never seen in training gets
+  a fresh row of its column (the shards create unseen rows with their initial value too).
+* --recipe=standard: what a practitioner writes in a few lines of PyTorch for click logs
+  (issue 33's second yardstick): the same shapes; Adam 1e-3 (SparseAdam on the tables);
+  values seen fewer than --min_count (10) times in training folded into one out-of-vocabulary
+  row per column, which unseen test values read too; a missing-value indicator per numeric
+  column next to its log1p.
+
+With --val=PATH the epoch with the best validation AUC is the one reported ("kept"), as a
+training system that keeps its best checkpoint would report it; the test set never chooses.
 
 Not a runtime dependency: Debian's python3-torch (`./dev reference` installs it).
-Usage: bench/reference_ctr.py TRAIN TEST [--models=lr,wdl,deepfm,dcn] [--epochs=3] [--seed=1]
+Usage: bench/reference_ctr.py TRAIN TEST [--val=VAL] [--recipe=syncopate|standard]
+       [--models=lr,wdl,deepfm,dcn] [--epochs=3] [--seed=1]
 """
 import argparse
 import gzip
@@ -26,17 +37,18 @@ NUMERIC = 13
 CATEGORICAL = 26
 
 
-def read_criteo(path, vocab):
-    """Labels, numerics (n x 13, transformed) and per-column value indices (n x 26)."""
+def read_criteo(path, vocab, indicators):
+    """Labels, numerics (n x 13, or n x 26 with missing indicators) and per-column value
+    indices into `vocab` (n x 26, every value read gets an index)."""
     opener = gzip.open if path.endswith(".gz") else open
     labels, numeric, categorical = [], [], []
     with opener(path, "rt") as f:
         for line in f:
             cols = line.rstrip("\n").split("\t")
             labels.append(float(cols[0]))
-            row = []
-            for x in cols[1:1 + NUMERIC]:
-                row.append(math.log1p(max(float(x), 0.0)) if x else 0.0)
+            row = [math.log1p(max(float(x), 0.0)) if x else 0.0 for x in cols[1:1 + NUMERIC]]
+            if indicators:
+                row += [0.0 if x else 1.0 for x in cols[1:1 + NUMERIC]]
             numeric.append(row)
             idx = []
             for f_i, value in enumerate(cols[1 + NUMERIC:1 + NUMERIC + CATEGORICAL]):
@@ -46,6 +58,23 @@ def read_criteo(path, vocab):
             categorical.append(idx)
     return (torch.tensor(labels), torch.tensor(numeric, dtype=torch.float32),
             torch.tensor(categorical, dtype=torch.int64))
+
+
+def fold_rare(train_idx, others, sizes, min_count):
+    """Maps each column's values seen fewer than min_count times in training (and every value
+    training never saw) to index 0, that column's out-of-vocabulary row; the rest to 1..k."""
+    folded_sizes = []
+    maps = []
+    for f, size in enumerate(sizes):
+        counts = np.bincount(train_idx[:, f].numpy(), minlength=size)
+        kept = counts >= min_count
+        mapping = np.zeros(size, dtype=np.int64)
+        mapping[kept] = np.arange(1, kept.sum() + 1)
+        maps.append(torch.tensor(mapping))
+        folded_sizes.append(int(kept.sum()) + 1)
+    def apply(idx):
+        return torch.stack([maps[f][idx[:, f]] for f in range(len(sizes))], dim=1)
+    return apply(train_idx), [apply(o) for o in others], folded_sizes
 
 
 def auc(scores, labels):
@@ -66,23 +95,23 @@ def auc(scores, labels):
 
 
 class CtrNet(nn.Module):
-    def __init__(self, kind, sizes, dim=16, hidden=(64, 32), cross_layers=2):
+    def __init__(self, kind, sizes, numeric=NUMERIC, dim=16, hidden=(64, 32), cross_layers=2):
         super().__init__()
         self.kind = kind
         self.offsets = torch.tensor(np.concatenate([[0], np.cumsum(sizes)[:-1]]), dtype=torch.int64)
         total = int(sum(sizes))
         self.wide = nn.Embedding(total, 1, sparse=True)
         nn.init.zeros_(self.wide.weight)
-        self.wide_numeric = nn.Linear(NUMERIC, 1)
+        self.wide_numeric = nn.Linear(numeric, 1)
         nn.init.zeros_(self.wide_numeric.weight)
         nn.init.zeros_(self.wide_numeric.bias)
         if kind == "lr":
             return
         self.emb = nn.Embedding(total, dim, sparse=True)
         nn.init.uniform_(self.emb.weight, -0.05, 0.05)
-        width = CATEGORICAL * dim + NUMERIC
+        width = CATEGORICAL * dim + numeric
         if kind == "deepfm":
-            self.fm_numeric = nn.Parameter(torch.empty(NUMERIC, dim).uniform_(-0.05, 0.05))
+            self.fm_numeric = nn.Parameter(torch.empty(numeric, dim).uniform_(-0.05, 0.05))
         self.cross = nn.ModuleList()
         if kind == "dcn":
             for _ in range(cross_layers):
@@ -121,49 +150,79 @@ class CtrNet(nn.Module):
         return logit
 
 
+def evaluate(model, xn, xc, y):
+    model.eval()
+    with torch.no_grad():
+        scores = torch.cat([model(xn[b:b + 8192], xc[b:b + 8192])
+                            for b in range(0, len(y), 8192)])
+    return auc(scores.numpy(), y.numpy())
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("train")
     parser.add_argument("test")
+    parser.add_argument("--val", default="")
+    parser.add_argument("--recipe", choices=["syncopate", "standard"], default="syncopate")
     parser.add_argument("--models", default="lr,wdl,deepfm,dcn")
     parser.add_argument("--epochs", type=int, default=3)
     parser.add_argument("--batch", type=int, default=512)
-    parser.add_argument("--lr", type=float, default=0.3)
+    parser.add_argument("--lr", type=float, default=None,
+                        help="default: 0.3 (syncopate recipe, Adagrad), 1e-3 (standard, Adam)")
+    parser.add_argument("--min_count", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
+    standard = args.recipe == "standard"
+    lr = args.lr if args.lr is not None else (1e-3 if standard else 0.3)
     torch.set_num_threads(1)
     vocab = [dict() for _ in range(CATEGORICAL)]
     t0 = time.time()
-    y, xn, xc = read_criteo(args.train, vocab)
-    ty, txn, txc = read_criteo(args.test, vocab)
+    y, xn, xc = read_criteo(args.train, vocab, standard)
+    ty, txn, txc = read_criteo(args.test, vocab, standard)
+    vy, vxn, vxc = read_criteo(args.val, vocab, standard) if args.val else (None, None, None)
     sizes = [len(v) for v in vocab]
+    if standard:
+        xc, others, sizes = fold_rare(xc, [txc] + ([vxc] if args.val else []), sizes,
+                                      args.min_count)
+        txc = others[0]
+        if args.val:
+            vxc = others[1]
     print(f"read {len(y)} train / {len(ty)} test rows in {time.time() - t0:.1f} s; "
-          f"{sum(sizes)} distinct values", flush=True)
+          f"{sum(sizes)} rows per table ({args.recipe} recipe)", flush=True)
     for kind in args.models.split(","):
         torch.manual_seed(args.seed)
-        model = CtrNet(kind, sizes)
-        optimizer = torch.optim.Adagrad(model.parameters(), lr=args.lr,
-                                        initial_accumulator_value=0.1, eps=1e-7)
+        model = CtrNet(kind, sizes, numeric=xn.shape[1])
+        if standard:
+            sparse = [p for n, p in model.named_parameters() if n in ("wide.weight", "emb.weight")]
+            dense = [p for n, p in model.named_parameters()
+                     if n not in ("wide.weight", "emb.weight")]
+            optimizers = [torch.optim.SparseAdam(sparse, lr=lr), torch.optim.Adam(dense, lr=lr)]
+        else:
+            optimizers = [torch.optim.Adagrad(model.parameters(), lr=lr,
+                                              initial_accumulator_value=0.1, eps=1e-7)]
         loss_fn = nn.BCEWithLogitsLoss()
-        aucs = []
+        aucs, val_aucs = [], []
         start = time.time()
         for epoch in range(args.epochs):
             model.train()
             perm = torch.randperm(len(y))
             for b in range(0, len(y), args.batch):
                 i = perm[b:b + args.batch]
-                optimizer.zero_grad()
+                for optimizer in optimizers:
+                    optimizer.zero_grad()
                 loss = loss_fn(model(xn[i], xc[i]), y[i])
                 loss.backward()
-                optimizer.step()
-            model.eval()
-            with torch.no_grad():
-                scores = torch.cat([model(txn[b:b + 8192], txc[b:b + 8192])
-                                    for b in range(0, len(ty), 8192)])
-            aucs.append(auc(scores.numpy(), ty.numpy()))
-            print(f"{kind} epoch {epoch + 1}: test AUC {aucs[-1]:.4f} "
-                  f"({time.time() - start:.0f} s)", flush=True)
-        print(f"RESULT model={kind} final_auc={aucs[-1]:.4f} best_auc={max(aucs):.4f} "
+                for optimizer in optimizers:
+                    optimizer.step()
+            aucs.append(evaluate(model, txn, txc, ty))
+            line = f"{kind} epoch {epoch + 1}: test AUC {aucs[-1]:.4f}"
+            if args.val:
+                val_aucs.append(evaluate(model, vxn, vxc, vy))
+                line += f" validation AUC {val_aucs[-1]:.4f}"
+            print(f"{line} ({time.time() - start:.0f} s)", flush=True)
+        kept = int(np.argmax(val_aucs)) if args.val else len(aucs) - 1
+        print(f"RESULT model={kind} recipe={args.recipe} final_auc={aucs[-1]:.4f} "
+              f"kept_auc={aucs[kept]:.4f} kept_epoch={kept + 1} best_auc={max(aucs):.4f} "
               f"best_epoch={int(np.argmax(aucs)) + 1} seconds={time.time() - start:.0f}",
               flush=True)
     return 0

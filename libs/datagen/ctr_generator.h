@@ -4,7 +4,8 @@
 // that ceiling rather than against a guess. Two teachers: CtrTeacher (pairs_teacher.h: independent
 // fields and planted pairwise interactions) and SegmentTeacher (segment_teacher.h: latent
 // segments, FM interactions, informative missingness), both configured by CtrTeacherConfig
-// (teacher_config.h).
+// (teacher_config.h), which also names a third configuration of SegmentTeacher, the long-tail
+// teacher (LongTailTeacherConfig).
 //
 // Thread-safety: GenerateCtr has no shared state.
 #ifndef SYNCOPATE_LIBS_DATAGEN_CTR_GENERATOR_H_

@@ -28,11 +28,11 @@ constexpr double kChildFollows = 0.85;    // P(a child value is its parent's has
 constexpr std::array<double, kCriteoNumeric> kSegmentNumericMissing = {
     0.3, 0.05, 0.2, 0.2, 0.05, 0.25, 0.05, 0.05, 0.05, 0.4, 0.1, 0.5, 0.2};
 // Term scales in units of signal_scale, chosen so that the default signal_scale gives a Bayes
-// AUC near 0.79 (the reference data): first-order fields, FM, segment, numerics.
+// AUC near 0.79 (the reference data): first-order fields, FM, segment; the numerics'
+// is config.numeric_scale (0.5 by default).
 constexpr double kSegmentFieldScale = 0.75;
 constexpr double kSegmentFmScale = 2.0;
 constexpr double kSegmentEffectScale = 1.6;
-constexpr double kSegmentNumericScale = 0.5;
 
 double Sigmoid(double z) { return 1.0 / (1.0 + std::exp(-z)); }
 
@@ -116,7 +116,7 @@ SegmentTeacher::SegmentTeacher(const CtrTeacherConfig& config) : config_(config)
     const double magnitude = 0.5 + OpenUnit(SplitMix64(h));
     numeric_offset_[j] = term.mean();
     numeric_scale_[j] = (h & 1 ? 1.0 : -1.0) * magnitude * config.signal_scale *
-                        kSegmentNumericScale / term.stddev();
+                        config.numeric_scale / term.stddev();
   }
   Moments fm;
   std::array<Moments, kCriteoCategorical> values;
@@ -164,8 +164,12 @@ int64_t SegmentTeacher::RankOf(int field, uint64_t value) const {
 
 double SegmentTeacher::RawValueWeight(int field, int64_t rank) const {
   if (rank < 0) return 0;
-  return RankFactor(rank, config_.rare_rank) *
-         HashedNormal(Hash(config_.teacher_seed, kSegmentValueTag, field, rank));
+  const double factor = RankFactor(rank, config_.rare_rank);
+  const double own =
+      factor * HashedNormal(Hash(config_.teacher_seed, kSegmentValueTag, field, rank));
+  if (config_.cold_start_scale == 0 || rank == 0) return own;
+  return own + config_.cold_start_scale * (1 - factor) *
+                   HashedNormal(Hash(config_.teacher_seed, kColdStartTag, field));
 }
 
 double SegmentTeacher::RawFm(const std::array<int64_t, kCriteoCategorical>& ranks) const {

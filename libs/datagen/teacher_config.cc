@@ -32,7 +32,20 @@ absl::Status ValidateCtrTeacherConfig(const CtrTeacherConfig& c) {
   if (!(c.numeric_scale >= 0 && std::isfinite(c.numeric_scale))) {
     return bad("numeric_scale must be finite and >= 0");
   }
+  if (!(c.cold_start_scale >= 0 && std::isfinite(c.cold_start_scale))) {
+    return bad("cold_start_scale must be finite and >= 0");
+  }
   return absl::OkStatus();
+}
+
+CtrTeacherConfig LongTailTeacherConfig(uint64_t teacher_seed) {
+  return {.kind = CtrTeacherKind::kSegments,
+          .teacher_seed = teacher_seed,
+          .signal_scale = 0.22,
+          .zipf_exponent = 1.05,
+          .max_vocabulary = 200000,
+          .numeric_scale = 1.5,
+          .cold_start_scale = 1.0};
 }
 
 }  // namespace syncopate::datagen

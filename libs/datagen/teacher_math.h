@@ -46,6 +46,7 @@ enum HashTag : uint64_t {
   kSegmentValueTag = 14,
   kSegmentNumericTag = 15,
   kSegmentCalibrationTag = 16,
+  kColdStartTag = 17,
 };
 
 // The hash every weight comes from: SplitMix64 chained over the seed, the tag and the values.

@@ -29,11 +29,15 @@ absl::StatusOr<model::CtrModel> CtrModelForJob(const v1::JobSpec& job) {
   options.embedding_dim = job.model().embedding_dim();
   options.hidden.assign(job.model().hidden().begin(), job.model().hidden().end());
   options.cross_layers = job.model().cross_layers();
+  options.missing_indicators = job.model().numeric_missing() != v1::ModelSpec::MISSING_AS_ZERO;
   return model::CtrModel::Create(std::move(options));
 }
 
 void CtrModelKind::ApplyDefaults(v1::JobSpec& job) const {
   if (job.model().embedding_dim() == 0) job.mutable_model()->set_embedding_dim(16);
+  if (job.model().numeric_missing() == v1::ModelSpec::NUMERIC_MISSING_UNSPECIFIED) {
+    job.mutable_model()->set_numeric_missing(v1::ModelSpec::MISSING_INDICATOR);
+  }
   if (architecture_ == model::CtrArchitecture::kDcn && job.model().cross_layers() == 0) {
     job.mutable_model()->set_cross_layers(2);
   }
@@ -51,6 +55,9 @@ absl::Status CtrModelKind::Validate(const v1::JobSpec& job) const {
   }
   if (architecture_ != model::CtrArchitecture::kDcn && m.cross_layers() != 0) {
     return Bad("model.cross_layers", "is only for model DCN");
+  }
+  if (!v1::ModelSpec::NumericMissing_IsValid(m.numeric_missing())) {
+    return Bad("model.numeric_missing", absl::StrCat("has no value ", m.numeric_missing()));
   }
   if (m.embedding_dim() <= 0 || m.embedding_dim() > 1024) {
     return Bad("model.embedding_dim",

@@ -21,7 +21,13 @@ using VectorMap = Eigen::Map<Eigen::VectorXf>;
 using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
 
 // Counts span orders of magnitude (Criteo's integer columns are mostly counts); log1p keeps
-// their scale comparable to the embeddings'. Missing (NaN) contributes nothing.
+// their scale comparable to the embeddings'. Missing (NaN) contributes nothing here; with
+// missing indicators its column's indicator says it was missing.
+// The numeric inputs: the 13 transformed columns, then their 13 missing indicators if asked.
+int NumericInputs(const CtrModelOptions& options) {
+  return options.missing_indicators ? 2 * kCtrNumeric : kCtrNumeric;
+}
+
 float TransformNumeric(float x) { return std::isnan(x) ? 0.0f : std::log1p(std::max(x, 0.0f)); }
 
 // The embeddings start small so that the deep part's first predictions are close to the wide
@@ -102,8 +108,8 @@ absl::StatusOr<CtrModel> CtrModel::Create(CtrModelOptions options) {
   std::vector<int> widths = options.hidden;
   widths.push_back(1);
   int64_t offset = 0;
-  std::vector<DenseLayer> layers =
-      LayOutDenseLayers(kCtrCategorical * options.embedding_dim + kCtrNumeric, widths, offset);
+  std::vector<DenseLayer> layers = LayOutDenseLayers(
+      kCtrCategorical * options.embedding_dim + NumericInputs(options), widths, offset);
   return CtrModel(options, std::move(layers), offset);
 }
 
@@ -111,7 +117,8 @@ CtrModel::CtrModel(const CtrModelOptions& options, std::vector<DenseLayer> layer
                    int64_t wide_offset)
     : architecture_(options.architecture),
       embedding_dim_(options.embedding_dim),
-      input_dim_(kCtrCategorical * options.embedding_dim + kCtrNumeric),
+      numeric_inputs_(NumericInputs(options)),
+      input_dim_(kCtrCategorical * options.embedding_dim + numeric_inputs_),
       layers_(std::move(layers)),
       wide_offset_(wide_offset),
       crosses_(options.crosses) {
@@ -131,8 +138,8 @@ CtrModel::CtrModel(const CtrModelOptions& options, std::vector<DenseLayer> layer
                         .init = weight_init});
     tensors_.push_back({.name = name + "/b", .rows = layers_[i].outputs, .cols = 1, .init = zeros});
   }
-  tensors_.push_back({.name = "wide/numeric", .rows = 1, .cols = kCtrNumeric, .init = zeros});
-  int64_t offset = wide_offset_ + kCtrNumeric;
+  tensors_.push_back({.name = "wide/numeric", .rows = 1, .cols = numeric_inputs_, .init = zeros});
+  int64_t offset = wide_offset_ + numeric_inputs_;
   if (architecture_ == CtrArchitecture::kDeepFm) {
     // The numeric fields' FM vectors start like the embedding rows they meet in the FM.
     Initializer fm_init;
@@ -140,8 +147,8 @@ CtrModel::CtrModel(const CtrModelOptions& options, std::vector<DenseLayer> layer
     fm_init.set_scale(kDeepInitScale);
     fm_offset_ = offset;
     tensors_.push_back(
-        {.name = "fm/numeric", .rows = embedding_dim_, .cols = kCtrNumeric, .init = fm_init});
-    offset += static_cast<int64_t>(embedding_dim_) * kCtrNumeric;
+        {.name = "fm/numeric", .rows = embedding_dim_, .cols = numeric_inputs_, .init = fm_init});
+    offset += static_cast<int64_t>(embedding_dim_) * numeric_inputs_;
   }
   if (architecture_ == CtrArchitecture::kDcn) {
     // Each cross layer maps input_dim -> input_dim (x_{l+1} = x_0 ⊙ (W_l·x_l + b_l) + x_l).
@@ -205,7 +212,8 @@ void CtrModel::Forward(const float* params, const CtrBatchView& batch, const Bat
   const int64_t n = batch.size;
   const size_t e = static_cast<size_t>(embedding_dim_);
   inputs_.resize(static_cast<size_t>(input_dim_) * n);
-  numeric_.resize(static_cast<size_t>(kCtrNumeric) * n);
+  const int u = numeric_inputs_;
+  numeric_.resize(static_cast<size_t>(u) * n);
   logits_.resize(n);
   for (int64_t j = 0; j < n; ++j) {
     float* column = inputs_.data() + j * input_dim_;
@@ -213,11 +221,13 @@ void CtrModel::Forward(const float* params, const CtrBatchView& batch, const Bat
       const int32_t p = keys.position[j * kCtrCategorical + f];
       std::copy_n(deep_rows + p * e, e, column + f * e);
     }
+    float* numeric = numeric_.data() + j * u;
     for (int i = 0; i < kCtrNumeric; ++i) {
-      const float x = TransformNumeric(batch.numeric[j * kCtrNumeric + i]);
-      column[kCtrCategorical * e + i] = x;
-      numeric_[j * kCtrNumeric + i] = x;
+      const float raw = batch.numeric[j * kCtrNumeric + i];
+      numeric[i] = TransformNumeric(raw);
+      if (u > kCtrNumeric) numeric[kCtrNumeric + i] = std::isnan(raw) ? 1.0f : 0.0f;
     }
+    std::copy_n(numeric, u, column + kCtrCategorical * e);
   }
   // DCN-v2's cross layers: x_(l+1) = x0 (.) (W_l x_l + b_l) + x_l.
   const ConstMatrixMap x0(inputs_.data(), input_dim_, n);
@@ -245,10 +255,10 @@ void CtrModel::Forward(const float* params, const CtrBatchView& batch, const Bat
   }
   // The linear part: one weight per categorical value and per crossed pair of values, plus a
   // linear term on the numerics.
-  const ConstVectorMap v(params + wide_offset_, kCtrNumeric);
+  const ConstVectorMap v(params + wide_offset_, u);
   const size_t c = crosses_.size();
   for (int64_t j = 0; j < n; ++j) {
-    float wide = v.dot(ConstVectorMap(numeric_.data() + j * kCtrNumeric, kCtrNumeric));
+    float wide = v.dot(ConstVectorMap(numeric_.data() + j * u, u));
     for (int f = 0; f < kCtrCategorical; ++f) {
       wide += wide_rows[keys.position[j * kCtrCategorical + f]];
     }
@@ -262,7 +272,7 @@ void CtrModel::ForwardFm(const float* params, const BatchKeys& keys, const float
                          int64_t n) {
   const int e = embedding_dim_;
   fm_sum_.resize(static_cast<size_t>(e) * n);
-  const ConstMatrixMap numeric_vectors(params + fm_offset_, e, kCtrNumeric);
+  const ConstMatrixMap numeric_vectors(params + fm_offset_, e, numeric_inputs_);
   for (int64_t j = 0; j < n; ++j) {
     // sum_(i<j) <u_i, u_j> = 1/2 (|sum_i u_i|^2 - sum_i |u_i|^2) (Rendle, 2010, lemma 3).
     VectorMap sum(fm_sum_.data() + j * e, e);
@@ -274,7 +284,7 @@ void CtrModel::ForwardFm(const float* params, const BatchKeys& keys, const float
       sum += u;
       squares += u.squaredNorm();
     }
-    const ConstVectorMap x(numeric_.data() + j * kCtrNumeric, kCtrNumeric);
+    const ConstVectorMap x(numeric_.data() + j * numeric_inputs_, numeric_inputs_);
     sum += numeric_vectors * x;
     squares +=
         (numeric_vectors.colwise().squaredNorm().transpose().array() * x.array().square()).sum();
@@ -288,16 +298,16 @@ void CtrModel::BackwardFm(const float* params, const BatchKeys& keys, const floa
   // dFM/du_i = sum_k u_k - u_i; the numeric fields' vectors are x_j n_j, so dFM/dn_j is x_j
   // times that.
   const int e = embedding_dim_;
-  const ConstMatrixMap numeric_vectors(params + fm_offset_, e, kCtrNumeric);
-  MatrixMap d_numeric_vectors(dense_grad + fm_offset_, e, kCtrNumeric);
+  const ConstMatrixMap numeric_vectors(params + fm_offset_, e, numeric_inputs_);
+  MatrixMap d_numeric_vectors(dense_grad + fm_offset_, e, numeric_inputs_);
   for (int64_t j = 0; j < n; ++j) {
     const ConstVectorMap sum(fm_sum_.data() + j * e, e);
     for (int f = 0; f < kCtrCategorical; ++f) {
       const ptrdiff_t p = keys.position[j * kCtrCategorical + f];
       VectorMap(deep_grad + p * e, e) += d_logit[j] * (sum - ConstVectorMap(deep_rows + p * e, e));
     }
-    for (int i = 0; i < kCtrNumeric; ++i) {
-      const float x = numeric_[j * kCtrNumeric + i];
+    for (int i = 0; i < numeric_inputs_; ++i) {
+      const float x = numeric_[j * numeric_inputs_ + i];
       if (x == 0.0f) continue;
       d_numeric_vectors.col(i) += (d_logit[j] * x) * (sum - x * numeric_vectors.col(i));
     }
@@ -363,9 +373,9 @@ absl::StatusOr<float> CtrModel::LossAndGradient(
   std::fill(dense_grad.begin(), dense_grad.end(), 0.0f);
   std::fill(deep_grad.begin(), deep_grad.end(), 0.0f);
   std::fill(wide_grad.begin(), wide_grad.end(), 0.0f);
-  VectorMap d_v(dense_grad.data() + wide_offset_, kCtrNumeric);
+  VectorMap d_v(dense_grad.data() + wide_offset_, numeric_inputs_);
   for (int64_t j = 0; j < n; ++j) {
-    d_v += d_logit[j] * ConstVectorMap(numeric_.data() + j * kCtrNumeric, kCtrNumeric);
+    d_v += d_logit[j] * ConstVectorMap(numeric_.data() + j * numeric_inputs_, numeric_inputs_);
     for (int f = 0; f < kCtrCategorical; ++f) {
       wide_grad[keys.position[j * kCtrCategorical + f]] += d_logit[j];
     }

@@ -16,10 +16,12 @@
 //
 // where f_i is the categorical value of field i hashed into a 64-bit key (CategoricalKey), f_a x
 // f_b are the optional hand-picked crosses (CrossKey; linear part only, as in the WDL paper) and
-// x = log1p(max(numeric, 0)) with missing numerics as 0. The dense parameters (MLP, v, the FM's
-// numeric vectors, the cross layers) form one flat vector like the Mlp's; the table rows live on
-// the shards and only the rows a batch touches are pulled. Thread-safety: thread-compatible; use
-// one instance per thread.
+// x = log1p(max(numeric, 0)) with missing numerics as 0, followed, with missing_indicators, by
+// one indicator per column that is 1 when the value is missing (x is then 26 wide, and so are
+// v and the FM's numeric fields: a missing column gets a learned weight and FM vector). The
+// dense parameters (MLP, v, the FM's numeric vectors, the cross layers) form one flat vector like
+// the Mlp's; the table rows live on the shards and only the rows a batch touches are pulled.
+// Thread-safety: thread-compatible; use one instance per thread.
 #ifndef SYNCOPATE_LIBS_MODEL_CTR_MODEL_H_
 #define SYNCOPATE_LIBS_MODEL_CTR_MODEL_H_
 
@@ -75,6 +77,9 @@ struct CtrModelOptions {
   std::vector<int> hidden;         // the deep MLP's hidden widths; empty = one linear unit
   std::vector<FieldPair> crosses;  // hand-picked crosses of the linear part (any architecture)
   int cross_layers = 0;            // kDcn: the number of cross layers, >= 1; others: 0
+  // Thirteen more numeric inputs, one per column, 1 when the value is missing and 0 otherwise:
+  // without them a missing count reads exactly like a count of 0 (ADR 0016).
+  bool missing_indicators = false;
 };
 
 class CtrModel {
@@ -88,7 +93,8 @@ class CtrModel {
   static absl::StatusOr<CtrModel> Create(CtrModelOptions options);
 
   // The dense tensors in flat-vector order: "deep<i>/w", "deep<i>/b" per hidden layer,
-  // "deep_out/w", "deep_out/b", "wide/numeric"; then "fm/numeric" (kDeepFm, 13 x dim) or
+  // "deep_out/w", "deep_out/b", "wide/numeric"; then "fm/numeric" (kDeepFm, numeric inputs x
+  // dim) or
   // "cross<l>/w", "cross<l>/b" per cross layer (kDcn). A WDL's layout is the same as before the
   // other architectures existed, so its checkpoints stay readable.
   const std::vector<DenseTensorSpec>& tensors() const { return tensors_; }
@@ -139,7 +145,8 @@ class CtrModel {
 
   CtrArchitecture architecture_;
   int embedding_dim_;
-  int input_dim_;                   // 26 * embedding_dim + 13
+  int numeric_inputs_;              // 13, or 26 with missing indicators
+  int input_dim_;                   // 26 * embedding_dim + numeric_inputs_
   std::vector<DenseLayer> layers_;  // hidden layers, then the output layer (1 unit)
   int64_t wide_offset_;             // of "wide/numeric"
   int64_t fm_offset_ = -1;          // of "fm/numeric" (kDeepFm)
@@ -150,7 +157,7 @@ class CtrModel {
 
   // Scratch, column-major with one example per column.
   std::vector<float> inputs_;                // x0: input_dim x batch
-  std::vector<float> numeric_;               // 13 x batch (transformed)
+  std::vector<float> numeric_;               // numeric_inputs x batch (transformed)
   std::vector<std::vector<float>> cross_x_;  // x_1 .. x_L (kDcn)
   std::vector<std::vector<float>> cross_z_;  // W_l x_l + b_l, l = 0 .. L-1 (kDcn)
   std::vector<float> fm_sum_;                // dim x batch (kDeepFm)

@@ -13,8 +13,8 @@
 namespace syncopate::cli {
 
 // `syncopate datagen ctr`: Criteo-format rows from a planted teacher of
-// libs/datagen/ctr_generator.h (--teacher=pairs, the default, or segments), with the Bayes AUC and
-// logloss of the file written.
+// libs/datagen/ctr_generator.h (--teacher=pairs, the default, segments or longtail), with the Bayes
+// AUC and logloss of the file written.
 int RunDatagen(const std::vector<char*>& args) {
   const std::string kind = args.size() > 2 ? args[2] : "";
   if (kind != "ctr") {
@@ -28,14 +28,16 @@ int RunDatagen(const std::vector<char*>& args) {
   if (rows < 1) runtime::Die(absl::StrCat("datagen ctr: --rows must be >= 1, got ", rows));
   const std::string out = absl::GetFlag(FLAGS_out);
   if (out.empty()) runtime::Die("datagen ctr: --out is required (gzip when it ends in .gz)");
-  datagen::CtrTeacherConfig teacher;
-  teacher.teacher_seed = absl::GetFlag(FLAGS_teacher_seed);
+  const uint64_t teacher_seed = absl::GetFlag(FLAGS_teacher_seed);
+  datagen::CtrTeacherConfig teacher = {.teacher_seed = teacher_seed};
   const std::string teacher_name = absl::GetFlag(FLAGS_teacher);
   if (teacher_name == "segments") {
     teacher.kind = datagen::CtrTeacherKind::kSegments;
+  } else if (teacher_name == "longtail") {
+    teacher = datagen::LongTailTeacherConfig(teacher_seed);
   } else if (teacher_name != "pairs") {
-    runtime::Die(
-        absl::StrCat("datagen ctr: --teacher must be pairs or segments, got '", teacher_name, "'"));
+    runtime::Die(absl::StrCat("datagen ctr: --teacher must be pairs, segments or longtail, got '",
+                              teacher_name, "'"));
   }
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   const datagen::CtrKeyChurn churn = {.period_rows = absl::GetFlag(FLAGS_churn_period_rows),

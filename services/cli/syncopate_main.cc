@@ -57,7 +57,9 @@ ABSL_FLAG(double, churn_fraction, 0.5, "datagen: the share of values --churn_per
 ABSL_FLAG(std::string, teacher, "pairs",
           "datagen: the planted teacher, pairs (independent fields, four planted pairwise "
           "interactions) or segments (latent segments, FM interactions over 14 fields, "
-          "informative missing numerics; libs/datagen/ctr_generator.h)");
+          "informative missing numerics) or longtail (segments with vocabularies up to 2e5, "
+          "flatter Zipf tails and a cold-start effect of rare values; "
+          "libs/datagen/teacher_config.h)");
 
 ABSL_FLAG(std::string, sim, "",
           "sim: the simulated cluster's timing, a syncopate.v1.SimSpec text proto (examples/sim/)");
@@ -80,7 +82,7 @@ int main(int argc, char** argv) {
       "  status  show a running cluster: --coordinator=HOST:PORT\n"
       "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT\n"
       "  datagen ctr  write a synthetic Criteo-format click file: --rows=N --out=FILE[.gz]\n"
-      "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments]\n"
+      "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments|longtail]\n"
       "               [--churn_period_rows=N [--churn_fraction=F]]\n"
       "  sim     simulate the job in virtual time with the real shard, model and mode policy:\n"
       "          --sim=SPEC [--job=JOB] [--seed=N] [--policy=sync|gba|async|auto]\n"

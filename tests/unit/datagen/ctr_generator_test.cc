@@ -314,5 +314,50 @@ TEST_F(CtrGeneratorTest, SegmentTeacherHasRealisticRateAndBayesAucAndVisibleSegm
   EXPECT_GT(top, 0.5);
 }
 
+// The long-tail teacher: a Bayes AUC like the others', most of a large field's values rare, and
+// rare values that share an effect (a model can learn "rare value of this column").
+TEST_F(CtrGeneratorTest, LongTailTeacherHasRareValuesWithASharedEffect) {
+  const CtrTeacherConfig config = LongTailTeacherConfig(1);
+  ASSERT_TRUE(ValidateCtrTeacherConfig(config).ok());
+  absl::StatusOr<CtrGenerationReport> report = GenerateCtr(config, 7, 50000, PathOf("tail.gz"));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->positive_rate, AllOf(Ge(0.22), Le(0.28)));
+  EXPECT_THAT(report->bayes_auc, AllOf(Ge(0.76), Le(0.82)));
+  const SegmentTeacher teacher(config);
+  int largest = 0;
+  for (int f = 1; f < kCriteoCategorical; ++f) {
+    if (teacher.vocabulary_size(f) > teacher.vocabulary_size(largest)) largest = f;
+  }
+  EXPECT_EQ(teacher.vocabulary_size(largest), 200000);
+  std::mt19937_64 rng(3);
+  float numeric[kCriteoNumeric];
+  uint64_t categorical[kCriteoCategorical];
+  std::map<uint64_t, int> seen;
+  constexpr int kRows = 20000;
+  for (int i = 0; i < kRows; ++i) {
+    double bayes = 0;
+    teacher.Sample(rng, numeric, categorical, &bayes);
+    ++seen[categorical[largest]];
+  }
+  int singletons = 0;
+  for (const auto& [value, count] : seen) singletons += count == 1 ? 1 : 0;
+  EXPECT_GT(singletons, static_cast<int>(seen.size()) / 2);
+  // Without the cold-start effect the same rows' rare values would carry only their own
+  // (small) weights: the two teachers differ on examples with rare values.
+  CtrTeacherConfig without = config;
+  without.cold_start_scale = 0;
+  const SegmentTeacher plain(without);
+  std::mt19937_64 again(3);
+  double differ = 0;
+  for (int i = 0; i < 200; ++i) {
+    double bayes = 0;
+    teacher.Sample(again, numeric, categorical, &bayes);
+    differ += std::abs(teacher.Probability(numeric, categorical) -
+                       plain.Probability(numeric, categorical)) /
+              200;
+  }
+  EXPECT_GT(differ, 0.01);
+}
+
 }  // namespace
 }  // namespace syncopate::datagen

@@ -64,11 +64,26 @@ TEST(ParseJobSpec, CtrExampleParsesValidatesAndPartitionsWithTables) {
   ASSERT_TRUE(spec.ok()) << spec.status();
   EXPECT_EQ(spec->model().kind(), v1::ModelSpec::WDL);
   EXPECT_EQ(spec->model().embedding_dim(), 16);
+  EXPECT_EQ(spec->model().numeric_missing(), v1::ModelSpec::MISSING_INDICATOR);
   EXPECT_EQ(spec->optimizer().kind(), v1::OptimizerSpec::ADAGRAD);
   EXPECT_EQ(spec->mode(), v1::MODE_AUTO);
   absl::StatusOr<ModelLayout> layout = LayoutForJob(*spec);
   ASSERT_TRUE(layout.ok()) << layout.status();
   ASSERT_EQ(layout->tables.size(), 2u);
+  // The missing indicators are 13 more numeric inputs (ADR 0016): MISSING_AS_ZERO's layout is
+  // the first release's, 13 x (64 + 1) floats smaller for this WDL (MLP 64-32, linear part).
+  v1::JobSpec as_zero = *spec;
+  as_zero.mutable_model()->set_numeric_missing(v1::ModelSpec::MISSING_AS_ZERO);
+  absl::StatusOr<ModelLayout> zero_layout = LayoutForJob(as_zero);
+  ASSERT_TRUE(zero_layout.ok()) << zero_layout.status();
+  auto dense_size = [](const ModelLayout& l) {
+    int64_t size = 0;
+    for (const auto& t : l.dense) size += t.size();
+    return size;
+  };
+  EXPECT_EQ(dense_size(*layout) - dense_size(*zero_layout), 13 * (64 + 1));
+  as_zero.mutable_model()->set_numeric_missing(static_cast<v1::ModelSpec::NumericMissing>(7));
+  EXPECT_THAT(std::string(ValidateJobSpec(as_zero).message()), HasSubstr("model.numeric_missing"));
   absl::StatusOr<std::vector<v1::ShardPartition>> partitions = PartitionModel(*layout, 2);
   ASSERT_TRUE(partitions.ok());
   for (const v1::ShardPartition& p : *partitions) EXPECT_EQ(p.tables_size(), 2);
