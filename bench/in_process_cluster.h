@@ -63,12 +63,15 @@ inline absl::StatusOr<std::unique_ptr<InProcessCluster>> StartInProcessCluster(
     absl::SleepFor(absl::Milliseconds(10));
   }
   const v1::Welcome& welcome = cluster->session->welcome();
-  cluster->client = std::make_unique<worker::ParameterClient>(
-      welcome.shard_map(),
-      worker::ParameterClientOptions{.connection = {.worker_id = welcome.worker_id(),
-                                                    .join_token = kToken,
-                                                    .job_id = welcome.job().job_id()},
-                                     .table_dims = table_dims});
+  // Field by field, not a designated-initializer temporary: GCC 12 at -O3 then warns that the
+  // temporary's TransportSecurity strings "may be used uninitialized" (a false positive).
+  worker::ParameterClientOptions options;
+  options.connection.worker_id = welcome.worker_id();
+  options.connection.join_token = kToken;
+  options.connection.job_id = welcome.job().job_id();
+  options.table_dims = table_dims;
+  cluster->client =
+      std::make_unique<worker::ParameterClient>(welcome.shard_map(), std::move(options));
   SYNCOPATE_RETURN_IF_ERROR(cluster->client->Connect(absl::Seconds(30)));
   return cluster;
 }

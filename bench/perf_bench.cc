@@ -4,7 +4,9 @@
 // measurements interleaved round by round does not.
 //   (a) wire: a dense push + pull through a real shard (coordinator and ShardServer in process on
 //       localhost, the worker's ParameterClient) / a raw gRPC bidi echo of the same payload
-//       (synchronous gRPC on both ends, the same message types, no shard). Goal >= 0.8.
+//       (synchronous gRPC on both ends, the same message types, no shard). Goal >= 0.8. A
+//       third line echoes the same payload over a Unix domain socket: TCP echo / Unix echo says
+//       whether a single-machine cluster would gain from sockets instead of loopback TCP.
 //   (b) apply: the shard's optimizer (optim::Optimizer, as ShardCore runs it) over a 16 MiB
 //       slice, in bytes the update must read and write per second / memcpy's bytes read and
 //       written per second on the same buffers. Goal >= 0.6.
@@ -15,6 +17,8 @@
 //       (GlobalBatchAggregator: 4 pushes and the update), on the default MLP's slice and 16 MiB.
 // Every figure is the median over --rounds rounds; in each round both sides of a ratio run for
 // --seconds each, back to back.
+#include <unistd.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -121,22 +125,39 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
   Check(client.PullAll(params, absl::Seconds(60), /*newest=*/false, nullptr, nullptr),
         "first pull");
 
-  EchoShard echo_service;
-  rpc::StartedServer echo =
-      Check(rpc::StartServer("127.0.0.1:0", {&echo_service}, rpc::TransportSecurity()), "echo");
-  auto stub = v1::ParameterShard::NewStub(
-      rpc::CreateChannel(absl::StrCat("127.0.0.1:", echo.port), rpc::TransportSecurity()));
-  grpc::ClientContext echo_context;
-  auto echo_stream = stub->Train(&echo_context);
+  // The same payload echoed raw, over loopback TCP (the ceiling) and over a Unix domain socket
+  // (what a single-machine cluster could use instead: issue 32 asks whether it is faster).
   v1::WorkerToShard request;
   request.mutable_push()->set_gradient(std::string(size * sizeof(float), '\0'));
   std::memcpy(request.mutable_push()->mutable_gradient()->data(), gradient.data(),
               size * sizeof(float));
-  v1::ShardToWorker reply;
-  const auto echo_round_trip = [&] {
-    if (!echo_stream->Write(request) || !echo_stream->Read(&reply)) Die("echo stream broke");
-    if (reply.pull().values().size() != size * sizeof(float)) Die("echo lost bytes");
+  struct Echo {
+    EchoShard service;
+    rpc::StartedServer server;
+    std::unique_ptr<v1::ParameterShard::Stub> stub;
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::WorkerToShard, v1::ShardToWorker>> stream;
+    v1::ShardToWorker reply;
   };
+  const auto start_echo = [&](const std::string& listen, const std::string& target) {
+    auto echo = std::make_unique<Echo>();
+    echo->server =
+        Check(rpc::StartServer(listen, {&echo->service}, rpc::TransportSecurity()), "echo");
+    echo->stub = v1::ParameterShard::NewStub(
+        rpc::CreateChannel(target.empty() ? absl::StrCat("127.0.0.1:", echo->server.port) : target,
+                           rpc::TransportSecurity()));
+    echo->stream = echo->stub->Train(&echo->context);
+    return echo;
+  };
+  const std::string socket_path = absl::StrCat("/tmp/syncopate-perf-bench-", getpid(), ".sock");
+  std::unique_ptr<Echo> tcp_echo = start_echo("127.0.0.1:0", "");
+  std::unique_ptr<Echo> unix_echo = start_echo("unix:" + socket_path, "unix:" + socket_path);
+  const auto round_trip = [&](Echo& echo) {
+    if (!echo.stream->Write(request) || !echo.stream->Read(&echo.reply)) Die("echo stream broke");
+    if (echo.reply.pull().values().size() != size * sizeof(float)) Die("echo lost bytes");
+  };
+  const auto echo_round_trip = [&] { round_trip(*tcp_echo); };
+  const auto unix_round_trip = [&] { round_trip(*unix_echo); };
 
   // The same exchange without the wire: the worker's packing and unpacking and the shard's own
   // work on the version (validate, aggregate, statistics, apply, pack), in this thread. The
@@ -166,24 +187,29 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
     if (!answered) Die("in-process pull was held");
   };
 
-  std::vector<double> echo_times, shard_times, core_times;
+  std::vector<double> echo_times, unix_times, shard_times, core_times;
   for (int round = 0; round < rounds; ++round) {
     echo_times.push_back(SecondsPerCall(echo_round_trip, seconds));
+    unix_times.push_back(SecondsPerCall(unix_round_trip, seconds));
     // Each side starts from the shard's current version (the other side moved it on).
     Check(client.PullAll(params, absl::Seconds(60), /*newest=*/true, nullptr, nullptr), "pull");
     shard_times.push_back(SecondsPerCall(push_pull, seconds));
     version = client.token(0);
     core_times.push_back(SecondsPerCall(in_process, seconds));
   }
-  echo_stream->WritesDone();
-  echo_stream->Finish().IgnoreError();
-  echo.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  for (Echo* echo : {tcp_echo.get(), unix_echo.get()}) {
+    echo->stream->WritesDone();
+    echo->stream->Finish().IgnoreError();
+    echo->server.server->Shutdown(absl::ToChronoTime(absl::Now() + absl::Seconds(1)));
+  }
+  std::remove(socket_path.c_str());
   cluster.reset();
 
-  std::vector<double> ratios;
+  std::vector<double> ratios, unix_ratios;
   ratios.reserve(rounds);
   for (int round = 0; round < rounds; ++round) {
     ratios.push_back(echo_times[round] / shard_times[round]);
+    unix_ratios.push_back(echo_times[round] / unix_times[round]);
   }
   const double mib = static_cast<double>(size * sizeof(float)) / (1 << 20);
   const double echo_s = Median(echo_times), shard_s = Median(shard_times);
@@ -194,6 +220,10 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
       size * 4 / shard_s / 1e9, Median(ratios));
   std::printf("wire %-9s of which the shard's and the packing's own work, in process: %7.2f ms\n",
               label.c_str(), Median(core_times) * 1e3);
+  std::printf(
+      "wire %-9s echo over a Unix domain socket %7.2f ms; TCP echo / Unix echo %.2f "
+      "(median of the per-round ratios; > 1: the socket is faster)\n",
+      label.c_str(), Median(unix_times) * 1e3, Median(unix_ratios));
   std::fflush(stdout);
   return {echo_s, shard_s};
 }
