@@ -20,14 +20,14 @@ using ConstMatrixMap = Eigen::Map<const Eigen::MatrixXf>;
 using VectorMap = Eigen::Map<Eigen::VectorXf>;
 using ConstVectorMap = Eigen::Map<const Eigen::VectorXf>;
 
-// Counts span orders of magnitude (Criteo's integer columns are mostly counts); log1p keeps
-// their scale comparable to the embeddings'. Missing (NaN) contributes nothing here; with
-// missing indicators its column's indicator says it was missing.
 // The numeric inputs: the 13 transformed columns, then their 13 missing indicators if asked.
 int NumericInputs(const CtrModelOptions& options) {
   return options.missing_indicators ? 2 * kCtrNumeric : kCtrNumeric;
 }
 
+// Counts span orders of magnitude (Criteo's integer columns are mostly counts); log1p keeps
+// their scale comparable to the embeddings'. Missing (NaN) contributes nothing here; with
+// missing indicators its column's indicator says it was missing.
 float TransformNumeric(float x) { return std::isnan(x) ? 0.0f : std::log1p(std::max(x, 0.0f)); }
 
 // The embeddings start small so that the deep part's first predictions are close to the wide

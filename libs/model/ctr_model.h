@@ -93,10 +93,10 @@ class CtrModel {
   static absl::StatusOr<CtrModel> Create(CtrModelOptions options);
 
   // The dense tensors in flat-vector order: "deep<i>/w", "deep<i>/b" per hidden layer,
-  // "deep_out/w", "deep_out/b", "wide/numeric"; then "fm/numeric" (kDeepFm, numeric inputs x
-  // dim) or
-  // "cross<l>/w", "cross<l>/b" per cross layer (kDcn). A WDL's layout is the same as before the
-  // other architectures existed, so its checkpoints stay readable.
+  // "deep_out/w", "deep_out/b", "wide/numeric"; then "fm/numeric" (kDeepFm, dim x numeric
+  // inputs) or "cross<l>/w", "cross<l>/b" per cross layer (kDcn). Without missing_indicators a
+  // WDL's layout is the same as before the other architectures existed, so its checkpoints stay
+  // readable.
   const std::vector<DenseTensorSpec>& tensors() const { return tensors_; }
   // "deep" (width embedding_dim, U(-0.05, 0.05)) and "wide" (width 1, zeros), in table-id order.
   std::vector<v1::EmbeddingTableSpec> tables() const;
