@@ -181,9 +181,13 @@ absl::StatusOr<RestoredShard> RestoreShard(const RestoreTarget& target,
   }
   const int64_t filled = std::count(covered.begin(), covered.end(), true);
   if (filled != size) {
-    return absl::FailedPreconditionError(absl::StrCat("checkpoints cover ", filled, " of the ",
-                                                      size, " parameters of shard ",
-                                                      partition.shard_id()));
+    // Missing shard files, or files of a model whose dense layout differs from the job's (a
+    // changed model spec; CTR jobs from before ADR 0016 need numeric_missing: MISSING_AS_ZERO).
+    return absl::FailedPreconditionError(absl::StrCat(
+        "checkpoints cover ", filled, " of the ", size, " parameters of shard ",
+        partition.shard_id(),
+        ": a shard's file is missing, or they were written for another model layout (a CTR "
+        "checkpoint from before model.numeric_missing needs MISSING_AS_ZERO)"));
   }
   for (const v1::EmbeddingTableSpec& spec : partition.tables()) {
     SYNCOPATE_ASSIGN_OR_RETURN(auto table, embedding::EmbeddingTable::Create(
