@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# CTR quality against a practitioner's PyTorch recipe, teacher by teacher (issue 33; numbers in
+# docs/operations.md, "CTR quality against a practitioner's recipe"). For each planted teacher it
+# writes (once, kept under bench-results/ctr_quality/data) a training file (--seed 1), a test file
+# (--seed 2) and a validation file (--seed 3), then for each seed runs
+#   - the CTR job (default examples/ctr_deepfm.textproto) with only its data paths and `seed:`
+#     changed, and reads its final test AUC;
+#   - bench/reference_ctr.py --recipe=standard --val=... (Adam, rare values folded, missing
+#     indicators) and reads the test AUC of the epoch the validation set kept.
+# Prints each one's mean AUC with its 95% interval and, against the reference, the interval of
+# the difference (syncopate-seed-stats).
+#
+#   bench/ctr_quality.sh [--seeds=3] [--teachers=longtail,segments,pairs] [--rows=400000]
+#                        [--job=FILE] [BIN_DIR]   (default: build/bin)
+# Per-run lines go to bench-results/ctr_quality/runs.tsv. Needs Debian's python3-torch
+# (`./dev reference` installs it).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SEEDS=3
+TEACHERS="longtail,segments,pairs"
+ROWS=400000
+JOB="$ROOT/examples/ctr_deepfm.textproto"
+BIN="$ROOT/build/bin"
+for arg in "$@"; do
+  case "$arg" in
+    --seeds=*) SEEDS="${arg#--seeds=}" ;;
+    --teachers=*) TEACHERS="${arg#--teachers=}" ;;
+    --rows=*) ROWS="${arg#--rows=}" ;;
+    --job=*) JOB="$(cd "$(dirname "${arg#--job=}")" && pwd)/$(basename "${arg#--job=}")" ;;
+    -*) echo "ctr_quality: unknown flag $arg" >&2; exit 2 ;;
+    *) BIN="$(cd "$arg" && pwd)" ;;
+  esac
+done
+[[ "$SEEDS" =~ ^[1-9][0-9]*$ ]] || { echo "ctr_quality: --seeds must be a positive integer" >&2; exit 2; }
+[[ "$ROWS" =~ ^[1-9][0-9]*$ ]] || { echo "ctr_quality: --rows must be a positive integer" >&2; exit 2; }
+[[ -f "$JOB" ]] || { echo "ctr_quality: no job file $JOB" >&2; exit 2; }
+grep -q '^seed:' "$JOB" || { echo "ctr_quality: $JOB has no top-level 'seed:' line to vary" >&2; exit 2; }
+grep -q 'train_path:' "$JOB" && grep -q 'test_path:' "$JOB" ||
+  { echo "ctr_quality: $JOB has no dataset train_path / test_path to replace" >&2; exit 2; }
+OUT="$ROOT/bench-results/ctr_quality"
+mkdir -p "$OUT"
+TMP="$(mktemp -d)"
+trap 'rm -rf "$TMP"' EXIT
+TSV="$OUT/runs.tsv"
+printf 'teacher\tseed\tconfig\tauc\n' >"$TSV"
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; job $JOB" >&2
+IFS=',' read -ra teacher_list <<<"$TEACHERS"
+for teacher in "${teacher_list[@]}"; do
+  data="$OUT/data/$teacher-$ROWS"
+  mkdir -p "$data"
+  for part in train:1:$ROWS test:2:$((ROWS / 8)) val:3:$((ROWS / 8)); do
+    IFS=':' read -r name sample_seed rows <<<"$part"
+    [[ -f "$data/$name.tsv.gz" ]] && continue
+    "$BIN/syncopate" datagen ctr --teacher="$teacher" --rows="$rows" --seed="$sample_seed" \
+      --out="$data/$name.tsv.gz" | tail -n 1 >&2
+  done
+  for ((seed = 1; seed <= SEEDS; ++seed)); do
+    sed -e "s/^seed:.*/seed: $seed/" \
+        -e "s#train_path:.*#train_path: \"$data/train.tsv.gz\"#" \
+        -e "s#test_path:.*#test_path: \"$data/test.tsv.gz\"#" "$JOB" >"$TMP/job.textproto"
+    line="$(timeout 1800 "$BIN/syncopate" local --bin_dir="$BIN" --job="$TMP/job.textproto" \
+      --run_dir="$TMP/run-$teacher-$seed" 2>&1 | grep '^done:' || true)"
+    auc="$(sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p' <<<"$line")"
+    [[ -n "$auc" ]] || { echo "ctr_quality: $teacher seed $seed did not finish: $line" >&2; exit 1; }
+    printf '%s\t%s\tsyncopate\t%s\n' "$teacher" "$seed" "$auc" | tee -a "$TSV" >&2
+    result="$(timeout 1800 /usr/bin/python3 "$ROOT/bench/reference_ctr.py" "$data/train.tsv.gz" \
+      "$data/test.tsv.gz" --val="$data/val.tsv.gz" --recipe=standard --models=deepfm \
+      --seed="$seed" | grep '^RESULT' || true)"
+    kept="$(sed -n 's/.* kept_auc=\([0-9.]*\) .*/\1/p' <<<"$result")"
+    [[ -n "$kept" ]] || { echo "ctr_quality: the reference failed on $teacher seed $seed" >&2; exit 1; }
+    printf '%s\t%s\treference\t%s\n' "$teacher" "$seed" "$kept" | tee -a "$TSV" >&2
+  done
+done
+for teacher in "${teacher_list[@]}"; do
+  echo "== $teacher"
+  { head -n 1 "$TSV"; awk -F'\t' -v t="$teacher" '$1 == t' "$TSV"; } >"$TMP/$teacher.tsv"
+  "$BIN/syncopate-seed-stats" --tsv="$TMP/$teacher.tsv" --values=auc --ref=reference
+done
