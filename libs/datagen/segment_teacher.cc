@@ -167,7 +167,8 @@ double SegmentTeacher::RawValueWeight(int field, int64_t rank) const {
   const double factor = RankFactor(rank, config_.rare_rank);
   const double own =
       factor * HashedNormal(Hash(config_.teacher_seed, kSegmentValueTag, field, rank));
-  if (config_.cold_start_scale == 0 || rank == 0) return own;
+  // Rank 0 ("missing") has factor 1, so it gets no cold-start share; scale 0 skips the hash.
+  if (config_.cold_start_scale == 0) return own;
   return own + config_.cold_start_scale * (1 - factor) *
                    HashedNormal(Hash(config_.teacher_seed, kColdStartTag, field));
 }
