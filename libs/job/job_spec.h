@@ -63,7 +63,8 @@ inline constexpr int64_t kEvalPointsPerRun = 25;
 // Resolves what depends on the run's length in global batches, ceil(TargetExamples / G): a
 // COSINE or LINEAR total_updates left 0 becomes that length (the rate reaches its final value as
 // the job ends), a warmup_fraction becomes warmup_updates, and an eval.every_global_batches left
-// 0 becomes max(1, length / kEvalPointsPerRun). The coordinator does it once, before shards and
+// 0 becomes max(1, min(length / kEvalPointsPerRun, one epoch)): at least kEvalPointsPerRun points
+// and at least one per epoch. The coordinator does it once, before shards and
 // workers get the spec; without a stop condition nothing changes.
 void ResolveRunLength(v1::JobSpec& spec, int64_t train_examples);
 

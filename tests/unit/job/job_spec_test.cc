@@ -381,6 +381,10 @@ TEST(ResolveRunLength, SpacesEvaluationPointsOverTheRun) {
   tiny.mutable_stop()->set_epochs(1);
   ResolveRunLength(tiny, 2000);  // 8 updates: a point after each
   EXPECT_EQ(tiny.eval().every_global_batches(), 1);
+  v1::JobSpec endless = *spec;
+  endless.mutable_stop()->set_epochs(1000);
+  ResolveRunLength(endless, 60000);  // 234,375 updates: a point per epoch, not every 9,375
+  EXPECT_EQ(endless.eval().every_global_batches(), 60000 / 256 + 1);
   v1::JobSpec chosen = *spec;
   chosen.mutable_eval()->set_every_global_batches(7);
   ResolveRunLength(chosen, 60000);
