@@ -4,7 +4,8 @@
 # writes (once, kept under bench-results/ctr_quality/data) a training file (--seed 1), a test file
 # (--seed 2) and a validation file (--seed 3), then for each seed runs
 #   - the CTR job (default examples/ctr_deepfm.textproto) with only its data paths and `seed:`
-#     changed, and reads its final test AUC;
+#     changed, and reads the test AUC of the version it kept (chosen on the validation set; its
+#     final one for a job without validation_path);
 #   - bench/reference_ctr.py --recipe=standard --val=... (Adam, rare values folded, missing
 #     indicators) and reads the test AUC of the epoch the validation set kept.
 # Prints each one's mean AUC with its 95% interval and, against the reference, the interval of
@@ -57,18 +58,22 @@ for teacher in "${teacher_list[@]}"; do
   for ((seed = 1; seed <= SEEDS; ++seed)); do
     sed -e "s/^seed:.*/seed: $seed/" \
         -e "s#train_path:.*#train_path: \"$data/train.tsv.gz\"#" \
-        -e "s#test_path:.*#test_path: \"$data/test.tsv.gz\"#" "$JOB" >"$TMP/job.textproto"
-    line="$(timeout 1800 "$BIN/syncopate" local --bin_dir="$BIN" --job="$TMP/job.textproto" \
-      --run_dir="$TMP/run-$teacher-$seed" 2>&1 | grep '^done:' || true)"
-    auc="$(sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p' <<<"$line")"
-    [[ -n "$auc" ]] || { echo "ctr_quality: $teacher seed $seed did not finish: $line" >&2; exit 1; }
-    printf '%s\t%s\tsyncopate\t%s\n' "$teacher" "$seed" "$auc" | tee -a "$TSV" >&2
+        -e "s#test_path:.*#test_path: \"$data/test.tsv.gz\"#" \
+        -e "s#validation_path:.*#validation_path: \"$data/val.tsv.gz\"#" "$JOB" >"$TMP/job.textproto"
+    out="$(timeout 1800 "$BIN/syncopate" local --bin_dir="$BIN" --job="$TMP/job.textproto" \
+      --run_dir="$TMP/run-$teacher-$seed" 2>&1 | grep -E '^(done|kept):' || true)"
+    final="$(grep '^done:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p')"
+    [[ -n "$final" ]] || { echo "ctr_quality: $teacher seed $seed did not finish: $out" >&2; exit 1; }
+    # The version the job kept (chosen on the validation set) when it has one, else its last.
+    kept="$(grep '^kept:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p')"
+    printf '%s\t%s\tsyncopate\t%s\n' "$teacher" "$seed" "${kept:-$final}" | tee -a "$TSV" >&2
+    printf '%s\t%s\tsyncopate-last\t%s\n' "$teacher" "$seed" "$final" | tee -a "$TSV" >&2
     result="$(timeout 1800 /usr/bin/python3 "$ROOT/bench/reference_ctr.py" "$data/train.tsv.gz" \
       "$data/test.tsv.gz" --val="$data/val.tsv.gz" --recipe=standard --models=deepfm \
       --seed="$seed" | grep '^RESULT' || true)"
-    kept="$(sed -n 's/.* kept_auc=\([0-9.]*\) .*/\1/p' <<<"$result")"
-    [[ -n "$kept" ]] || { echo "ctr_quality: the reference failed on $teacher seed $seed" >&2; exit 1; }
-    printf '%s\t%s\treference\t%s\n' "$teacher" "$seed" "$kept" | tee -a "$TSV" >&2
+    reference="$(sed -n 's/.* kept_auc=\([0-9.]*\) .*/\1/p' <<<"$result")"
+    [[ -n "$reference" ]] || { echo "ctr_quality: the reference failed on $teacher seed $seed" >&2; exit 1; }
+    printf '%s\t%s\treference\t%s\n' "$teacher" "$seed" "$reference" | tee -a "$TSV" >&2
   done
 done
 for teacher in "${teacher_list[@]}"; do

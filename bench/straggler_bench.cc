@@ -85,6 +85,9 @@ RunResult RunOne(const Scenario& scenario, const std::string& policy, uint64_t s
     job = *loaded;
     job.mutable_dataset()->set_train_path(ctr->train_path);
     job.mutable_dataset()->set_test_path(ctr->test_path);
+    // Policies are compared over the same samples: no validation set, no early stop.
+    job.mutable_dataset()->clear_validation_path();
+    job.mutable_eval()->clear_early_stop();
   } else {
     job = *job::ParseJobSpec(job::DefaultJobText());
     job.mutable_stop()->set_epochs(absl::GetFlag(FLAGS_epochs));

@@ -3,11 +3,13 @@
 #include <algorithm>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/common/status_macros.h"
+#include "libs/coordinator/kept_evaluation.h"
 #include "libs/coordinator/status_builder.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/model_kind.h"
@@ -103,6 +105,7 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       partitions_(std::move(partitions)),
       initial_values_(std::move(initial_values)),
       target_examples_(job::TargetExamples(options_.job, options_.train_examples)),
+      quality_metric_(job::QualityMetric(options_.job)),
       created_(options_.clock->Now()),
       leases_(std::move(leases)),
       modes_(options_.job, options_.clock, options_.metrics) {
@@ -163,7 +166,11 @@ void CoordinatorCore::RestoreProgress() {
   }
   LOG(INFO) << "restart " << restarts_ << " of job " << progress.job_id() << ": "
             << JobPhaseName(phase_) << " at " << examples_ << " examples";
-  if (phase_ == JobPhase::kRunning && examples_ >= target_examples_) {
+  // The rule reads only the evaluations, so it decides as the previous life did.
+  if (options_.job.eval().early_stop())
+    early_stop_reason_ = EarlyStopReason(evals_, quality_metric_);
+  if (phase_ == JobPhase::kRunning &&
+      (examples_ >= target_examples_ || !early_stop_reason_.empty())) {
     Outbox ignored;  // nobody is connected yet
     BeginFinishing(ignored);
     // The previous life received the final evaluation and stopped everyone, then died before
@@ -448,6 +455,11 @@ void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
                             static_cast<double>(eval.examples_at_eval()), eval.seconds_at_eval());
   LOG(INFO) << (report.final() ? "final " : "") << "evaluation: accuracy " << report.accuracy()
             << ", loss " << report.loss();
+  if (options_.job.eval().early_stop() && early_stop_reason_.empty() &&
+      phase_ == JobPhase::kRunning) {
+    early_stop_reason_ = EarlyStopReason(evals_, quality_metric_);
+    if (!early_stop_reason_.empty()) BeginFinishing(out);
+  }
   if (report.final() && phase_ == JobPhase::kFinishing) {
     BeginDraining("final evaluation received", out);
   }
@@ -457,7 +469,11 @@ void CoordinatorCore::BeginFinishing(Outbox& out) {
   if (phase_ != JobPhase::kRunning) return;
   EnterPhase(JobPhase::kFinishing);
   finishing_since_ = options_.clock->Now();
-  LOG(INFO) << "target of " << target_examples_ << " examples reached; stopping workers";
+  if (early_stop_reason_.empty()) {
+    LOG(INFO) << "target of " << target_examples_ << " examples reached; stopping workers";
+  } else {
+    LOG(INFO) << "stopping early at " << examples_ << " examples: " << early_stop_reason_;
+  }
   SaveProgress(out);  // a coordinator restarted from here must not wait for the workers it stopped
   for (auto& [id, worker] : workers_) {
     if (worker.link == nullptr || worker.role != v1::ROLE_WORKER) continue;
@@ -815,6 +831,10 @@ v1::ClusterStatus CoordinatorCore::Status() const {
   }
   if (!evals_.empty()) *status.mutable_last_eval() = evals_.back();
   for (const v1::EvalStatus& eval : evals_) *status.add_eval_history() = eval;
+  if (const std::optional<size_t> kept = KeptEvaluation(evals_, quality_metric_)) {
+    *status.mutable_kept_eval() = evals_[*kept];
+  }
+  status.set_early_stop_reason(early_stop_reason_);
   return status;
 }
 

@@ -198,6 +198,7 @@ class CoordinatorCore {
   // Per shard, ShardAssignment.initial_values (a model that initialises itself; else empty).
   const std::vector<std::string> initial_values_;
   const int64_t target_examples_;
+  const std::string quality_metric_;  // job::QualityMetric: what the kept evaluation is best in
   const absl::Time created_;
 
   // The decided, not yet delivered outboxes, in decision order (queued under mu_, delivered by
@@ -218,6 +219,8 @@ class CoordinatorCore {
   bool final_eval_requested_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time draining_since_ ABSL_GUARDED_BY(mu_);  // when DRAINING began
   std::string done_reason_ ABSL_GUARDED_BY(mu_);
+  // Why training ended before its target (EvalSpec.early_stop; EarlyStopReason), if it did.
+  std::string early_stop_reason_ ABSL_GUARDED_BY(mu_);
   data::LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, Shard> shards_ ABSL_GUARDED_BY(mu_);

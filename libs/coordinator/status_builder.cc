@@ -52,6 +52,7 @@ v1::EvalStatus EvalStatusOf(const v1::EvalReport& report, int64_t examples,
     eval.set_seconds_at_eval(std::max(0.0, elapsed_seconds - report.point_age_seconds()));
   }
   *eval.mutable_shard_versions() = report.shard_versions();
+  if (report.has_validation()) *eval.mutable_validation() = report.validation();
   return eval;
 }
 

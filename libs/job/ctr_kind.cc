@@ -87,7 +87,17 @@ absl::StatusOr<ModelLayout> CtrModelKind::Layout(const v1::JobSpec& job) const {
 }
 
 absl::StatusOr<int64_t> CtrModelKind::CountTrainExamples(const v1::JobSpec& job) const {
-  // Parsing every line (and keeping none) validates the data before any worker starts.
+  // Parsing every line (and keeping none) validates the data before any worker starts; the
+  // validation set too, so a bad path fails the job at once rather than its evaluator later.
+  if (!job.dataset().validation_path().empty()) {
+    SYNCOPATE_ASSIGN_OR_RETURN(
+        std::unique_ptr<data::CriteoFiles> validation,
+        data::CriteoFiles::Open(job.dataset().validation_path(), {.validate = true}));
+    if (validation->rows() == 0) {
+      return absl::FailedPreconditionError(
+          absl::StrCat(job.dataset().validation_path(), " holds no examples"));
+    }
+  }
   SYNCOPATE_ASSIGN_OR_RETURN(
       std::unique_ptr<data::CriteoFiles> files,
       data::CriteoFiles::Open(job.dataset().train_path(),
@@ -100,11 +110,16 @@ absl::StatusOr<std::unique_ptr<workload::Workload>> CtrModelKind::CreateWorkload
     const workload::WorkloadOptions& options) const {
   const bool train = purpose == workload::Purpose::kTrain;
   SYNCOPATE_ASSIGN_OR_RETURN(model::CtrModel model, CtrModelForJob(job));
-  const std::string& path = train ? job.dataset().train_path() : job.dataset().test_path();
-  SYNCOPATE_ASSIGN_OR_RETURN(
-      std::unique_ptr<data::CriteoFiles> files,
-      data::CriteoFiles::Open(
-          path, {.limit = train ? job.dataset().train_limit() : job.dataset().test_limit()}));
+  const std::string& path = train ? job.dataset().train_path()
+                            : purpose == workload::Purpose::kValidate
+                                ? job.dataset().validation_path()
+                                : job.dataset().test_path();
+  // test_limit bounds the test set only: the validation set is read whole.
+  const int64_t limit = train                                     ? job.dataset().train_limit()
+                        : purpose == workload::Purpose::kEvaluate ? job.dataset().test_limit()
+                                                                  : 0;
+  SYNCOPATE_ASSIGN_OR_RETURN(std::unique_ptr<data::CriteoFiles> files,
+                             data::CriteoFiles::Open(path, {.limit = limit}));
   if (files->rows() == 0) {
     return absl::FailedPreconditionError(absl::StrCat(path, " holds no examples"));
   }

@@ -120,6 +120,13 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (spec.eval().every_global_batches() < 0) {
     return bad("eval.every_global_batches", "must be >= 0 (0: chosen from the run's length)");
   }
+  if (!spec.dataset().validation_path().empty() &&
+      spec.dataset().kind() != v1::DatasetSpec::CRITEO) {
+    return bad("dataset.validation_path", "is read for CRITEO datasets only");
+  }
+  if (spec.eval().early_stop() && spec.dataset().validation_path().empty()) {
+    return bad("eval.early_stop", "needs dataset.validation_path (the test set never chooses)");
+  }
   if (!v1::WirePrecision_IsValid(spec.wire_precision())) {
     return bad("wire_precision", "must be WIRE_FLOAT32 or WIRE_BFLOAT16");
   }

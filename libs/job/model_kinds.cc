@@ -77,6 +77,9 @@ absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& job) {
 absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(
     const v1::JobSpec& job, workload::Purpose purpose, const workload::WorkloadOptions& options) {
   SYNCOPATE_ASSIGN_OR_RETURN(const ModelKind* kind, FindModelKind(job.model().kind()));
+  if (purpose == workload::Purpose::kValidate && job.dataset().validation_path().empty()) {
+    return absl::FailedPreconditionError("the job has no dataset.validation_path");
+  }
   return kind->CreateWorkload(job, purpose, options);
 }
 

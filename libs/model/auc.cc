@@ -86,6 +86,7 @@ void StreamingAuc::Add(std::span<const float> scores, std::span<const float> lab
   examples_ += static_cast<int64_t>(n);
   if (exact() && examples_ > exact_limit_) MoveToHistogram();
   for (size_t i = 0; i < n; ++i) {
+    if (labels[i] >= 0.5f) ++positives_;
     if (exact()) {
       scores_.push_back(scores[i]);
       positive_.push_back(labels[i] >= 0.5f);
@@ -126,6 +127,21 @@ double StreamingAuc::Auc() const {
   }
   if (positives == 0 || negatives_below == 0) return kNaN;
   return wins / (positives * negatives_below);
+}
+
+double StreamingAuc::StandardError() const {
+  return AucStandardError(Auc(), positives_, examples_ - positives_);
+}
+
+double AucStandardError(double auc, int64_t positives, int64_t negatives) {
+  if (positives <= 0 || negatives <= 0 || !std::isfinite(auc)) return 0;
+  const double a = auc;
+  const double q1 = a / (2 - a);
+  const double q2 = 2 * a * a / (1 + a);
+  const double p = static_cast<double>(positives);
+  const double n = static_cast<double>(negatives);
+  const double variance = (a * (1 - a) + (p - 1) * (q1 - a * a) + (n - 1) * (q2 - a * a)) / (p * n);
+  return std::sqrt(std::max(0.0, variance));
 }
 
 double LogLoss(std::span<const float> probabilities, std::span<const float> labels) {

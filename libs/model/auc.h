@@ -31,7 +31,10 @@ class StreamingAuc {
   void Add(std::span<const float> scores, std::span<const float> labels);
   // NaN when either class is absent. Does not reset.
   double Auc() const;
+  // Auc()'s standard error (AucStandardError); 0 when either class is absent.
+  double StandardError() const;
   int64_t examples() const { return examples_; }
+  int64_t positives() const { return positives_; }
   bool exact() const { return histogram_positive_.empty(); }
 
  private:
@@ -40,11 +43,18 @@ class StreamingAuc {
 
   int64_t exact_limit_;
   int64_t examples_ = 0;
+  int64_t positives_ = 0;
   std::vector<float> scores_;  // exact mode
   std::vector<bool> positive_;
   std::vector<int64_t> histogram_positive_;  // histogram mode
   std::vector<int64_t> histogram_negative_;
 };
+
+// The standard error of an AUC measured on `positives` and `negatives` examples (Hanley & McNeil
+// 1982, "The meaning and use of the area under a ROC curve", eq. 1, with their exponential
+// approximations Q1 = A / (2 - A), Q2 = 2A^2 / (1 + A)): how far the same model's AUC would move
+// on another sample of that size. 0 when either count is 0.
+double AucStandardError(double auc, int64_t positives, int64_t negatives);
 
 // Mean over examples of -[y log p + (1 - y) log(1 - p)], with p clamped to [1e-7, 1 - 1e-7] so a
 // confident miss costs about 16.1 rather than infinity. NaN when the inputs are empty or differ in

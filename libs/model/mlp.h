@@ -44,6 +44,8 @@ struct Evaluation {
   double mean_loss;  // mean softmax cross-entropy
   double auc;        // macro one-vs-rest ROC AUC of the softmax scores (MacroOneVsRestAuc)
   int64_t examples;
+  // Binary models: the AUC's standard error (model::AucStandardError); 0 when not computed.
+  double auc_standard_error = 0;
 };
 
 class Mlp {

@@ -212,6 +212,7 @@ class TorchWorkload final : public workload::Workload {
     if (examples_ == 0) return absl::FailedPreconditionError("nothing was scored");
     const double n = static_cast<double>(examples_);
     double auc = auc_.examples() > 0 ? auc_.Auc() : 0;
+    const double auc_standard_error = auc_.examples() > 0 ? auc_.StandardError() : 0;
     if (classes_ > 0) {
       auc = model::MacroOneVsRestAuc(class_scores_, class_labels_, classes_);
       if (std::isnan(auc)) auc = 0;
@@ -219,7 +220,8 @@ class TorchWorkload final : public workload::Workload {
     model::Evaluation result{.accuracy = static_cast<double>(correct_) / n,
                              .mean_loss = loss_sum_ / n,
                              .auc = auc,
-                             .examples = examples_};
+                             .examples = examples_,
+                             .auc_standard_error = classes_ > 0 ? 0 : auc_standard_error};
     auc_ = model::StreamingAuc();
     class_scores_.clear();
     class_labels_.clear();

@@ -57,6 +57,8 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
   }
   report.set_wire_bytes_per_example(WorkersWireBytesPerExample(status));
   *report.mutable_eval_history() = status.eval_history();
+  if (status.has_kept_eval()) *report.mutable_kept_eval() = status.kept_eval();
+  report.set_early_stop_reason(status.early_stop_reason());
   for (const v1::RunReport::Sample& sample : timeline) *report.add_timeline() = sample;
   return report;
 }
@@ -121,6 +123,24 @@ std::string RunReportMarkdown(const v1::RunReport& report) {
       &md, "| final test AUC / loss | ",
       has_eval ? absl::StrFormat("%.4f / %.4f", report.final_auc(), report.final_loss()) : "n/a",
       " |\n");
+  if (report.has_kept_eval()) {
+    // The version the validation set chose (the test set never chooses); its test scores are
+    // the run's result.
+    const v1::EvalStatus& kept = report.kept_eval();
+    absl::StrAppend(
+        &md, absl::StrFormat(
+                 "| kept version (best validation %s) | %s at %d examples: "
+                 "validation %.4f, test AUC %.4f, test accuracy %.2f%% |\n",
+                 report.quality_metric() == "auc" ? "AUC" : "accuracy",
+                 kept.final() ? "the final parameters" : absl::StrCat("point ", kept.point()),
+                 kept.examples_at_eval(),
+                 report.quality_metric() == "auc" ? kept.validation().auc()
+                                                  : kept.validation().accuracy(),
+                 kept.auc(), 100 * kept.accuracy()));
+  }
+  if (!report.early_stop_reason().empty()) {
+    absl::StrAppend(&md, "| stopped early | ", report.early_stop_reason(), " |\n");
+  }
   absl::StrAppend(&md, absl::StrFormat("| wall time | %.1f s (training %.1f s) |\n",
                                        report.wall_seconds(), report.training_seconds()));
   absl::StrAppend(&md, absl::StrFormat("| examples | %d (%.2f epochs) |\n", report.examples(),

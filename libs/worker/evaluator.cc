@@ -31,14 +31,16 @@ absl::Status AwaitJobDone(CoordinatorChannel& coordinator, const EvaluatorOption
   return absl::OkStatus();
 }
 
-// One evaluation pass over the evaluation set, chunk by chunk: each chunk pulls the dense
-// parameters and the rows its examples touch. Without `point`, the newest parameters (the
-// versions reported are the first chunk's; the final evaluation runs after training stopped, so
-// there every chunk sees the same parameters). With `point`, an evaluation point's: every chunk
-// reads the same point; `*point` is 0 when a shard has none yet, and becomes the newer point to
-// try when the shards or the chunks answered different ones (the scores are then not reported).
+// One evaluation pass: the validation set (when the job has one), then the test set, chunk by
+// chunk; each chunk pulls the dense parameters and the rows its examples touch. Without `point`,
+// the newest parameters (the versions reported are the first chunk's; the final evaluation runs
+// after training stopped, so there every chunk sees the same parameters). With `point`, an
+// evaluation point's: every chunk of both sets reads the same point, and the last one releases
+// it; `*point` is 0 when a shard has none yet, and becomes the newer point to try when the shards
+// or the chunks answered different ones (the scores are then not reported).
 struct Scored {
   model::Evaluation eval;
+  std::optional<model::Evaluation> validation;
   std::vector<int64_t> versions;
   int64_t point = 0;  // the point evaluated (0: the newest parameters)
   int64_t point_examples = 0;
@@ -48,55 +50,66 @@ struct Scored {
 absl::StatusOr<Scored> Score(workload::Workload& model, ParameterStore& parameters,
                              const EvaluatorOptions& options, std::vector<float>& params,
                              workload::TableRows& rows, int64_t* point) {
+  std::vector<workload::Workload*> sets;
+  if (options.validation != nullptr) sets.push_back(options.validation);
+  sets.push_back(&model);
   Scored scored;
   absl::Status status = absl::OkStatus();
   bool complete = true;
-  for (int64_t begin = 0; status.ok() && begin < model.eval_size(); begin += model.eval_chunk()) {
-    const int64_t end = std::min(model.eval_size(), begin + model.eval_chunk());
-    status = model.PrepareEval(begin, end);
-    if (!status.ok()) break;
-    absl::StatusOr<PullStats> pulled =
-        point == nullptr
-            ? parameters.PullAll(params, options.timeouts.pull, /*newest=*/true, &model.keys(),
-                                 &rows)
-            : parameters.PullEvalPoint({.point = *point, .release = end == model.eval_size()},
-                                       params, options.timeouts.pull, &model.keys(), &rows);
-    if (!pulled.ok()) {
-      status = pulled.status();
-      break;
-    }
-    if (point != nullptr) {
-      const auto [lowest, highest] =
-          std::minmax_element(pulled->eval_points.begin(), pulled->eval_points.end());
-      if (pulled->eval_points.empty() || *lowest == 0) {
-        *point = 0;  // not reached everywhere yet
-        complete = false;
+  std::vector<absl::StatusOr<model::Evaluation>> evals;
+  for (size_t set = 0; set < sets.size() && status.ok() && complete; ++set) {
+    workload::Workload& data = *sets[set];
+    const bool last_set = set + 1 == sets.size();
+    for (int64_t begin = 0; status.ok() && begin < data.eval_size(); begin += data.eval_chunk()) {
+      const int64_t end = std::min(data.eval_size(), begin + data.eval_chunk());
+      status = data.PrepareEval(begin, end);
+      if (!status.ok()) break;
+      absl::StatusOr<PullStats> pulled =
+          point == nullptr ? parameters.PullAll(params, options.timeouts.pull, /*newest=*/true,
+                                                &data.keys(), &rows)
+                           : parameters.PullEvalPoint(
+                                 {.point = *point, .release = last_set && end == data.eval_size()},
+                                 params, options.timeouts.pull, &data.keys(), &rows);
+      if (!pulled.ok()) {
+        status = pulled.status();
         break;
       }
-      if (*lowest != *highest || (scored.point != 0 && *highest != scored.point)) {
-        *point = *highest;  // a shard or a later chunk moved on: read that one whole
-        complete = false;
-        break;
+      if (point != nullptr) {
+        const auto [lowest, highest] =
+            std::minmax_element(pulled->eval_points.begin(), pulled->eval_points.end());
+        if (pulled->eval_points.empty() || *lowest == 0) {
+          *point = 0;  // not reached everywhere yet
+          complete = false;
+          break;
+        }
+        if (*lowest != *highest || (scored.point != 0 && *highest != scored.point)) {
+          *point = *highest;  // a shard or a later chunk moved on: read that one whole
+          complete = false;
+          break;
+        }
+        if (scored.point == 0) {
+          scored.point = *highest;
+          scored.point_examples =
+              *std::max_element(pulled->point_examples.begin(), pulled->point_examples.end());
+          // Every shard had made it once the last one did: the youngest age.
+          scored.point_made =
+              absl::Now() - absl::Seconds(*std::min_element(pulled->point_age_seconds.begin(),
+                                                            pulled->point_age_seconds.end()));
+        }
       }
-      if (scored.point == 0) {
-        scored.point = *highest;
-        scored.point_examples =
-            *std::max_element(pulled->point_examples.begin(), pulled->point_examples.end());
-        // Every shard had made it once the last one did: the youngest age.
-        scored.point_made =
-            absl::Now() - absl::Seconds(*std::min_element(pulled->point_age_seconds.begin(),
-                                                          pulled->point_age_seconds.end()));
-      }
+      if (scored.versions.empty()) scored.versions = pulled->versions;
+      status = data.ScoreEval(params, rows);
     }
-    if (scored.versions.empty()) scored.versions = pulled->versions;
-    status = model.ScoreEval(params, rows);
+    // Always finished, so an abandoned pass leaves no partial sums behind.
+    evals.push_back(data.FinishEval());
   }
-  // Always finished, so an abandoned pass leaves no partial sums behind.
-  absl::StatusOr<model::Evaluation> eval = model.FinishEval();
   if (!status.ok()) return status;
   if (!complete) return Scored{};
-  if (!eval.ok()) return eval.status();
-  scored.eval = *eval;
+  for (const absl::StatusOr<model::Evaluation>& eval : evals) {
+    if (!eval.ok()) return eval.status();
+  }
+  scored.eval = *evals.back();
+  if (options.validation != nullptr) scored.validation = *evals.front();
   return scored;
 }
 
@@ -211,9 +224,20 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
       next_point = scored->point + 1;
       point_pending = true;  // the evaluator may be behind: the next one may exist already
     }
+    if (scored->validation.has_value()) {
+      v1::EvalMetrics* validation = r->mutable_validation();
+      validation->set_accuracy(scored->validation->accuracy);
+      validation->set_loss(scored->validation->mean_loss);
+      validation->set_auc(scored->validation->auc);
+      validation->set_examples(scored->validation->examples);
+      validation->set_auc_standard_error(scored->validation->auc_standard_error);
+    }
     for (int64_t v : scored->versions) r->add_shard_versions(v);
     coordinator.Send(report);
     LOG(INFO) << "accuracy " << scored->eval.accuracy << " auc " << scored->eval.auc
+              << (scored->validation.has_value()
+                      ? absl::StrCat(" (validation auc ", scored->validation->auc, ")")
+                      : "")
               << " at versions " << (scored->versions.empty() ? -1 : scored->versions[0])
               << (scored->point > 0 ? absl::StrCat(" (point ", scored->point, ")") : "")
               << (request.final() ? " (final)" : "");

@@ -3,14 +3,15 @@
 // eval.interval_seconds for a job that evaluates by time, and when the coordinator asks (the
 // final evaluation, of the newest parameters): pull the parameters chunk by chunk, score the
 // evaluation set and report accuracy, loss and AUC with the shard versions measured, and for a
-// point the examples applied at it and how long ago it was made. A point is polled for every
-// 25 ms (a model with embeddings polls with a probe that carries no rows); an evaluator that
-// falls behind skips to the newest point the shards keep. After the final report it
-// stays until the coordinator says the job is done (bounded by `linger`): if the coordinator
-// dies before recording the report, the channel breaks (UNAVAILABLE) and the caller rejoins the
-// restarted coordinator, which asks again.
-// Like the Trainer it sees the cluster only through CoordinatorChannel and ParameterStore.
-// Thread-safety: thread-compatible (one thread runs it).
+// point the examples applied at it and how long ago it was made; with a validation set, the
+// same parameters' scores there too (the coordinator keeps the version that scores best). A
+// point is polled for every 25 ms (a model with embeddings polls with a probe that carries no
+// rows); an evaluator that falls behind skips to the newest point the shards keep. After the final
+// report it stays until the coordinator says the job is done (bounded by `linger`): if the
+// coordinator dies before recording the report, the channel breaks (UNAVAILABLE) and the caller
+// rejoins the restarted coordinator, which asks again. Like the Trainer it sees the cluster only
+// through CoordinatorChannel and ParameterStore. Thread-safety: thread-compatible (one thread runs
+// it).
 #ifndef SYNCOPATE_LIBS_WORKER_EVALUATOR_H_
 #define SYNCOPATE_LIBS_WORKER_EVALUATOR_H_
 
@@ -29,6 +30,9 @@ struct EvaluatorOptions {
   LoopTimeouts timeouts;
   // How long to wait for the coordinator's stop after the final report.
   absl::Duration linger = absl::Seconds(30);
+  // The validation set (DatasetSpec.validation_path), scored with the same parameters before
+  // the test set at every evaluation; null: none. Not owned.
+  workload::Workload* validation = nullptr;
   InterruptibleWait wait;          // backoff waits (default: sleep)
   std::function<bool()> shutdown;  // polled: the process is shutting down
 };

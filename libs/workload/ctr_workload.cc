@@ -77,7 +77,8 @@ class CtrWorkload final : public Workload {
     model::Evaluation result{.accuracy = static_cast<double>(correct_) / examples,
                              .mean_loss = loss_sum_ / examples,
                              .auc = auc_.Auc(),
-                             .examples = auc_.examples()};
+                             .examples = auc_.examples(),
+                             .auc_standard_error = auc_.StandardError()};
     auc_ = model::StreamingAuc();
     loss_sum_ = 0;
     correct_ = 0;

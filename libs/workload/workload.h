@@ -55,7 +55,9 @@ class Workload {
   virtual absl::StatusOr<model::Evaluation> FinishEval() = 0;
 };
 
-enum class Purpose { kTrain, kEvaluate };
+// kEvaluate scores the test set, kValidate the validation set (DatasetSpec.validation_path)
+// through the same evaluation interface.
+enum class Purpose { kTrain, kEvaluate, kValidate };
 
 struct WorkloadOptions {
   // CTR training data stays on disk; this many lease blocks (job.block_size examples, ~264 bytes

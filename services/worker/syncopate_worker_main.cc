@@ -68,8 +68,16 @@ absl::Status RunRole(CoordinatorChannel& session, bool trainer, const rpc::Secur
       .abort = shutdown,
       .wait = wait};
   if (!trainer) {
+    std::unique_ptr<workload::Workload> validation;
+    if (!welcome.job().dataset().validation_path().empty()) {
+      absl::StatusOr<std::unique_ptr<workload::Workload>> created =
+          job::CreateWorkload(welcome.job(), workload::Purpose::kValidate);
+      if (!created.ok()) return created.status();
+      validation = *std::move(created);
+    }
     ParameterClient client(welcome.shard_map(), std::move(client_options));
     EvaluatorOptions options;
+    options.validation = validation.get();
     options.wait = wait;
     options.shutdown = shutdown;
     return RunEvaluator(session, **model, client, options);

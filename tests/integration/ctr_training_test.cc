@@ -71,10 +71,15 @@ v1::JobSpec CtrJob(const std::string& dir, v1::Mode mode, int epochs, double* ba
 }
 
 // Scenario: gba training of wide & deep learns well above chance (AUC 0.5); every pushed row
-// was accepted (routing to owners agrees with the shards' ownership checks).
+// was accepted (routing to owners agrees with the shards' ownership checks). With a validation
+// set, every evaluation scores it too, and the status keeps the one that scored best there.
 TEST(CtrTraining, WideAndDeepLearnsInGba) {
   double bayes = 0;
-  const v1::JobSpec job = CtrJob(TestRunDir("ctr-data"), v1::MODE_GBA, 3, &bayes);
+  const std::string dir = TestRunDir("ctr-data");
+  v1::JobSpec job = CtrJob(dir, v1::MODE_GBA, 3, &bayes);
+  ASSERT_TRUE(
+      datagen::GenerateCtr(datagen::CtrTeacherConfig(), 3, 2000, dir + "/validation.tsv").ok());
+  job.mutable_dataset()->set_validation_path(dir + "/validation.tsv");
   auto cluster = launch::LocalCluster::Start(Options(job, "ctr-gba"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = WaitFor(**cluster, Done, absl::Seconds(180));
@@ -84,6 +89,16 @@ TEST(CtrTraining, WideAndDeepLearnsInGba) {
   EXPECT_GT(status->last_eval().auc(), 0.74) << "Bayes AUC " << bayes;
   EXPECT_LT(status->last_eval().auc(), bayes + 0.01);
   EXPECT_GE(status->examples(), 60000);
+  double best_validation = 0;
+  for (const v1::EvalStatus& eval : status->eval_history()) {
+    EXPECT_EQ(eval.validation().examples(), 2000) << eval.ShortDebugString();
+    EXPECT_GT(eval.validation().auc_standard_error(), 0) << eval.ShortDebugString();
+    best_validation = std::max(best_validation, eval.validation().auc());
+  }
+  ASSERT_TRUE(status->has_kept_eval());
+  EXPECT_DOUBLE_EQ(status->kept_eval().validation().auc(), best_validation);
+  EXPECT_GT(status->kept_eval().auc(), 0.74) << "the kept version's test AUC";
+  EXPECT_EQ(status->early_stop_reason(), "") << "early_stop is off";
   for (const v1::ShardStatus& shard : status->shards()) {
     EXPECT_EQ(shard.mode(), v1::MODE_GBA);
     EXPECT_EQ(shard.gradients().rejected(), 0);

@@ -789,6 +789,60 @@ TEST_F(CoordinatorCoreTest, ARestartAfterTheFinalEvaluationEndsTheJobWithoutWait
   EXPECT_DOUBLE_EQ(core_->Status().last_eval().accuracy(), 0.8);
 }
 
+// An evaluation point's report with validation scores: AUC and accuracy `validation` (the MLP job
+// keeps by accuracy: standard error sqrt(a (1 - a) / 5000) ~ 0.006).
+v1::WorkerMessage PointReport(int64_t point, double validation, double test) {
+  v1::WorkerMessage report;
+  v1::EvalReport* eval = report.mutable_eval();
+  eval->set_point(point);
+  eval->set_point_examples(point * 8);
+  eval->set_auc(test);
+  eval->set_accuracy(test);
+  eval->mutable_validation()->set_auc(validation);
+  eval->mutable_validation()->set_accuracy(validation);
+  eval->mutable_validation()->set_auc_standard_error(0.002);
+  eval->mutable_validation()->set_examples(5000);
+  return report;
+}
+
+// With a validation set the status names the version the job keeps (chosen by validation,
+// never by the test scores); with early_stop, training ends once three evaluations in a row
+// trail it by more than twice its standard error, and a restarted coordinator decides the same.
+TEST_F(CoordinatorCoreTest, KeepsTheBestValidatedVersionAndStopsEarlyWhenItClearlyWorsens) {
+  journal_ = std::make_shared<InMemoryProgressJournal>();
+  v1::JobSpec job = SmallJob();
+  job.mutable_stop()->set_max_examples(100);
+  job.mutable_eval()->set_early_stop(true);
+  Create(job);
+  StartJob();
+  int32_t evaluator = 0;
+  auto e = Join("eval", &evaluator, v1::ROLE_EVALUATOR);
+  core_->WorkerMessage(id1_, Step(16));
+  core_->WorkerMessage(evaluator, PointReport(1, 0.70, 0.80));
+  core_->WorkerMessage(evaluator, PointReport(2, 0.75, 0.70));  // the best on validation
+  core_->WorkerMessage(evaluator, PointReport(3, 0.74, 0.90));  // within noise: not worse
+  core_->WorkerMessage(evaluator, PointReport(4, 0.73, 0.90));
+  core_->WorkerMessage(evaluator, PointReport(5, 0.73, 0.90));
+  EXPECT_EQ(core_->phase(), JobPhase::kRunning) << "two worse evaluations are not a trend";
+  v1::ClusterStatus status = core_->Status();
+  EXPECT_EQ(status.kept_eval().point(), 2);
+  EXPECT_DOUBLE_EQ(status.kept_eval().auc(), 0.70) << "the kept version's test score";
+  EXPECT_EQ(status.early_stop_reason(), "");
+
+  core_->WorkerMessage(evaluator, PointReport(6, 0.72, 0.90));
+  EXPECT_EQ(core_->phase(), JobPhase::kFinishing);
+  EXPECT_EQ(w1_->Of(v1::CoordinatorToWorker::kStop).size(), 1u);
+  EXPECT_EQ(core_->Status().examples(), 16) << "ended before its 100 examples";
+  EXPECT_NE(core_->Status().early_stop_reason(), "");
+  EXPECT_EQ(core_->Status().kept_eval().point(), 2);
+
+  core_.reset();
+  shards_.clear();
+  Create(job);
+  EXPECT_EQ(core_->phase(), JobPhase::kFinishing) << "the restarted coordinator stops too";
+  EXPECT_EQ(core_->Status().kept_eval().point(), 2);
+}
+
 // A job that finished (or ran on) before its coordinator restarted still shows the workers that
 // trained it: ids, names, roles and tallies come back from the progress file, not connected.
 TEST_F(CoordinatorCoreTest, ARestartedCoordinatorStillShowsTheWorkersThatTrained) {

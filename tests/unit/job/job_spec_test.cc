@@ -250,6 +250,25 @@ TEST(ValidateJobSpec, BadModeNamesMode) {
   }
 }
 
+// A validation set is a CRITEO dataset's path; early stopping needs one (the test set never
+// chooses).
+TEST(ValidateJobSpec, ValidationPathIsCriteosAndEarlyStopNeedsIt) {
+  v1::JobSpec spec = ValidSpec();  // Fashion-MNIST
+  spec.mutable_dataset()->set_validation_path("val.tsv");
+  ExpectRejectsField(spec, "dataset.validation_path");
+  spec.mutable_dataset()->clear_validation_path();
+  spec.mutable_eval()->set_early_stop(true);
+  ExpectRejectsField(spec, "eval.early_stop");
+
+  absl::StatusOr<v1::JobSpec> ctr =
+      LoadJobSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/ctr_wdl.textproto");
+  ASSERT_TRUE(ctr.ok()) << ctr.status();
+  ctr->mutable_eval()->set_early_stop(true);
+  ExpectRejectsField(*ctr, "eval.early_stop");
+  ctr->mutable_dataset()->set_validation_path("val.tsv");
+  EXPECT_TRUE(ValidateJobSpec(*ctr).ok());
+}
+
 // Unset and WIRE_FLOAT32 are float32 on the wire; only WIRE_BFLOAT16 rounds.
 TEST(TrainingDenseEncoding, FollowsTheJobsWirePrecision) {
   v1::JobSpec spec = ValidSpec();

@@ -62,6 +62,37 @@ TEST(Evaluator, ScoresEveryChunkOnRequestAndReportsTheFinalEvaluation) {
   EXPECT_THAT(final.shard_versions(), ElementsAre(0));
 }
 
+// With a validation set, every evaluation scores it first with the same parameters and reports
+// its scores beside the test set's.
+TEST(Evaluator, ScoresTheValidationSetBesideTheTestSet) {
+  FakeCoordinator coordinator(EvaluatorWelcome(),
+                              [](const v1::WorkerMessage& m, FakeCoordinator& c) {
+                                if (m.has_eval() && m.eval().final()) c.Stop();
+                              });
+  FakeWorkload model(0, /*eval_size=*/10, /*eval_chunk=*/4);
+  FakeWorkload validation(0, /*eval_size=*/6, /*eval_chunk=*/4);
+  validation.auc = 0.6;
+  validation.auc_standard_error = 0.01;
+  FakeParameters parameters({0.25f}, 0.1f);
+  coordinator.Queue(Evaluate(true));
+  EvaluatorOptions options;
+  options.validation = &validation;
+  ASSERT_TRUE(RunEvaluator(coordinator, model, parameters, options).ok());
+
+  EXPECT_THAT(validation.chunks, ElementsAre(Pair(0, 4), Pair(4, 6)));
+  EXPECT_THAT(model.chunks, ElementsAre(Pair(0, 4), Pair(4, 8), Pair(8, 10)));
+  EXPECT_FLOAT_EQ(validation.last_scored, 0.25f);
+  const std::vector<v1::WorkerMessage> sent = coordinator.sent();
+  ASSERT_EQ(sent.size(), 1u);
+  const v1::EvalReport& report = sent[0].eval();
+  EXPECT_DOUBLE_EQ(report.auc(), 0.75);
+  EXPECT_EQ(report.examples(), 10);
+  ASSERT_TRUE(report.has_validation());
+  EXPECT_DOUBLE_EQ(report.validation().auc(), 0.6);
+  EXPECT_DOUBLE_EQ(report.validation().auc_standard_error(), 0.01);
+  EXPECT_EQ(report.validation().examples(), 6);
+}
+
 // A failed pull is retried on the next request; a permanent refusal ends the loop.
 TEST(Evaluator, RetriesATransientFailureAndEndsOnARefusal) {
   FakeCoordinator coordinator(EvaluatorWelcome());

@@ -173,10 +173,15 @@ class FakeWorkload : public workload::Workload {
     return absl::OkStatus();
   }
   absl::StatusOr<model::Evaluation> FinishEval() override {
-    return model::Evaluation{
-        .accuracy = 0.5, .mean_loss = 0.25, .auc = 0.75, .examples = eval_size_};
+    return model::Evaluation{.accuracy = 0.5,
+                             .mean_loss = 0.25,
+                             .auc = auc,
+                             .examples = eval_size_,
+                             .auc_standard_error = auc_standard_error};
   }
 
+  double auc = 0.75;  // what FinishEval reports
+  double auc_standard_error = 0;
   std::vector<int64_t> trained;
   std::vector<std::pair<int64_t, int64_t>> chunks;
   float last_scored = 0;

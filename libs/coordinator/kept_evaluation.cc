@@ -1,0 +1,56 @@
+#include "libs/coordinator/kept_evaluation.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "absl/strings/str_format.h"
+
+namespace syncopate::coordinator {
+
+std::optional<ValidationScore> ValidationScoreOf(const v1::EvalStatus& eval,
+                                                 absl::string_view metric) {
+  if (!eval.has_validation() || eval.validation().examples() <= 0) return std::nullopt;
+  const v1::EvalMetrics& v = eval.validation();
+  if (metric == "auc") return ValidationScore{v.auc(), v.auc_standard_error()};
+  const double a = v.accuracy();
+  return ValidationScore{a,
+                         std::sqrt(std::max(0.0, a * (1 - a)) / static_cast<double>(v.examples()))};
+}
+
+std::optional<size_t> KeptEvaluation(std::span<const v1::EvalStatus> evals,
+                                     absl::string_view metric) {
+  std::optional<size_t> kept;
+  double best = 0;
+  for (size_t i = 0; i < evals.size(); ++i) {
+    const std::optional<ValidationScore> score = ValidationScoreOf(evals[i], metric);
+    if (!score.has_value() || std::isnan(score->value)) continue;
+    if (!kept.has_value() || score->value > best) {
+      kept = i;
+      best = score->value;
+    }
+  }
+  return kept;
+}
+
+std::string EarlyStopReason(std::span<const v1::EvalStatus> evals, absl::string_view metric) {
+  const std::optional<size_t> kept = KeptEvaluation(evals, metric);
+  if (!kept.has_value() ||
+      evals.size() - *kept - 1 < static_cast<size_t>(kWorseEvaluationsToStop)) {
+    return "";
+  }
+  const ValidationScore best = *ValidationScoreOf(evals[*kept], metric);
+  const double margin = kWorseByStandardErrors * best.standard_error;
+  if (!(margin > 0)) return "";
+  for (size_t i = evals.size() - kWorseEvaluationsToStop; i < evals.size(); ++i) {
+    const std::optional<ValidationScore> score = ValidationScoreOf(evals[i], metric);
+    if (!score.has_value() || !(best.value - score->value > margin)) return "";
+  }
+  const ValidationScore last = *ValidationScoreOf(evals.back(), metric);
+  return absl::StrFormat(
+      "validation %s fell from %.4f to %.4f: the last %d evaluations trail the best by more than "
+      "%.0f standard errors (%.4f)",
+      metric == "auc" ? "auc" : "accuracy", best.value, last.value, kWorseEvaluationsToStop,
+      kWorseByStandardErrors, margin);
+}
+
+}  // namespace syncopate::coordinator

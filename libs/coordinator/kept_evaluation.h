@@ -1,0 +1,51 @@
+// Which evaluation a job keeps, and when its validation scores say training should stop
+// (DatasetSpec.validation_path, EvalSpec.early_stop; ADR 0017). Both read only the validation
+// scores, so the test set never chooses; both are pure functions of the job's evaluations, so a
+// restarted coordinator that reloads them decides the same.
+// Thread-safety: pure functions; safe from any thread.
+#ifndef SYNCOPATE_LIBS_COORDINATOR_KEPT_EVALUATION_H_
+#define SYNCOPATE_LIBS_COORDINATOR_KEPT_EVALUATION_H_
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string>
+
+#include "absl/strings/string_view.h"
+#include "syncopate/v1/cluster.pb.h"
+
+namespace syncopate::coordinator {
+
+// An evaluation counts as worse than the kept one when its validation score trails the kept
+// score by more than this many of the kept score's standard errors: a gap noise alone reaches
+// about 2% of the time.
+inline constexpr double kWorseByStandardErrors = 2.0;
+// EvalSpec.early_stop ends training after this many worse evaluations in a row: one can be an
+// unlucky evaluation point; three (12% of a run at 25 points) are a trend.
+inline constexpr int kWorseEvaluationsToStop = 3;
+
+struct ValidationScore {
+  double value = 0;
+  // How far the same parameters' score would move on another validation sample of that size;
+  // 0 when unknown (then no evaluation is ever judged worse).
+  double standard_error = 0;
+};
+
+// The validation score of `eval` in the job's quality metric (job::QualityMetric): "auc" is the
+// AUC with its Hanley-McNeil standard error, anything else the accuracy with its binomial one,
+// sqrt(a (1 - a) / n). nullopt when the evaluation has no validation scores.
+std::optional<ValidationScore> ValidationScoreOf(const v1::EvalStatus& eval,
+                                                 absl::string_view metric);
+
+// The index of the evaluation the job keeps: the best validation score, the earliest on a tie.
+// nullopt when none has validation scores.
+std::optional<size_t> KeptEvaluation(std::span<const v1::EvalStatus> evals,
+                                     absl::string_view metric);
+
+// Non-empty (why, in words) when the last kWorseEvaluationsToStop evaluations all came after the
+// kept one and are worse than it (kWorseByStandardErrors).
+std::string EarlyStopReason(std::span<const v1::EvalStatus> evals, absl::string_view metric);
+
+}  // namespace syncopate::coordinator
+
+#endif  // SYNCOPATE_LIBS_COORDINATOR_KEPT_EVALUATION_H_

@@ -1,0 +1,84 @@
+#include "libs/coordinator/kept_evaluation.h"
+
+#include <cmath>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace syncopate::coordinator {
+namespace {
+
+// An evaluation whose validation AUC is `auc` with standard error `se` (test AUC = 1 - auc, so a
+// test never chooses unnoticed).
+v1::EvalStatus Validated(double auc, double se = 0.002, int64_t point = 0) {
+  v1::EvalStatus eval;
+  eval.set_point(point);
+  eval.set_auc(1 - auc);
+  eval.mutable_validation()->set_auc(auc);
+  eval.mutable_validation()->set_auc_standard_error(se);
+  eval.mutable_validation()->set_accuracy(auc);
+  eval.mutable_validation()->set_examples(10000);
+  return eval;
+}
+
+TEST(KeptEvaluationTest, KeepsTheBestValidationScoreNeverTheTestScore) {
+  const std::vector<v1::EvalStatus> evals = {Validated(0.70), Validated(0.75), Validated(0.74)};
+  EXPECT_EQ(KeptEvaluation(evals, "auc"), 1u);
+  EXPECT_EQ(KeptEvaluation(evals, "accuracy"), 1u);
+}
+
+TEST(KeptEvaluationTest, TheEarliestWinsATie) {
+  const std::vector<v1::EvalStatus> evals = {Validated(0.75), Validated(0.75)};
+  EXPECT_EQ(KeptEvaluation(evals, "auc"), 0u);
+}
+
+TEST(KeptEvaluationTest, NothingIsKeptWithoutValidationScores) {
+  std::vector<v1::EvalStatus> evals(3);
+  evals[1].set_auc(0.9);
+  EXPECT_FALSE(KeptEvaluation(evals, "auc").has_value());
+  EXPECT_FALSE(ValidationScoreOf(evals[1], "auc").has_value());
+  EXPECT_EQ(EarlyStopReason(evals, "auc"), "");
+}
+
+TEST(KeptEvaluationTest, AccuracyCarriesItsBinomialStandardError) {
+  v1::EvalStatus eval;
+  eval.mutable_validation()->set_accuracy(0.8);
+  eval.mutable_validation()->set_examples(10000);
+  const std::optional<ValidationScore> score = ValidationScoreOf(eval, "accuracy");
+  ASSERT_TRUE(score.has_value());
+  EXPECT_DOUBLE_EQ(score->value, 0.8);
+  EXPECT_NEAR(score->standard_error, std::sqrt(0.8 * 0.2 / 10000), 1e-12);
+}
+
+TEST(KeptEvaluationTest, StopsAfterThreeEvaluationsClearlyWorseThanTheBest) {
+  // SE 0.002: worse means more than 0.004 below the best (0.76).
+  std::vector<v1::EvalStatus> evals = {Validated(0.74), Validated(0.76), Validated(0.75),
+                                       Validated(0.75)};
+  EXPECT_EQ(EarlyStopReason(evals, "auc"), "") << "two worse evaluations are not a trend";
+  evals.push_back(Validated(0.757));  // within noise of the best: not worse
+  EXPECT_EQ(EarlyStopReason(evals, "auc"), "");
+  evals.push_back(Validated(0.75));
+  evals.push_back(Validated(0.75));
+  EXPECT_EQ(EarlyStopReason(evals, "auc"), "") << "the one within noise breaks the run";
+  evals.push_back(Validated(0.74));
+  const std::string reason = EarlyStopReason(evals, "auc");
+  EXPECT_NE(reason, "");
+  EXPECT_NE(reason.find("0.7600"), std::string::npos) << reason;
+  EXPECT_NE(reason.find("0.7400"), std::string::npos) << reason;
+}
+
+TEST(KeptEvaluationTest, APlateauWithinNoiseNeverStops) {
+  std::vector<v1::EvalStatus> evals = {Validated(0.760)};
+  for (int i = 0; i < 20; ++i) evals.push_back(Validated(i % 2 == 0 ? 0.757 : 0.759));
+  EXPECT_EQ(KeptEvaluation(evals, "auc"), 0u);
+  EXPECT_EQ(EarlyStopReason(evals, "auc"), "");
+}
+
+TEST(KeptEvaluationTest, AnUnknownStandardErrorNeverStops) {
+  const std::vector<v1::EvalStatus> evals = {Validated(0.8, 0), Validated(0.5, 0),
+                                             Validated(0.5, 0), Validated(0.5, 0)};
+  EXPECT_EQ(EarlyStopReason(evals, "auc"), "");
+}
+
+}  // namespace
+}  // namespace syncopate::coordinator
