@@ -9,9 +9,9 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/common/status_macros.h"
-#include "libs/coordinator/kept_evaluation.h"
 #include "libs/coordinator/status_builder.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/kept_evaluation.h"
 #include "libs/job/model_kind.h"
 #include "libs/straggler/robust_statistics.h"
 
@@ -168,7 +168,7 @@ void CoordinatorCore::RestoreProgress() {
             << JobPhaseName(phase_) << " at " << examples_ << " examples";
   // The rule reads only the evaluations, so it decides as the previous life did.
   if (options_.job.eval().early_stop())
-    early_stop_reason_ = EarlyStopReason(evals_, quality_metric_);
+    early_stop_reason_ = job::EarlyStopReason(evals_, quality_metric_);
   if (phase_ == JobPhase::kRunning &&
       (examples_ >= target_examples_ || !early_stop_reason_.empty())) {
     Outbox ignored;  // nobody is connected yet
@@ -344,6 +344,11 @@ void CoordinatorCore::Welcome(Worker& worker, Outbox& out) {
   *welcome->mutable_job() = options_.job;
   *welcome->mutable_shard_map() = MakeShardMap();
   welcome->set_local_batch(worker.local_batch);
+  if (worker.role == v1::ROLE_EVALUATOR) {
+    if (const std::optional<size_t> kept = job::KeptEvaluation(evals_, quality_metric_)) {
+      *welcome->mutable_kept_eval() = evals_[*kept];
+    }
+  }
   worker.welcomed = true;
   // The silence bound restarts here: the wait for the welcome (the job starting, the last shard
   // registering) is the coordinator's, not the worker's, and the role now loads its data.
@@ -457,7 +462,7 @@ void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
             << ", loss " << report.loss();
   if (options_.job.eval().early_stop() && early_stop_reason_.empty() &&
       phase_ == JobPhase::kRunning) {
-    early_stop_reason_ = EarlyStopReason(evals_, quality_metric_);
+    early_stop_reason_ = job::EarlyStopReason(evals_, quality_metric_);
     if (!early_stop_reason_.empty()) BeginFinishing(out);
   }
   if (report.final() && phase_ == JobPhase::kFinishing) {
@@ -831,7 +836,7 @@ v1::ClusterStatus CoordinatorCore::Status() const {
   }
   if (!evals_.empty()) *status.mutable_last_eval() = evals_.back();
   for (const v1::EvalStatus& eval : evals_) *status.add_eval_history() = eval;
-  if (const std::optional<size_t> kept = KeptEvaluation(evals_, quality_metric_)) {
+  if (const std::optional<size_t> kept = job::KeptEvaluation(evals_, quality_metric_)) {
     *status.mutable_kept_eval() = evals_[*kept];
   }
   status.set_early_stop_reason(early_stop_reason_);

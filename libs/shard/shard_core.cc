@@ -550,6 +550,9 @@ PullReply ShardCore::MakePointResponse(const v1::PullRequest& request,
     out->set_values(tensor::PackFloats(values));
   }
   if (request.release_point()) {
+    if (request.keep_point()) {
+      kept_point_ = std::make_shared<const v1::ShardCheckpoint>(PointCheckpoint(*point));
+    }
     eval_points_.pop_front();
     eval_point_reading_ = 0;
   } else {
@@ -722,12 +725,75 @@ std::vector<float> ShardCore::EmbeddingRow(int32_t table, uint64_t key) const {
   return row;
 }
 
-v1::ShardCheckpoint ShardCore::Snapshot() const {
+namespace {
+
+// `slice` of a shard whose values start at flat offset `flat_begin`, its values from `values`
+// (the shard's [flat_begin, flat_end)); the caller adds optimizer state.
+v1::CheckpointSlice* AddCheckpointSlice(const v1::TensorSlice& slice, int64_t flat_begin,
+                                        std::span<const float> values,
+                                        v1::ShardCheckpoint& checkpoint) {
+  v1::CheckpointSlice* out = checkpoint.add_slices();
+  out->set_tensor(slice.tensor());
+  out->set_tensor_offset(slice.tensor_offset());
+  out->set_length(slice.length());
+  out->set_values(
+      tensor::PackFloats(values.subspan(slice.flat_offset() - flat_begin, slice.length())));
+  return out;
+}
+
+}  // namespace
+
+v1::ShardCheckpoint ShardCore::CheckpointHeader() const {
   v1::ShardCheckpoint checkpoint;
   checkpoint.set_job_id(assignment_.job().job_id());
   checkpoint.set_shard_id(assignment_.partition().shard_id());
   checkpoint.set_num_shards(assignment_.job().num_shards());
   checkpoint.set_created_unix_millis(absl::ToUnixMillis(clock_->Now()));
+  return checkpoint;
+}
+
+std::shared_ptr<const v1::ShardCheckpoint> ShardCore::TakeKeptPoint() {
+  absl::MutexLock lock(&mu_);
+  return std::exchange(kept_point_, nullptr);
+}
+
+v1::ShardCheckpoint ShardCore::PointCheckpoint(const EvalPoint& point) const {
+  v1::ShardCheckpoint checkpoint = CheckpointHeader();
+  checkpoint.set_version(point.version);
+  checkpoint.set_mode(aggregator_.mode());
+  checkpoint.set_optimizer(kKeptOptimizer);
+  for (const v1::TensorSlice& slice : assignment_.partition().slices()) {
+    AddCheckpointSlice(slice, flat_begin_, *point.values, checkpoint);
+  }
+  for (size_t t = 0; t < tables_.size(); ++t) {
+    const embedding::EmbeddingTable& table = *tables_[t];
+    const EvalPoint::RowsThen& then = point.rows_then[t];
+    const size_t dim = static_cast<size_t>(table.dim());
+    std::vector<uint64_t> keys;
+    std::vector<float> values;
+    keys.reserve(static_cast<size_t>(table.size()));
+    values.reserve(static_cast<size_t>(table.size()) * dim);
+    // Each row as it was at the point: its kept old value if it changed since, else its value.
+    table.ForEach([&](uint64_t key, std::span<const float> value, std::span<const float>, int64_t) {
+      keys.push_back(key);
+      if (auto it = then.offset.find(key); it != then.offset.end()) {
+        const auto begin = then.values.begin() + static_cast<std::ptrdiff_t>(it->second);
+        values.insert(values.end(), begin, begin + static_cast<std::ptrdiff_t>(dim));
+      } else {
+        values.insert(values.end(), value.begin(), value.end());
+      }
+    });
+    v1::EmbeddingSlice* out = checkpoint.add_embeddings();
+    out->set_table(table.spec().name());
+    out->set_dim(table.dim());
+    out->set_keys(tensor::PackKeys(keys));
+    out->set_values(tensor::PackFloats(values));
+  }
+  return checkpoint;
+}
+
+v1::ShardCheckpoint ShardCore::Snapshot() const {
+  v1::ShardCheckpoint checkpoint = CheckpointHeader();
   absl::MutexLock lock(&mu_);
   checkpoint.set_version(aggregator_.version());
   checkpoint.set_mode(aggregator_.mode());
@@ -735,12 +801,7 @@ v1::ShardCheckpoint ShardCore::Snapshot() const {
   const std::vector<std::span<float>> state = optimizer_->state_vectors();
   for (const v1::TensorSlice& slice : assignment_.partition().slices()) {
     const int64_t offset = slice.flat_offset() - flat_begin_;
-    v1::CheckpointSlice* out = checkpoint.add_slices();
-    out->set_tensor(slice.tensor());
-    out->set_tensor_offset(slice.tensor_offset());
-    out->set_length(slice.length());
-    out->set_values(
-        tensor::PackFloats(std::span<const float>(params_).subspan(offset, slice.length())));
+    v1::CheckpointSlice* out = AddCheckpointSlice(slice, flat_begin_, params_, checkpoint);
     for (std::span<float> vector : state) {
       out->add_optimizer_state(tensor::PackFloats(vector.subspan(offset, slice.length())));
     }

@@ -159,6 +159,12 @@ class ShardCore {
 
   // The shard's parameters and optimizer state by global coordinates (tensor + offset).
   v1::ShardCheckpoint Snapshot() const;
+  // The evaluation point the evaluator last released with keep_point (the version the job keeps,
+  // ADR 0017), as a checkpoint of its parameters only (no optimizer state: `optimizer` is
+  // kKeptOptimizer, so it never restores as a training state); once: null when none came since
+  // the last call. The shard node writes it beside its checkpoints.
+  std::shared_ptr<const v1::ShardCheckpoint> TakeKeptPoint();
+  static constexpr char kKeptOptimizer[] = "none (the kept evaluation point's parameters)";
   // Restores parameters, optimizer state and version from checkpoints of any partitioning of
   // the same model: each of this shard's slices is filled from the overlapping slices of the
   // sources. FAILED_PRECONDITION (nothing changed) unless the sources cover every element, or
@@ -224,6 +230,12 @@ class ShardCore {
   // Answers an evaluation point's read (see Pull).
   PullReply MakePointResponse(const v1::PullRequest& request, const std::vector<RowRequest>& rows)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `point`'s parameters (dense slices and every embedding row as it was then) as a
+  // parameters-only checkpoint (TakeKeptPoint).
+  v1::ShardCheckpoint PointCheckpoint(const EvalPoint& point) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The checkpoint's identity fields (job, shard, layout, time).
+  v1::ShardCheckpoint CheckpointHeader() const;
   // Makes the evaluation point the applied global batches have just reached, if any.
   void MaybeMakeEvalPoint() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Copy on write: the kept points keep the current values of `keys` of `table` unless they
@@ -289,6 +301,7 @@ class ShardCore {
   std::deque<EvalPoint> eval_points_ ABSL_GUARDED_BY(mu_);
   int64_t eval_point_reading_ ABSL_GUARDED_BY(mu_) = 0;   // served, not yet released
   int64_t eval_points_reached_ ABSL_GUARDED_BY(mu_) = 0;  // floor(global batches applied / k)
+  std::shared_ptr<const v1::ShardCheckpoint> kept_point_ ABSL_GUARDED_BY(mu_);  // not yet taken
 };
 
 }  // namespace syncopate::shard

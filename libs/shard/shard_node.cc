@@ -1,5 +1,7 @@
 #include "libs/shard/shard_node.h"
 
+#include <filesystem>
+
 #include "glog/logging.h"
 #include "libs/common/clock.h"
 #include "libs/rpc/client_stream.h"
@@ -56,6 +58,17 @@ void ShardNode::Checkpoint(const char* why) {
     return;
   }
   LOG(INFO) << "checkpoint (" << why << ") at version " << snapshot.version();
+  // The version the job keeps (ADR 0017), if the evaluator released a new one since.
+  if (std::shared_ptr<const v1::ShardCheckpoint> kept = core->TakeKeptPoint()) {
+    const std::string dir = options_.checkpoint_dir + "/" + kKeptDir;
+    std::error_code error;
+    std::filesystem::create_directories(dir, error);
+    if (absl::Status written = checkpoint::CheckpointStore(dir).Save(*kept); !written.ok()) {
+      LOG(ERROR) << "kept version (" << why << ") not written: " << written;
+    } else {
+      LOG(INFO) << "kept version written: the evaluation point at version " << kept->version();
+    }
+  }
 }
 
 void ShardNode::OnCommand(v1::CoordinatorToShard& message) {

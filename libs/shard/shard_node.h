@@ -20,11 +20,16 @@
 
 namespace syncopate::shard {
 
+// The subdirectory of checkpoint_dir that holds the version the job keeps (ADR 0017).
+inline constexpr char kKeptDir[] = "kept";
+
 struct ShardNodeOptions {
   int shard_id = 0;
-  std::string address;         // what workers dial
-  std::string checkpoint_dir;  // write here; restore from here after a crash ("" = off)
-  std::string restore_dir;     // else restore from here (another run's checkpoints; "" = none)
+  std::string address;  // what workers dial
+  // Write here; restore from here after a crash ("" = off). The version the job keeps (a
+  // validation set's best evaluation point, ADR 0017) goes to its kKeptDir subdirectory.
+  std::string checkpoint_dir;
+  std::string restore_dir;  // else restore from here (another run's checkpoints; "" = none)
   int64_t max_push_bytes = kMaxPushBytes;  // pushes above this are rejected as "oversize"
   Clock* clock = Clock::Real();            // the ShardCore's
 };

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
+#include "libs/job/kept_evaluation.h"
 #include "libs/rpc/grpc_util.h"
 
 namespace syncopate::worker {
@@ -41,15 +42,30 @@ absl::Status AwaitJobDone(CoordinatorChannel& coordinator, const EvaluatorOption
 struct Scored {
   model::Evaluation eval;
   std::optional<model::Evaluation> validation;
+  bool kept = false;  // the point was released as the version the job keeps
   std::vector<int64_t> versions;
   int64_t point = 0;  // the point evaluated (0: the newest parameters)
   int64_t point_examples = 0;
   absl::Time point_made;  // by this process's clock
 };
 
+// The validation score of `validation` in `metric` (job::ValidationScoreOf, the coordinator's
+// own measure, so both sides agree on which evaluation is kept).
+double ValidationScore(const model::Evaluation& validation, absl::string_view metric) {
+  v1::EvalStatus eval;
+  v1::EvalMetrics* v = eval.mutable_validation();
+  v->set_accuracy(validation.accuracy);
+  v->set_auc(validation.auc);
+  v->set_examples(std::max<int64_t>(1, validation.examples));
+  v->set_auc_standard_error(validation.auc_standard_error);
+  return job::ValidationScoreOf(eval, metric)->value;
+}
+
+// `kept_score`: the best validation score so far; a point that beats it is released with keep.
 absl::StatusOr<Scored> Score(workload::Workload& model, ParameterStore& parameters,
                              const EvaluatorOptions& options, std::vector<float>& params,
-                             workload::TableRows& rows, int64_t* point) {
+                             workload::TableRows& rows, int64_t* point,
+                             std::optional<double> kept_score) {
   std::vector<workload::Workload*> sets;
   if (options.validation != nullptr) sets.push_back(options.validation);
   sets.push_back(&model);
@@ -65,11 +81,13 @@ absl::StatusOr<Scored> Score(workload::Workload& model, ParameterStore& paramete
       status = data.PrepareEval(begin, end);
       if (!status.ok()) break;
       absl::StatusOr<PullStats> pulled =
-          point == nullptr ? parameters.PullAll(params, options.timeouts.pull, /*newest=*/true,
-                                                &data.keys(), &rows)
-                           : parameters.PullEvalPoint(
-                                 {.point = *point, .release = last_set && end == data.eval_size()},
-                                 params, options.timeouts.pull, &data.keys(), &rows);
+          point == nullptr
+              ? parameters.PullAll(params, options.timeouts.pull, /*newest=*/true, &data.keys(),
+                                   &rows)
+              : parameters.PullEvalPoint({.point = *point,
+                                          .release = last_set && end == data.eval_size(),
+                                          .keep = scored.kept},
+                                         params, options.timeouts.pull, &data.keys(), &rows);
       if (!pulled.ok()) {
         status = pulled.status();
         break;
@@ -102,6 +120,13 @@ absl::StatusOr<Scored> Score(workload::Workload& model, ParameterStore& paramete
     }
     // Always finished, so an abandoned pass leaves no partial sums behind.
     evals.push_back(data.FinishEval());
+    // The validation set is scored first: a point better there than every earlier one is
+    // released (by the test set's last read) as the version the job keeps.
+    if (point != nullptr && options.validation != nullptr && set == 0 && status.ok() && complete &&
+        evals.back().ok()) {
+      const double score = ValidationScore(*evals.back(), options.quality_metric);
+      scored.kept = !kept_score.has_value() || score > *kept_score;
+    }
   }
   if (!status.ok()) return status;
   if (!complete) return Scored{};
@@ -136,6 +161,12 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
   // the job 120 s).
   std::optional<v1::EvaluateNow> retry;
   bool point_pending = false;  // the next point may be readable now: no wait for a command
+  // The best validation score so far (the coordinator's kept evaluation on a rejoin).
+  std::optional<double> kept_score;
+  if (std::optional<job::ValidationScore> kept =
+          job::ValidationScoreOf(coordinator.welcome().kept_eval(), options.quality_metric)) {
+    kept_score = kept->value;
+  }
   while (!ShuttingDown(options)) {
     absl::Duration wait = std::max(absl::ZeroDuration(), next_eval - absl::Now());
     if (by_points) wait = point_pending ? absl::ZeroDuration() : kPointPoll;
@@ -180,7 +211,7 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
     if (scored.ok()) {
       point_pending = false;
       scored = Score(model, parameters, options, params, rows,
-                     by_points && !requested ? &point : nullptr);
+                     by_points && !requested ? &point : nullptr, kept_score);
     }
     if (absl::IsUnimplemented(scored.status()) && by_points && !requested) {
       LOG(WARNING) << "the shards keep no evaluation points; evaluating every "
@@ -225,6 +256,8 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
       point_pending = true;  // the evaluator may be behind: the next one may exist already
     }
     if (scored->validation.has_value()) {
+      const double score = ValidationScore(*scored->validation, options.quality_metric);
+      if (!kept_score.has_value() || score > *kept_score) kept_score = score;
       v1::EvalMetrics* validation = r->mutable_validation();
       validation->set_accuracy(scored->validation->accuracy);
       validation->set_loss(scored->validation->mean_loss);
@@ -240,7 +273,7 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
                       : "")
               << " at versions " << (scored->versions.empty() ? -1 : scored->versions[0])
               << (scored->point > 0 ? absl::StrCat(" (point ", scored->point, ")") : "")
-              << (request.final() ? " (final)" : "");
+              << (scored->kept ? " (kept)" : "") << (request.final() ? " (final)" : "");
     if (request.final()) return AwaitJobDone(coordinator, options);
   }
   return absl::OkStatus();

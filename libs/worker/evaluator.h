@@ -16,6 +16,7 @@
 #define SYNCOPATE_LIBS_WORKER_EVALUATOR_H_
 
 #include <functional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -33,6 +34,10 @@ struct EvaluatorOptions {
   // The validation set (DatasetSpec.validation_path), scored with the same parameters before
   // the test set at every evaluation; null: none. Not owned.
   workload::Workload* validation = nullptr;
+  // The job's quality metric (job::QualityMetric): what "best on validation" is judged by. A
+  // point better there than every earlier evaluation is released as the version the job keeps
+  // (the shards write it to kept/, ADR 0017).
+  std::string quality_metric = "accuracy";
   InterruptibleWait wait;          // backoff waits (default: sleep)
   std::function<bool()> shutdown;  // polled: the process is shutting down
 };

@@ -101,6 +101,7 @@ absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
   if (read.has_value()) {
     message.mutable_pull()->set_eval_point(std::max<int64_t>(1, read->point));
     message.mutable_pull()->set_release_point(read->release);
+    message.mutable_pull()->set_keep_point(read->release && read->keep);
   }
   message.mutable_pull()->set_encoding(options_.dense_encoding);
   for (v1::SparseRows& rows : sparse) *message.mutable_pull()->add_sparse() = std::move(rows);

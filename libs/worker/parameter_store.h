@@ -43,11 +43,13 @@ struct PullStats {
   std::vector<int64_t> point_examples;
 };
 
-// Which evaluation point a read asks for (EvalSpec), and whether it is the evaluation's last read
-// of it (the shards may then drop it).
+// Which evaluation point a read asks for (EvalSpec), whether it is the evaluation's last read
+// of it (the shards may then drop it), and whether the shards should keep it.
 struct EvalPointRead {
   int64_t point = 1;
   bool release = false;
+  // With release: the point is the version the job keeps (PullRequest.keep_point).
+  bool keep = false;
 };
 
 struct PushStats {

@@ -78,6 +78,7 @@ absl::Status RunRole(CoordinatorChannel& session, bool trainer, const rpc::Secur
     ParameterClient client(welcome.shard_map(), std::move(client_options));
     EvaluatorOptions options;
     options.validation = validation.get();
+    options.quality_metric = std::string(job::QualityMetric(welcome.job()));
     options.wait = wait;
     options.shutdown = shutdown;
     return RunEvaluator(session, **model, client, options);

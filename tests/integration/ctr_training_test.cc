@@ -13,8 +13,10 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/checkpoint/checkpoint_store.h"
 #include "libs/data/criteo_reader.h"
 #include "libs/datagen/ctr_generator.h"
+#include "libs/shard/shard_core.h"
 #include "tests/integration/cluster_test_util.h"
 
 namespace syncopate {
@@ -99,6 +101,20 @@ TEST(CtrTraining, WideAndDeepLearnsInGba) {
   EXPECT_DOUBLE_EQ(status->kept_eval().validation().auc(), best_validation);
   EXPECT_GT(status->kept_eval().auc(), 0.74) << "the kept version's test AUC";
   EXPECT_EQ(status->early_stop_reason(), "") << "early_stop is off";
+  // Each shard wrote the newest point that was the best on validation when it was read: the
+  // kept version when that is a point (parameters only; the final parameters are the shards'
+  // last checkpoint).
+  for (int shard = 0; shard < job.num_shards(); ++shard) {
+    absl::StatusOr<v1::ShardCheckpoint> kept =
+        checkpoint::CheckpointStore((*cluster)->run_dir() + "/checkpoints/kept")
+            .LoadLatest(shard, job.num_shards());
+    ASSERT_TRUE(kept.ok()) << kept.status();
+    EXPECT_EQ(kept->optimizer(), shard::ShardCore::kKeptOptimizer);
+    if (!status->kept_eval().final()) {
+      ASSERT_EQ(status->kept_eval().shard_versions_size(), job.num_shards());
+      EXPECT_EQ(kept->version(), status->kept_eval().shard_versions(shard));
+    }
+  }
   for (const v1::ShardStatus& shard : status->shards()) {
     EXPECT_EQ(shard.mode(), v1::MODE_GBA);
     EXPECT_EQ(shard.gradients().rejected(), 0);

@@ -1,6 +1,7 @@
 // The shard's embedding tables: rows owned by key hash, created on first touch, sparse pushes
 // aggregated under the global-batch rule, every malformed row request rejected and counted, and
 // checkpoints that restore onto a different number of shards.
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -424,11 +425,12 @@ TEST_F(ShardEmbeddingTest, AdmissionAndIdleTimesSurviveRestoreOntoThreeShards) {
 
 // An evaluation point's read of `keys` of table 0 (release: the evaluation's last read).
 v1::PullResponse ReadPoint(ShardCore& core, int64_t point, const std::vector<uint64_t>& keys,
-                           bool release = false) {
+                           bool release = false, bool keep = false) {
   v1::PullRequest request;
   request.set_request_id(11);
   request.set_eval_point(point);
   request.set_release_point(release);
+  request.set_keep_point(keep);
   if (!keys.empty()) *request.add_sparse() = Rows(0, keys);
   std::optional<v1::PullResponse> response;
   int evaluator = 0;
@@ -488,6 +490,61 @@ TEST_F(ShardEmbeddingTest, AnEvaluationPointKeepsTheParametersAndRowsAsTheyWereU
   // An evaluator that falls behind finds the newest points kept (at most two unread).
   for (int i = 0; i < 6; ++i) update(1);  // points 3, 4 and 5
   EXPECT_EQ(ReadPoint(core, 3, {}).eval_point(), 4);
+}
+
+// A point released with keep_point (the best on validation so far) becomes the kept version: a
+// parameters-only checkpoint of the point, rows as they were then, taken once.
+TEST_F(ShardEmbeddingTest, AReleasedPointMarkedKeepIsTheKeptVersionAsItWasThen) {
+  v1::ShardAssignment assignment = Assignment(0, 2, v1::MODE_ASYNC);
+  assignment.mutable_job()->mutable_eval()->set_every_global_batches(2);
+  absl::StatusOr<std::unique_ptr<ShardCore>> made = ShardCore::Create(assignment, &clock_, nullptr);
+  ASSERT_TRUE(made.ok()) << made.status();
+  ShardCore& core = **made;
+  const std::vector<uint64_t> keys = OwnedKeys(0, 2, 2);
+  ReadPoint(core, 1, keys);  // an evaluator wants points
+  auto update = [&](float g) {
+    v1::PushRequest push = Push(core.Stats().version, 4, {Rows(0, keys, {g, g, g, g})});
+    push.set_gradient(tensor::PackFloats(std::vector<float>{g}));
+    ASSERT_EQ(core.Push(1, push).outcome(), v1::PUSH_APPLIED);
+  };
+  update(1);
+  update(2);  // point 1
+  const std::vector<float> dense_then = core.Parameters();
+  const std::vector<float> rows_then = *PullRows(core, keys, /*create=*/false);
+  update(4);
+  ReadPoint(core, 1, keys, /*release=*/true, /*keep=*/false);
+  EXPECT_TRUE(core.TakeKeptPoint() == nullptr) << "released without keep";
+
+  update(3);  // point 2
+  const std::vector<float> dense_2 = core.Parameters();
+  const std::vector<float> rows_2 = *PullRows(core, keys, /*create=*/false);
+  update(5);
+  ASSERT_NE(core.Parameters(), dense_2);
+  ReadPoint(core, 2, keys, /*release=*/true, /*keep=*/true);
+  std::shared_ptr<const v1::ShardCheckpoint> kept = core.TakeKeptPoint();
+  ASSERT_TRUE(kept != nullptr);
+  EXPECT_TRUE(core.TakeKeptPoint() == nullptr) << "taken once";
+  EXPECT_EQ(kept->version(), 4);
+  EXPECT_EQ(kept->optimizer(), ShardCore::kKeptOptimizer);
+  ASSERT_EQ(kept->slices_size(), 1);
+  EXPECT_EQ(Unpack(kept->slices(0).values()), dense_2);
+  EXPECT_EQ(kept->slices(0).optimizer_state_size(), 0) << "parameters only";
+  ASSERT_EQ(kept->embeddings_size(), 1);
+  std::vector<uint64_t> kept_keys;
+  ASSERT_TRUE(tensor::UnpackKeys(kept->embeddings(0).keys(), kept_keys).ok());
+  const std::vector<float> kept_values = Unpack(kept->embeddings(0).values());
+  ASSERT_EQ(kept_keys.size(), keys.size());
+  for (size_t k = 0; k < keys.size(); ++k) {
+    const size_t at = static_cast<size_t>(std::find(kept_keys.begin(), kept_keys.end(), keys[k]) -
+                                          kept_keys.begin());
+    ASSERT_LT(at, kept_keys.size());
+    EXPECT_EQ(
+        std::vector<float>(kept_values.begin() + at * kDim, kept_values.begin() + (at + 1) * kDim),
+        std::vector<float>(rows_2.begin() + k * kDim, rows_2.begin() + (k + 1) * kDim))
+        << "key " << keys[k] << " as it was at the point";
+  }
+  EXPECT_NE(rows_2, rows_then);
+  EXPECT_NE(dense_2, dense_then);
 }
 
 TEST_F(ShardEmbeddingTest, WithoutAnEvaluatorNoEvaluationPointIsKept) {

@@ -93,6 +93,37 @@ TEST(Evaluator, ScoresTheValidationSetBesideTheTestSet) {
   EXPECT_EQ(report.validation().examples(), 6);
 }
 
+// At evaluation points, a point whose validation score beats every earlier one (and the kept
+// evaluation the welcome names) is released with keep; the others are released plainly.
+TEST(Evaluator, ReleasesAPointBetterOnValidationThanAnyBeforeItAsKept) {
+  v1::Welcome welcome = EvaluatorWelcome();
+  welcome.mutable_job()->mutable_eval()->set_every_global_batches(1);
+  welcome.mutable_kept_eval()->mutable_validation()->set_auc(0.62);  // before a rejoin
+  welcome.mutable_kept_eval()->mutable_validation()->set_examples(6);
+  FakeCoordinator coordinator(welcome, [](const v1::WorkerMessage& m, FakeCoordinator& c) {
+    if (m.has_eval() && m.eval().point() == 4) c.Stop();
+  });
+  FakeWorkload model(0, /*eval_size=*/10, /*eval_chunk=*/10);
+  FakeWorkload validation(0, /*eval_size=*/6, /*eval_chunk=*/6);
+  validation.auc_sequence = {0.6, 0.7, 0.65, 0.8};
+  FakeParameters parameters({0.25f}, 0.1f);
+  parameters.serve_points = true;
+  EvaluatorOptions options;
+  options.validation = &validation;
+  options.quality_metric = "auc";
+  ASSERT_TRUE(RunEvaluator(coordinator, model, parameters, options).ok());
+
+  std::vector<std::pair<int64_t, bool>> releases;  // (point, keep)
+  for (const EvalPointRead& read : parameters.point_reads) {
+    EXPECT_FALSE(read.keep && !read.release) << "only the release carries keep";
+    if (read.release) releases.emplace_back(read.point, read.keep);
+  }
+  EXPECT_THAT(releases, ElementsAre(Pair(1, false), Pair(2, true), Pair(3, false), Pair(4, true)));
+  const std::vector<v1::WorkerMessage> sent = coordinator.sent();
+  ASSERT_EQ(sent.size(), 4u);
+  EXPECT_DOUBLE_EQ(sent[1].eval().validation().auc(), 0.7);
+}
+
 // A failed pull is retried on the next request; a permanent refusal ends the loop.
 TEST(Evaluator, RetriesATransientFailureAndEndsOnARefusal) {
   FakeCoordinator coordinator(EvaluatorWelcome());

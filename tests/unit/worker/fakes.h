@@ -107,6 +107,22 @@ class FakeParameters : public ParameterStore {
     stats.modes = {v1::MODE_ASYNC};
     return stats;
   }
+  // With serve_points, every evaluation point exists at once (point n: 10 n examples, made now);
+  // without, the store keeps none (UNIMPLEMENTED, as the default).
+  absl::StatusOr<PullStats> PullEvalPoint(const EvalPointRead& read, std::span<float> params,
+                                          absl::Duration, const TableKeys*,
+                                          TableRows* rows) override {
+    if (!serve_points) return absl::UnimplementedError("no evaluation points");
+    point_reads.push_back(read);
+    std::copy(params_.begin(), params_.end(), params.begin());
+    if (rows != nullptr) rows->clear();
+    PullStats stats;
+    stats.versions = {version_};
+    stats.eval_points = {read.point};
+    stats.point_age_seconds = {0};
+    stats.point_examples = {read.point * 10};
+    return stats;
+  }
   absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,
                                     absl::Duration, const TableRows*) override {
     if (absl::Status failure = Next(push_failures); !failure.ok()) return failure;
@@ -123,6 +139,8 @@ class FakeParameters : public ParameterStore {
   int64_t version() const { return version_; }
 
   std::deque<absl::Status> connect_failures, pull_failures, push_failures;
+  bool serve_points = false;
+  std::vector<EvalPointRead> point_reads;
   int connects = 0;
   int pulls = 0;
   std::vector<bool> pulled_newest;
@@ -173,6 +191,10 @@ class FakeWorkload : public workload::Workload {
     return absl::OkStatus();
   }
   absl::StatusOr<model::Evaluation> FinishEval() override {
+    if (!auc_sequence.empty()) {
+      auc = auc_sequence.front();
+      auc_sequence.pop_front();
+    }
     return model::Evaluation{.accuracy = 0.5,
                              .mean_loss = 0.25,
                              .auc = auc,
@@ -180,7 +202,8 @@ class FakeWorkload : public workload::Workload {
                              .auc_standard_error = auc_standard_error};
   }
 
-  double auc = 0.75;  // what FinishEval reports
+  double auc = 0.75;  // what FinishEval reports (the next of auc_sequence while there is one)
+  std::deque<double> auc_sequence;
   double auc_standard_error = 0;
   std::vector<int64_t> trained;
   std::vector<std::pair<int64_t, int64_t>> chunks;

@@ -3,8 +3,8 @@
 // scores, so the test set never chooses; both are pure functions of the job's evaluations, so a
 // restarted coordinator that reloads them decides the same.
 // Thread-safety: pure functions; safe from any thread.
-#ifndef SYNCOPATE_LIBS_COORDINATOR_KEPT_EVALUATION_H_
-#define SYNCOPATE_LIBS_COORDINATOR_KEPT_EVALUATION_H_
+#ifndef SYNCOPATE_LIBS_JOB_KEPT_EVALUATION_H_
+#define SYNCOPATE_LIBS_JOB_KEPT_EVALUATION_H_
 
 #include <cstddef>
 #include <optional>
@@ -14,7 +14,7 @@
 #include "absl/strings/string_view.h"
 #include "syncopate/v1/cluster.pb.h"
 
-namespace syncopate::coordinator {
+namespace syncopate::job {
 
 // An evaluation counts as worse than the kept one when its validation score trails the kept
 // score by more than this many of the kept score's standard errors: a gap noise alone reaches
@@ -46,6 +46,6 @@ std::optional<size_t> KeptEvaluation(std::span<const v1::EvalStatus> evals,
 // kept one and are worse than it (kWorseByStandardErrors).
 std::string EarlyStopReason(std::span<const v1::EvalStatus> evals, absl::string_view metric);
 
-}  // namespace syncopate::coordinator
+}  // namespace syncopate::job
 
-#endif  // SYNCOPATE_LIBS_COORDINATOR_KEPT_EVALUATION_H_
+#endif  // SYNCOPATE_LIBS_JOB_KEPT_EVALUATION_H_

@@ -1,11 +1,11 @@
-#include "libs/coordinator/kept_evaluation.h"
+#include "libs/job/kept_evaluation.h"
 
 #include <cmath>
 #include <vector>
 
 #include "gtest/gtest.h"
 
-namespace syncopate::coordinator {
+namespace syncopate::job {
 namespace {
 
 // An evaluation whose validation AUC is `auc` with standard error `se` (test AUC = 1 - auc, so a
@@ -81,4 +81,4 @@ TEST(KeptEvaluationTest, AnUnknownStandardErrorNeverStops) {
 }
 
 }  // namespace
-}  // namespace syncopate::coordinator
+}  // namespace syncopate::job

@@ -1,11 +1,11 @@
-#include "libs/coordinator/kept_evaluation.h"
+#include "libs/job/kept_evaluation.h"
 
 #include <algorithm>
 #include <cmath>
 
 #include "absl/strings/str_format.h"
 
-namespace syncopate::coordinator {
+namespace syncopate::job {
 
 std::optional<ValidationScore> ValidationScoreOf(const v1::EvalStatus& eval,
                                                  absl::string_view metric) {
@@ -53,4 +53,4 @@ std::string EarlyStopReason(std::span<const v1::EvalStatus> evals, absl::string_
       kWorseByStandardErrors, margin);
 }
 
-}  // namespace syncopate::coordinator
+}  // namespace syncopate::job
