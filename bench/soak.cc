@@ -53,6 +53,8 @@ ABSL_FLAG(absl::Duration, sample_every, absl::Seconds(1), "RSS, metrics and stat
 ABSL_FLAG(std::string, out, "bench-results/soak", "Results directory");
 ABSL_FLAG(std::string, bin_dir, "", "Directory of the service binaries (default: next to this)");
 ABSL_FLAG(uint64_t, seed, 1, "Seed for the kill victims and the stragglers");
+ABSL_FLAG(std::string, wire_precision, "float32",
+          "Dense wire between workers and shards: float32 | bfloat16 (JobSpec.wire_precision)");
 
 namespace syncopate::bench {
 namespace {
@@ -161,6 +163,12 @@ int Main() {
             "--straggler_factor >= 1, positive --duration and --sample_every\n");
     return 2;
   }
+  const std::string wire = absl::GetFlag(FLAGS_wire_precision);
+  if (wire != "float32" && wire != "bfloat16") {
+    fprintf(stderr, "syncopate-soak: --wire_precision must be float32 or bfloat16, got '%s'\n",
+            wire.c_str());
+    return 2;
+  }
   SoakCriteria criteria;
   criteria.warmup = absl::GetFlag(FLAGS_warmup);
   // A short run still gets both RSS windows: a quarter of what follows warm-up, at most 1 min.
@@ -174,6 +182,7 @@ int Main() {
   const std::string out = absl::GetFlag(FLAGS_out);
   launch::LocalClusterOptions options;
   options.job = LightJob(workers, shards);
+  options.job.set_wire_precision(wire == "bfloat16" ? v1::WIRE_BFLOAT16 : v1::WIRE_FLOAT32);
   options.bin_dir = absl::GetFlag(FLAGS_bin_dir).empty() ? runtime::ExecutableDir()
                                                          : absl::GetFlag(FLAGS_bin_dir);
   options.run_dir = out + "/run";
