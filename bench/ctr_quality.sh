@@ -62,10 +62,10 @@ for teacher in "${teacher_list[@]}"; do
         -e "s#validation_path:.*#validation_path: \"$data/val.tsv.gz\"#" "$JOB" >"$TMP/job.textproto"
     out="$(timeout 1800 "$BIN/syncopate" local --bin_dir="$BIN" --job="$TMP/job.textproto" \
       --run_dir="$TMP/run-$teacher-$seed" 2>&1 | grep -E '^(done|kept):' || true)"
-    final="$(grep '^done:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p')"
+    final="$(grep '^done:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p' || true)"
     [[ -n "$final" ]] || { echo "ctr_quality: $teacher seed $seed did not finish: $out" >&2; exit 1; }
     # The version the job kept (chosen on the validation set) when it has one, else its last.
-    kept="$(grep '^kept:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p')"
+    kept="$(grep '^kept:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p' || true)"
     printf '%s\t%s\tsyncopate\t%s\n' "$teacher" "$seed" "${kept:-$final}" | tee -a "$TSV" >&2
     printf '%s\t%s\tsyncopate-last\t%s\n' "$teacher" "$seed" "$final" | tee -a "$TSV" >&2
     result="$(timeout 1800 /usr/bin/python3 "$ROOT/bench/reference_ctr.py" "$data/train.tsv.gz" \
