@@ -129,10 +129,6 @@ double StreamingAuc::Auc() const {
   return wins / (positives * negatives_below);
 }
 
-double StreamingAuc::StandardError() const {
-  return AucStandardError(Auc(), positives_, examples_ - positives_);
-}
-
 double AucStandardError(double auc, int64_t positives, int64_t negatives) {
   if (positives <= 0 || negatives <= 0 || !std::isfinite(auc)) return 0;
   const double a = auc;

@@ -31,8 +31,6 @@ class StreamingAuc {
   void Add(std::span<const float> scores, std::span<const float> labels);
   // NaN when either class is absent. Does not reset.
   double Auc() const;
-  // Auc()'s standard error (AucStandardError); 0 when either class is absent.
-  double StandardError() const;
   int64_t examples() const { return examples_; }
   int64_t positives() const { return positives_; }
   bool exact() const { return histogram_positive_.empty(); }

@@ -212,7 +212,8 @@ class TorchWorkload final : public workload::Workload {
     if (examples_ == 0) return absl::FailedPreconditionError("nothing was scored");
     const double n = static_cast<double>(examples_);
     double auc = auc_.examples() > 0 ? auc_.Auc() : 0;
-    const double auc_standard_error = auc_.examples() > 0 ? auc_.StandardError() : 0;
+    const double auc_standard_error =
+        model::AucStandardError(auc, auc_.positives(), auc_.examples() - auc_.positives());
     if (classes_ > 0) {
       auc = model::MacroOneVsRestAuc(class_scores_, class_labels_, classes_);
       if (std::isnan(auc)) auc = 0;

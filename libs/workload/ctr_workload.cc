@@ -74,11 +74,13 @@ class CtrWorkload final : public Workload {
   absl::StatusOr<model::Evaluation> FinishEval() override {
     if (auc_.examples() == 0) return absl::FailedPreconditionError("nothing was scored");
     const double examples = static_cast<double>(auc_.examples());
+    const double auc = auc_.Auc();
     model::Evaluation result{.accuracy = static_cast<double>(correct_) / examples,
                              .mean_loss = loss_sum_ / examples,
-                             .auc = auc_.Auc(),
+                             .auc = auc,
                              .examples = auc_.examples(),
-                             .auc_standard_error = auc_.StandardError()};
+                             .auc_standard_error = model::AucStandardError(
+                                 auc, auc_.positives(), auc_.examples() - auc_.positives())};
     auc_ = model::StreamingAuc();
     loss_sum_ = 0;
     correct_ = 0;
