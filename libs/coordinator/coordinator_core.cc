@@ -167,8 +167,9 @@ void CoordinatorCore::RestoreProgress() {
   LOG(INFO) << "restart " << restarts_ << " of job " << progress.job_id() << ": "
             << JobPhaseName(phase_) << " at " << examples_ << " examples";
   // The rule reads only the evaluations, so it decides as the previous life did.
-  if (options_.job.eval().early_stop())
+  if (options_.job.eval().early_stop()) {
     early_stop_reason_ = job::EarlyStopReason(evals_, quality_metric_);
+  }
   if (phase_ == JobPhase::kRunning &&
       (examples_ >= target_examples_ || !early_stop_reason_.empty())) {
     Outbox ignored;  // nobody is connected yet

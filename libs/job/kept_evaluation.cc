@@ -9,8 +9,13 @@ namespace syncopate::job {
 
 std::optional<ValidationScore> ValidationScoreOf(const v1::EvalStatus& eval,
                                                  absl::string_view metric) {
-  if (!eval.has_validation() || eval.validation().examples() <= 0) return std::nullopt;
-  const v1::EvalMetrics& v = eval.validation();
+  if (!eval.has_validation()) return std::nullopt;
+  return ValidationScoreOf(eval.validation(), metric);
+}
+
+std::optional<ValidationScore> ValidationScoreOf(const v1::EvalMetrics& v,
+                                                 absl::string_view metric) {
+  if (v.examples() <= 0) return std::nullopt;
   if (metric == "auc") return ValidationScore{v.auc(), v.auc_standard_error()};
   const double a = v.accuracy();
   return ValidationScore{a,

@@ -36,6 +36,9 @@ struct ValidationScore {
 // sqrt(a (1 - a) / n). nullopt when the evaluation has no validation scores.
 std::optional<ValidationScore> ValidationScoreOf(const v1::EvalStatus& eval,
                                                  absl::string_view metric);
+// The same for one data set's scores (what the evaluator has before it reports them).
+std::optional<ValidationScore> ValidationScoreOf(const v1::EvalMetrics& validation,
+                                                 absl::string_view metric);
 
 // The index of the evaluation the job keeps: the best validation score, the earliest on a tie.
 // nullopt when none has validation scores.

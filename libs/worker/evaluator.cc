@@ -41,7 +41,7 @@ absl::Status AwaitJobDone(CoordinatorChannel& coordinator, const EvaluatorOption
 // or the chunks answered different ones (the scores are then not reported).
 struct Scored {
   model::Evaluation eval;
-  std::optional<model::Evaluation> validation;
+  std::optional<v1::EvalMetrics> validation;
   bool kept = false;  // the point was released as the version the job keeps
   std::vector<int64_t> versions;
   int64_t point = 0;  // the point evaluated (0: the newest parameters)
@@ -49,16 +49,23 @@ struct Scored {
   absl::Time point_made;  // by this process's clock
 };
 
-// The validation score of `validation` in `metric` (job::ValidationScoreOf, the coordinator's
-// own measure, so both sides agree on which evaluation is kept).
-double ValidationScore(const model::Evaluation& validation, absl::string_view metric) {
-  v1::EvalStatus eval;
-  v1::EvalMetrics* v = eval.mutable_validation();
-  v->set_accuracy(validation.accuracy);
-  v->set_auc(validation.auc);
-  v->set_examples(std::max<int64_t>(1, validation.examples));
-  v->set_auc_standard_error(validation.auc_standard_error);
-  return job::ValidationScoreOf(eval, metric)->value;
+// One data set's scores as they are reported.
+v1::EvalMetrics MetricsOf(const model::Evaluation& eval) {
+  v1::EvalMetrics metrics;
+  metrics.set_accuracy(eval.accuracy);
+  metrics.set_loss(eval.mean_loss);
+  metrics.set_auc(eval.auc);
+  metrics.set_examples(eval.examples);
+  metrics.set_auc_standard_error(eval.auc_standard_error);
+  return metrics;
+}
+
+// Whether `validation` beats `kept_score` (none yet: it does), by the coordinator's own measure
+// (job::ValidationScoreOf), so both sides agree on which evaluation is kept.
+bool BeatsKept(const v1::EvalMetrics& validation, absl::string_view metric,
+               std::optional<double> kept_score) {
+  const std::optional<job::ValidationScore> score = job::ValidationScoreOf(validation, metric);
+  return score.has_value() && (!kept_score.has_value() || score->value > *kept_score);
 }
 
 // `kept_score`: the best validation score so far; a point that beats it is released with keep.
@@ -122,10 +129,10 @@ absl::StatusOr<Scored> Score(workload::Workload& model, ParameterStore& paramete
     evals.push_back(data.FinishEval());
     // The validation set is scored first: a point better there than every earlier one is
     // released (by the test set's last read) as the version the job keeps.
-    if (point != nullptr && options.validation != nullptr && set == 0 && status.ok() && complete &&
-        evals.back().ok()) {
-      const double score = ValidationScore(*evals.back(), options.quality_metric);
-      scored.kept = !kept_score.has_value() || score > *kept_score;
+    if (options.validation != nullptr && set == 0 && status.ok() && complete && evals.back().ok()) {
+      scored.validation = MetricsOf(*evals.back());
+      scored.kept =
+          point != nullptr && BeatsKept(*scored.validation, options.quality_metric, kept_score);
     }
   }
   if (!status.ok()) return status;
@@ -134,7 +141,6 @@ absl::StatusOr<Scored> Score(workload::Workload& model, ParameterStore& paramete
     if (!eval.ok()) return eval.status();
   }
   scored.eval = *evals.back();
-  if (options.validation != nullptr) scored.validation = *evals.front();
   return scored;
 }
 
@@ -256,20 +262,16 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
       point_pending = true;  // the evaluator may be behind: the next one may exist already
     }
     if (scored->validation.has_value()) {
-      const double score = ValidationScore(*scored->validation, options.quality_metric);
-      if (!kept_score.has_value() || score > *kept_score) kept_score = score;
-      v1::EvalMetrics* validation = r->mutable_validation();
-      validation->set_accuracy(scored->validation->accuracy);
-      validation->set_loss(scored->validation->mean_loss);
-      validation->set_auc(scored->validation->auc);
-      validation->set_examples(scored->validation->examples);
-      validation->set_auc_standard_error(scored->validation->auc_standard_error);
+      if (BeatsKept(*scored->validation, options.quality_metric, kept_score)) {
+        kept_score = job::ValidationScoreOf(*scored->validation, options.quality_metric)->value;
+      }
+      *r->mutable_validation() = *scored->validation;
     }
     for (int64_t v : scored->versions) r->add_shard_versions(v);
     coordinator.Send(report);
     LOG(INFO) << "accuracy " << scored->eval.accuracy << " auc " << scored->eval.auc
               << (scored->validation.has_value()
-                      ? absl::StrCat(" (validation auc ", scored->validation->auc, ")")
+                      ? absl::StrCat(" (validation auc ", scored->validation->auc(), ")")
                       : "")
               << " at versions " << (scored->versions.empty() ? -1 : scored->versions[0])
               << (scored->point > 0 ? absl::StrCat(" (point ", scored->point, ")") : "")
