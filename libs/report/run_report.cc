@@ -6,6 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
 #include "libs/common/mode_name.h"
+#include "libs/report/status_view.h"
 #include "libs/rpc/wire_bytes.h"
 
 namespace syncopate::report {
@@ -126,17 +127,8 @@ std::string RunReportMarkdown(const v1::RunReport& report) {
   if (report.has_kept_eval()) {
     // The version the validation set chose (the test set never chooses); its test scores are
     // the run's result.
-    const v1::EvalStatus& kept = report.kept_eval();
-    absl::StrAppend(
-        &md, absl::StrFormat(
-                 "| kept version (best validation %s) | %s at %d examples: "
-                 "validation %.4f, test AUC %.4f, test accuracy %.2f%% |\n",
-                 report.quality_metric() == "auc" ? "AUC" : "accuracy",
-                 kept.final() ? "the final parameters" : absl::StrCat("point ", kept.point()),
-                 kept.examples_at_eval(),
-                 report.quality_metric() == "auc" ? kept.validation().auc()
-                                                  : kept.validation().accuracy(),
-                 kept.auc(), 100 * kept.accuracy()));
+    absl::StrAppend(&md, "| kept version (best on validation) | ",
+                    KeptVersionSummary(report.kept_eval()), " |\n");
   }
   if (!report.early_stop_reason().empty()) {
     absl::StrAppend(&md, "| stopped early | ", report.early_stop_reason(), " |\n");

@@ -91,19 +91,22 @@ std::string StatusText(const v1::ClusterStatus& s) {
                                     s.last_eval().loss(), s.last_eval().final() ? " (final)" : ""));
   }
   if (s.has_kept_eval()) {
-    const v1::EvalStatus& kept = s.kept_eval();
-    absl::StrAppend(
-        &out, absl::StrFormat(
-                  "kept version (best on validation): %s at %d examples: validation "
-                  "AUC %.4f, accuracy %.2f%%; test AUC %.4f, accuracy %.2f%%\n",
-                  kept.final() ? "the final parameters" : absl::StrCat("point ", kept.point()),
-                  kept.examples_at_eval(), kept.validation().auc(),
-                  100 * kept.validation().accuracy(), kept.auc(), 100 * kept.accuracy()));
+    absl::StrAppend(&out, "kept version (best on validation): ", KeptVersionSummary(s.kept_eval()),
+                    "\n");
   }
   if (!s.early_stop_reason().empty()) {
     absl::StrAppend(&out, "stopped early: ", s.early_stop_reason(), "\n");
   }
   return out;
+}
+
+std::string KeptVersionSummary(const v1::EvalStatus& kept) {
+  return absl::StrFormat(
+      "test accuracy %.2f%%, AUC %.4f, loss %.4f of %s at %d examples (validation AUC %.4f, "
+      "accuracy %.2f%%)",
+      100 * kept.accuracy(), kept.auc(), kept.loss(),
+      kept.final() ? "the final parameters" : absl::StrCat("point ", kept.point()),
+      kept.examples_at_eval(), kept.validation().auc(), 100 * kept.validation().accuracy());
 }
 
 }  // namespace syncopate::report

@@ -14,9 +14,15 @@ namespace syncopate::report {
 // 84.10% auc 0.9850" ("-" before the first evaluation).
 std::string ProgressLine(const v1::ClusterStatus& status);
 
-// The job line, the worker and shard tables, each shard's last mode decision and the last
-// evaluation; ends with a newline.
+// The job line, the worker and shard tables, each shard's last mode decision, the last
+// evaluation and the kept version; ends with a newline.
 std::string StatusText(const v1::ClusterStatus& status);
+
+// The version a job kept (ClusterStatus.kept_eval), as `syncopate local`, `syncopate status` and
+// report.md show it: "test accuracy 77.87%, AUC 0.7671, loss 0.4744 of point 8 at 380928
+// examples (validation AUC 0.7705, accuracy 77.75%)" ("of the final parameters" when the final
+// evaluation is the kept one).
+std::string KeptVersionSummary(const v1::EvalStatus& kept);
 
 }  // namespace syncopate::report
 

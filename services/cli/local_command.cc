@@ -186,15 +186,10 @@ int RunLocal() {
   }
   if (last.has_kept_eval()) {
     // The version the validation set chose: what a user deploys (the test set never chose).
-    const v1::EvalStatus& kept = last.kept_eval();
-    printf(
-        "kept: test accuracy %.2f%%, AUC %.4f, loss %.4f of the version at %ld examples "
-        "(validation AUC %.4f, accuracy %.2f%%)%s\n",
-        100 * kept.accuracy(), kept.auc(), kept.loss(), static_cast<long>(kept.examples_at_eval()),
-        kept.validation().auc(), 100 * kept.validation().accuracy(),
-        last.early_stop_reason().empty()
-            ? ""
-            : absl::StrCat("; stopped early: ", last.early_stop_reason()).c_str());
+    printf("kept: %s%s\n", report::KeptVersionSummary(last.kept_eval()).c_str(),
+           last.early_stop_reason().empty()
+               ? ""
+               : absl::StrCat("; stopped early: ", last.early_stop_reason()).c_str());
   }
   return exit_code;
 }

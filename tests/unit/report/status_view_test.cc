@@ -61,5 +61,28 @@ TEST(StatusView, StatusTextShowsWorkersShardsDecisionsAndTheLastEvaluation) {
   EXPECT_THAT(text, HasSubstr("(final)"));
 }
 
+// The kept version reads the same in `syncopate status`, `syncopate local` and report.md, and
+// ctr_quality.sh reads its test AUC as ", AUC <x>,".
+TEST(StatusView, StatusTextNamesTheKeptVersionAndAnEarlyStop) {
+  v1::ClusterStatus s = Running();
+  v1::EvalStatus& kept = *s.mutable_kept_eval();
+  kept.set_point(8);
+  kept.set_examples_at_eval(380928);
+  kept.set_accuracy(0.7787);
+  kept.set_auc(0.7671);
+  kept.set_loss(0.4744);
+  kept.mutable_validation()->set_auc(0.7705);
+  kept.mutable_validation()->set_accuracy(0.7775);
+  EXPECT_EQ(KeptVersionSummary(kept),
+            "test accuracy 77.87%, AUC 0.7671, loss 0.4744 of point 8 at 380928 examples "
+            "(validation AUC 0.7705, accuracy 77.75%)");
+  s.set_early_stop_reason("validation auc fell");
+  const std::string text = StatusText(s);
+  EXPECT_THAT(text, HasSubstr("kept version (best on validation): test accuracy 77.87%"));
+  EXPECT_THAT(text, HasSubstr("stopped early: validation auc fell\n"));
+  kept.set_final(true);
+  EXPECT_THAT(KeptVersionSummary(kept), HasSubstr("of the final parameters at 380928 examples"));
+}
+
 }  // namespace
 }  // namespace syncopate::report
