@@ -6,8 +6,8 @@
 //                       [--sim=SPEC] [--stragglers=1 --straggler_factor=4]
 //                       [--target_accuracy=0.8 | --target_auc=0.77] [--out=DIR]
 //
-// Each N x policy x seed is one syncopate sim run (sim::RunSimulation, the real shards, model,
-// data and mode control in virtual time; docs/simulation.md) with N workers, G = --global_batch
+// Each N x policy x seed is one syncopate sim run (sim::RunSimulation, the real coordinator,
+// shards, model and data in virtual time; docs/simulation.md) with N workers, G = --global_batch
 // and the step-time spec --sim, plus `stragglers` workers (evenly spaced) slowed by
 // `straggler_factor`. The job is the default MLP on Fashion-MNIST (G = 4096 and
 // examples/sim/scale.textproto unless given), or with --model=ctr wide & deep
@@ -38,6 +38,7 @@
 #include "absl/time/clock.h"
 #include "bench/ctr_data.h"
 #include "bench/straggler_report.h"
+#include "glog/logging.h"
 #include "libs/job/job_spec.h"
 #include "libs/sim/policy.h"
 #include "libs/sim/simulation.h"
@@ -262,5 +263,8 @@ int Run() {
 
 int main(int argc, char** argv) {
   absl::ParseCommandLine(argc, argv);
+  // The simulated coordinator's INFO lines (a hello per worker, every membership change) are
+  // its log, not the bench's output; warnings still show.
+  FLAGS_minloglevel = google::GLOG_WARNING;
   return syncopate::bench::Run();
 }

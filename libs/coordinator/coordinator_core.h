@@ -48,6 +48,10 @@ class ShardLink {
   virtual void Close(absl::Status status) = 0;
 };
 
+// How often the coordinator's periodic work runs (CoordinatorCore::Tick): CoordinatorServer's
+// ticker and the simulator's.
+inline constexpr absl::Duration kTickInterval = absl::Milliseconds(200);
+
 struct CoordinatorOptions {
   v1::JobSpec job;
   int64_t train_examples = 0;  // size of the training set the leases cover

@@ -36,7 +36,7 @@ struct CoordinatorServerOptions {
   // mTLS when it holds certificates; plaintext by default.
   rpc::TransportSecurity security;
   // How often the server's thread calls core().Tick(); 0: never (the owner ticks).
-  absl::Duration tick_interval = absl::Milliseconds(200);
+  absl::Duration tick_interval = kTickInterval;
 };
 
 class CoordinatorServer {

@@ -713,6 +713,22 @@ ShardStats ShardCore::Stats() const {
   return stats;
 }
 
+v1::ShardReport ReportOf(const ShardStats& stats) {
+  v1::ShardReport report;
+  report.set_version(stats.version);
+  report.set_mode(stats.mode);
+  report.set_updates(stats.updates);
+  for (int32_t w : stats.barrier_waiting_for) report.add_barrier_waiting_for(w);
+  *report.mutable_gradients() = stats.gradients;
+  v1::StalenessCostReport* cost = report.mutable_staleness_cost();
+  cost->set_versions(stats.staleness_cost.versions);
+  cost->set_velocity_squared(stats.staleness_cost.velocity_squared);
+  cost->set_velocity_drift_squared(stats.staleness_cost.velocity_drift_squared);
+  cost->set_velocity_drift_squared_standard_error(
+      stats.staleness_cost.velocity_drift_squared_standard_error);
+  return report;
+}
+
 std::vector<float> ShardCore::Parameters() const {
   absl::MutexLock lock(&mu_);
   return params_;

@@ -65,6 +65,14 @@ struct ShardStats {
   StalenessCost staleness_cost;  // measured in sync (aggregation::GradientStatistics)
 };
 
+// What a shard tells the coordinator of its state in a periodic report (version, mode, pushes
+// by outcome, the barrier's missing workers, the staleness cost), as ShardNode and the
+// simulator both send it; the transport's own fields (final, wire bytes, the staleness
+// histogram) are the sender's to add.
+v1::ShardReport ReportOf(const ShardStats& stats);
+// How often a shard reports: the coordinator's status view and mode policy feed on it.
+inline constexpr absl::Duration kReportInterval = absl::Milliseconds(500);
+
 // Who pulls: the stream that asked (CancelPulls drops its pending pulls), the worker id, and
 // whether it trains. A training worker's pull creates the rows it asks for and, in gba, gets the
 // look-ahead parameters; the evaluator's reads absent rows as their initial value without storing

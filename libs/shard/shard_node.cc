@@ -137,12 +137,12 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     hello.mutable_hello()->set_job_id(core->job_id());
   }
   session.Write(hello);
-  // Report twice a second: the coordinator's status view and mode policy feed on it. The last
-  // report (after the coordinator's stop) is marked final so the job's status is exact.
+  // Report every kReportInterval. The last report (after the coordinator's stop) is marked
+  // final so the job's status is exact.
   bool final = false;
   std::string error;
   while (!final && !session.done()) {
-    const bool shutdown = stop_.WaitForNotificationWithTimeout(absl::Milliseconds(500));
+    const bool shutdown = stop_.WaitForNotificationWithTimeout(kReportInterval);
     {
       absl::MutexLock lock(&mu_);
       error = error_;
@@ -156,18 +156,8 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     metrics_.SetBarrierWaitingWorkers(static_cast<int64_t>(stats.barrier_waiting_for.size()));
     v1::ShardMessage report;
     v1::ShardReport* r = report.mutable_report();
+    *r = ReportOf(stats);
     r->set_final(final);
-    r->set_version(stats.version);
-    r->set_mode(stats.mode);
-    r->set_updates(stats.updates);
-    for (int32_t w : stats.barrier_waiting_for) r->add_barrier_waiting_for(w);
-    *r->mutable_gradients() = stats.gradients;
-    v1::StalenessCostReport* cost = r->mutable_staleness_cost();
-    cost->set_versions(stats.staleness_cost.versions);
-    cost->set_velocity_squared(stats.staleness_cost.velocity_squared);
-    cost->set_velocity_drift_squared(stats.staleness_cost.velocity_drift_squared);
-    cost->set_velocity_drift_squared_standard_error(
-        stats.staleness_cost.velocity_drift_squared_standard_error);
     for (v1::StalenessBucket& b : metrics_.StalenessHistogram()) {
       *r->add_staleness() = std::move(b);
     }

@@ -1,17 +1,19 @@
 #include "libs/sim/simulation.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <numeric>
 #include <optional>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
 #include "libs/common/status_macros.h"
-#include "libs/coordinator/mode_controller.h"
-#include "libs/data/lease_table.h"
+#include "libs/coordinator/coordinator_core.h"
+#include "libs/coordinator/job_phase.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/model_kind.h"
 #include "libs/report/run_report.h"
@@ -38,16 +40,13 @@ void AddCounters(const v1::GradientCounters& from, v1::GradientCounters& to) {
   }
 }
 
-// The real coordinator ticks every 200 ms (services/coordinator); its mode-control round runs
-// on a tick at most every ModeController::kDecisionInterval.
-constexpr absl::Duration kCoordinatorTick = absl::Milliseconds(200);
 // Without a limit in the spec: far beyond any job this machine could also run for real.
 constexpr double kDefaultMaxVirtualSeconds = 100000;
 
 double Seconds(absl::Duration d) { return absl::ToDoubleSeconds(d); }
 
 // kAbsent: this life's process has not started yet (SimSpec.joins); kJoining: its hello is on
-// the way. A worker accepted by the coordinator is kIdle until its first step.
+// the way, or its welcome is. A worker the coordinator welcomed is kIdle until its first step.
 enum class WorkerState {
   kAbsent,
   kJoining,
@@ -64,12 +63,14 @@ enum class WorkerState {
 // SimWorker per life under the same id, so what the dead one had in flight never reaches the
 // new one (every event checks its own life's state).
 struct SimWorker {
-  int index = 0;  // the spec's worker index: its step-time stream and slowdowns
-  int32_t id = 0;
+  int index = 0;   // the spec's worker index: its step-time stream and slowdowns
+  int32_t id = 0;  // the coordinator's, from its hello (0 until then)
   int life = 0;
-  WorkerState state = WorkerState::kIdle;
+  bool at_start = false;  // there when the job starts (else it joins: SimSpec.joins)
+  WorkerState state = WorkerState::kAbsent;
+  // This life's session with the coordinator (null before its hello is accepted).
+  std::shared_ptr<coordinator::WorkerLink> session;
   bool stop_requested = false;
-  bool member = true;  // the coordinator's view
   int64_t local_batch = 0;
   worker::LeaseBuffer leased;
   std::vector<int64_t> batch;
@@ -98,19 +99,34 @@ struct SimWorker {
   int64_t examples = 0;  // of the current step
 };
 
-// kFinalEval: every worker has stopped and the final evaluation is under way.
-enum class Phase { kRunning, kFinishing, kFinalEval, kDone };
+// The evaluator process (ROLE_EVALUATOR): it scores the shards' parameters every
+// job.eval().interval_seconds and, when the coordinator asks, the final evaluation.
+struct SimEvaluator {
+  int32_t id = 0;
+  std::shared_ptr<coordinator::WorkerLink> session;
+  bool final_requested = false;
+  bool stopped = false;
+};
 
 class Simulation {
  public:
   Simulation(const SimOptions& options, StepTimeModel timing)
-      : options_(options), job_(options.job), timing_(std::move(timing)), clock_(&queue_) {}
+      : options_(options), timing_(std::move(timing)), clock_(&queue_) {}
 
   absl::Status Setup();
   absl::StatusOr<SimResult> Run();
 
  private:
+  // The coordinator's links to the simulated processes: what the coordinator sends travels as
+  // a message, in the order it was sent on that stream.
+  class WorkerSession;
+  class EvaluatorSession;
+  class ShardSession;
+
   // Worker side (libs/worker/trainer.cc).
+  void Hello(SimWorker& w);
+  void OnCoordinatorMessage(SimWorker& w, const v1::CoordinatorToWorker& message);
+  void OnWelcome(SimWorker& w, const v1::Welcome& welcome);
   void StartStep(SimWorker& w);
   void SendLeaseRequest(SimWorker& w);
   void StartPull(SimWorker& w);
@@ -123,16 +139,21 @@ class Simulation {
   void Stop(SimWorker& w);
   void Die(SimWorker& w, const v1::WorkerDeath& death);
   void Join(SimWorker& w);
+  v1::WorkerHello HelloOf(const SimWorker& w) const;
+  // A worker's message to the coordinator, handed to it on arrival.
+  void SendToCoordinator(SimWorker& w, v1::WorkerMessage message);
 
-  // Coordinator side (libs/coordinator/coordinator_core.cc).
-  void OnHello(SimWorker& w);
-  void OnLeaseRequest(SimWorker& w, const v1::LeaseRequest& request);
-  void OnStepReport(SimWorker& w, const v1::StepReport& report);
-  void OnWorkerGone(SimWorker& w);
-  void ReshapeMembership();
+  // Shard side (libs/shard/shard_node.cc): the assignment, the coordinator's commands, reports.
+  void AssignShard(size_t shard, const v1::ShardAssignment& assignment);
+  void OnShardCommand(size_t shard, const v1::CoordinatorToShard& command);
+  void SendShardReport(size_t shard, bool final);
+  void ScheduleShardReport(size_t shard);
+
+  // The coordinator's periodic work, every coordinator::kTickInterval until the job is done.
   void Tick();
-  void BeginFinishing();
-  void MaybeDone();
+  // A message on one of the coordinator's streams travels MessageSeconds(bytes) and never
+  // overtakes the one sent before it on that stream (`last_arrival`: that one's arrival).
+  void Transmit(absl::Duration& last_arrival, int64_t bytes, EventQueue::Action deliver);
 
   // A shard serves one message at a time: `serve` runs once the shard got to it.
   void Serve(size_t shard, int64_t bytes, EventQueue::Action serve);
@@ -147,9 +168,14 @@ class Simulation {
   void Fail(absl::Status status) {
     if (error_.ok()) error_ = std::move(status);
   }
+  bool Done() const { return coordinator_->phase() == coordinator::JobPhase::kDone; }
+  // "N of M examples done", for the errors that end a run early.
+  std::string Progress() const;
   std::vector<float> GatherParameters() const;
-  // Scores the parameters the shards hold now; `then` runs once the evaluation is recorded.
-  void Evaluate(EventQueue::Action then = nullptr);
+  // The evaluator scores the parameters the shards hold now and reports to the coordinator;
+  // `final` with the point the coordinator asked about (EvaluateNow).
+  void Evaluate(const v1::EvaluateNow& request);
+  void OnEvaluatorMessage(const v1::CoordinatorToWorker& message);
   // The evaluator's pull of the routed chunk into params_ and eval_rows_; `answered` says every
   // shard answered at once (an evaluator's pull is never held).
   absl::Status EvaluatorPull(bool& answered);
@@ -157,6 +183,8 @@ class Simulation {
   double Now() const { return Seconds(queue_.now()); }
 
   const SimOptions& options_;
+  // The job as the coordinator hands it out (run length resolved, layout recorded), from the
+  // shards' assignments.
   v1::JobSpec job_;
   StepTimeModel timing_;
   EventQueue queue_;
@@ -179,52 +207,104 @@ class Simulation {
   std::vector<v1::ShardPartition> partitions_;
   std::vector<std::unique_ptr<shard::ShardCore>> shards_;
   std::vector<absl::Duration> shard_busy_until_;
+  std::vector<bool> shard_stopped_;  // the coordinator said stop: no more reports
   // With contention: each shard's serving thread (the real one works under one lock), and the
   // evaluator's.
   std::vector<std::unique_ptr<CpuThread>> shard_threads_;
-  std::unique_ptr<CpuThread> evaluator_;
+  std::unique_ptr<CpuThread> evaluator_thread_;
 
-  // One per life, in id order (the coordinator's member order), a worker's lives in time
-  // order. Never resized after Setup: pull owners point into it.
+  // One per life, the workers there at the start first (in index order), then the joiners in
+  // the order of their first hello; a worker's lives in time order. Never resized after Setup:
+  // pull owners and sessions point into it.
   std::vector<SimWorker> workers_;
-  Phase phase_ = Phase::kRunning;
-  std::unique_ptr<data::LeaseTable> leases_;
-  std::unique_ptr<coordinator::ModeController> modes_;
-  v1::Membership membership_;
-  int64_t target_examples_ = 0;
+  SimEvaluator evaluator_;
+  std::map<int32_t, double> first_step_seconds_;  // by worker id: its first step report's arrival
+  // The real coordinator on the virtual clock, with no journal; the sessions above are its
+  // links. Everything about membership, leases, mode control and the job's lifecycle is its.
+  std::unique_ptr<coordinator::CoordinatorCore> coordinator_;
 
   SimResult result_;
 };
 
-absl::Status Simulation::Setup() {
-  SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(job_));
-  // As CoordinatorCore::Create: the job every shard and worker sees records its layout.
-  *job_.mutable_model()->mutable_layout() = job::LayoutRecord(layout);
-  has_tables_ = !layout.tables.empty();
-  result_.quality_metric = std::string(job::QualityMetric(job_));
-  SYNCOPATE_ASSIGN_OR_RETURN(const int64_t train_examples, job::CountTrainExamples(job_));
-  // What the coordinator does to the job before anyone sees it (CoordinatorCore::Create).
-  job::ResolveRunLength(job_, train_examples);
-  target_examples_ = job::TargetExamples(job_, train_examples);
-  SYNCOPATE_ASSIGN_OR_RETURN(partitions_, job::PartitionModel(layout, job_.num_shards()));
-  SYNCOPATE_ASSIGN_OR_RETURN(
-      auto leases, data::LeaseTable::Create(train_examples, job_.block_size(), job_.seed()));
-  leases_ = std::make_unique<data::LeaseTable>(std::move(leases));
-  modes_ = std::make_unique<coordinator::ModeController>(job_, &clock_);
-  // Every simulated worker prepares its batches on this one workload: keep the blocks of the
-  // lease each is finishing and of its next.
-  SYNCOPATE_ASSIGN_OR_RETURN(
-      train_, job::CreateWorkload(job_, workload::Purpose::kTrain,
-                                  {.cached_blocks = 2 * int64_t{job_.num_workers()} + 2}));
-  SYNCOPATE_ASSIGN_OR_RETURN(eval_, job::CreateWorkload(job_, workload::Purpose::kEvaluate));
-  params_.resize(static_cast<size_t>(train_->num_parameters()));
-  evaluator_routing_.emplace(static_cast<int32_t>(partitions_.size()), eval_->table_dims());
-  grad_.resize(params_.size());
+class Simulation::WorkerSession final : public coordinator::WorkerLink {
+ public:
+  WorkerSession(Simulation* sim, SimWorker* worker) : sim_(sim), worker_(worker) {}
+  void Send(v1::CoordinatorToWorker message) override {
+    const int64_t bytes = static_cast<int64_t>(message.ByteSizeLong());
+    sim_->Transmit(last_arrival_, bytes, [sim = sim_, w = worker_, m = std::move(message)] {
+      sim->OnCoordinatorMessage(*w, m);
+    });
+  }
+  // The coordinator closes a session it superseded (the worker rejoined) or found silent. The
+  // simulated coordinator has no silence bound (simulated workers send no heartbeats; SimSpec
+  // says when a death is noticed), so the life whose session it closes is dead already.
+  void Close(absl::Status) override {}
 
-  // The workers there at the start are the members from the start (the real job waits for
-  // num_workers); the others join later (SimSpec.joins). The coordinator numbers workers from 1
-  // in the order of their first hello: those at the start in index order, then the joiners.
-  const int num_workers = job_.num_workers();
+ private:
+  Simulation* const sim_;
+  SimWorker* const worker_;
+  absl::Duration last_arrival_;
+};
+
+class Simulation::EvaluatorSession final : public coordinator::WorkerLink {
+ public:
+  explicit EvaluatorSession(Simulation* sim) : sim_(sim) {}
+  void Send(v1::CoordinatorToWorker message) override {
+    const int64_t bytes = static_cast<int64_t>(message.ByteSizeLong());
+    sim_->Transmit(last_arrival_, bytes,
+                   [sim = sim_, m = std::move(message)] { sim->OnEvaluatorMessage(m); });
+  }
+  void Close(absl::Status) override {}
+
+ private:
+  Simulation* const sim_;
+  absl::Duration last_arrival_;
+};
+
+class Simulation::ShardSession final : public coordinator::ShardLink {
+ public:
+  ShardSession(Simulation* sim, size_t shard) : sim_(sim), shard_(shard) {}
+  void Send(v1::CoordinatorToShard message) override {
+    if (message.has_assignment()) {
+      // The shard process was there before the job: its state is built from the assignment at
+      // its registration, before any worker can reach it.
+      sim_->AssignShard(shard_, message.assignment());
+      return;
+    }
+    if (message.has_set_mode()) {
+      sim_->result_.switches.push_back({sim_->Now(), static_cast<int32_t>(shard_),
+                                        message.set_mode().mode(), message.set_mode().reason()});
+    }
+    const int64_t bytes = static_cast<int64_t>(message.ByteSizeLong());
+    sim_->Transmit(last_arrival_, bytes,
+                   [sim = sim_, s = shard_, m = std::move(message)] { sim->OnShardCommand(s, m); });
+  }
+  void Close(absl::Status) override {}
+
+ private:
+  Simulation* const sim_;
+  const size_t shard_;
+  absl::Duration last_arrival_;
+};
+
+absl::Status Simulation::Setup() {
+  const v1::JobSpec& job = options_.job;
+  SYNCOPATE_ASSIGN_OR_RETURN(const int64_t train_examples, job::CountTrainExamples(job));
+  coordinator::CoordinatorOptions coordinator_options;
+  coordinator_options.job = job;
+  coordinator_options.train_examples = train_examples;
+  coordinator_options.clock = &clock_;
+  // The workers there at the start have said hello before the last shard registers, so the job
+  // starts with them then; those absent join later (SimSpec.joins) instead of holding the start.
+  coordinator_options.startup_grace = absl::ZeroDuration();
+  // Simulated workers send no heartbeats: a death is noticed when SimSpec.deaths says.
+  coordinator_options.min_silence_timeout = absl::InfiniteDuration();
+  SYNCOPATE_ASSIGN_OR_RETURN(coordinator_,
+                             coordinator::CoordinatorCore::Create(std::move(coordinator_options)));
+
+  // The coordinator numbers workers from 1 in the order of their first hello: those at the start
+  // in index order, then the evaluator, then the joiners.
+  const int num_workers = job.num_workers();
   std::vector<int> hello_order(static_cast<size_t>(num_workers));
   std::iota(hello_order.begin(), hello_order.end(), 0);
   auto first_hello = [this](int index) {
@@ -234,54 +314,57 @@ absl::Status Simulation::Setup() {
   std::stable_sort(hello_order.begin(), hello_order.end(),
                    [&](int a, int b) { return first_hello(a) < first_hello(b); });
   size_t lives = 0;
-  int n = 0;  // members at the start
-  for (int index : hello_order) {
-    lives += timing_.Lives(index).size();
-    n += timing_.Lives(index).front().at_start ? 1 : 0;
-  }
+  for (int index : hello_order) lives += timing_.Lives(index).size();
   workers_.resize(lives);
   result_.workers.resize(static_cast<size_t>(num_workers));
-  const size_t num_shards = partitions_.size();
-  membership_.set_generation(1);
   size_t slot = 0;
   for (size_t k = 0; k < hello_order.size(); ++k) {
     const int index = hello_order[k];
-    result_.workers[k].id = static_cast<int32_t>(k) + 1;
     result_.workers[k].index = index;
     for (size_t life = 0; life < timing_.Lives(index).size(); ++life) {
       SimWorker& w = workers_[slot++];
       w.index = index;
-      w.id = static_cast<int32_t>(k) + 1;
       w.life = static_cast<int>(life);
-      const bool member = timing_.Lives(index)[life].at_start;
-      w.state = member ? WorkerState::kIdle : WorkerState::kAbsent;
-      w.member = member;
-      // Members at the start come first in hello order: the i-th has id i + 1.
-      if (member) {
-        w.local_batch = job::LocalBatchShare(job_.global_batch(), n, static_cast<int>(k));
-        membership_.add_worker_ids(w.id);
-      }
-      // Per shard, as a new ParameterClient starts.
-      w.tokens.assign(num_shards, 0);
-      w.min_versions.assign(num_shards, 0);
-      w.modes.assign(num_shards, v1::MODE_UNSPECIFIED);
-      w.pulled.resize(num_shards);
-      w.pushes.resize(num_shards);
-      w.routing.emplace(static_cast<int32_t>(num_shards), train_->table_dims());
+      w.at_start = timing_.Lives(index)[life].at_start;
+      w.state = w.at_start ? WorkerState::kJoining : WorkerState::kAbsent;
     }
   }
-  membership_.set_local_batch(job_.global_batch() / n);
-
-  for (size_t s = 0; s < num_shards; ++s) {
-    v1::ShardAssignment assignment;
-    *assignment.mutable_job() = job_;
-    *assignment.mutable_partition() = partitions_[s];
-    assignment.set_initial_values(job::PackedInitialValues(layout, partitions_[s]));
-    *assignment.mutable_membership() = membership_;
-    assignment.set_mode(modes_->ConnectShard(static_cast<int32_t>(s)));
-    SYNCOPATE_ASSIGN_OR_RETURN(auto core, shard::ShardCore::Create(assignment, &clock_, nullptr));
-    shards_.push_back(std::move(core));
+  for (SimWorker& w : workers_) {
+    if (w.at_start) Hello(w);
   }
+  evaluator_.session = std::make_shared<EvaluatorSession>(this);
+  v1::WorkerHello hello;
+  hello.set_name("evaluator");
+  hello.set_role(v1::ROLE_EVALUATOR);
+  hello.set_job_id(job.job_id());
+  SYNCOPATE_ASSIGN_OR_RETURN(evaluator_.id, coordinator_->WorkerHello(evaluator_.session, hello));
+
+  // The shards register; the last one starts the job (the welcomes are then on their way).
+  const size_t num_shards = static_cast<size_t>(job.num_shards());
+  partitions_.resize(num_shards);
+  shards_.resize(num_shards);
+  shard_stopped_.assign(num_shards, false);
+  for (size_t s = 0; s < num_shards; ++s) {
+    v1::ShardHello shard_hello;
+    shard_hello.set_shard_id(static_cast<int32_t>(s));
+    shard_hello.set_address(absl::StrCat("sim-shard-", s));
+    shard_hello.set_job_id(job.job_id());
+    SYNCOPATE_RETURN_IF_ERROR(
+        coordinator_->ShardHello(std::make_shared<ShardSession>(this, s), shard_hello));
+    SYNCOPATE_RETURN_IF_ERROR(error_);
+  }
+  result_.quality_metric = std::string(job::QualityMetric(job_));
+  // Every simulated worker prepares its batches on this one workload: keep the blocks of the
+  // lease each is finishing and of its next.
+  SYNCOPATE_ASSIGN_OR_RETURN(
+      train_, job::CreateWorkload(job_, workload::Purpose::kTrain,
+                                  {.cached_blocks = 2 * int64_t{job_.num_workers()} + 2}));
+  SYNCOPATE_ASSIGN_OR_RETURN(eval_, job::CreateWorkload(job_, workload::Purpose::kEvaluate));
+  has_tables_ = !train_->table_dims().empty();
+  params_.resize(static_cast<size_t>(train_->num_parameters()));
+  evaluator_routing_.emplace(static_cast<int32_t>(num_shards), eval_->table_dims());
+  grad_.resize(params_.size());
+
   shard_busy_until_.assign(num_shards, absl::ZeroDuration());
   if (timing_.spec().cpu().cores() > 0) {
     cpu_ = std::make_unique<ProcessorSharing>(&queue_, timing_.spec().cpu().cores());
@@ -289,15 +372,12 @@ absl::Status Simulation::Setup() {
       shard_threads_.push_back(std::make_unique<CpuThread>(cpu_.get()));
     }
     for (SimWorker& w : workers_) w.thread = std::make_unique<CpuThread>(cpu_.get());
-    evaluator_ = std::make_unique<CpuThread>(cpu_.get());
+    evaluator_thread_ = std::make_unique<CpuThread>(cpu_.get());
   }
 
-  const absl::Duration startup = absl::Seconds(timing_.spec().startup_seconds());
   for (SimWorker& w : workers_) {
     const WorkerLife& life = timing_.Lives(w.index)[w.life];
-    if (life.at_start) {
-      queue_.At(startup, [this, &w] { StartStep(w); });
-    } else {
+    if (!life.at_start) {
       queue_.At(absl::Seconds(life.join_seconds), [this, &w] { Join(w); });
     }
     if (life.death.has_value()) {
@@ -305,40 +385,62 @@ absl::Status Simulation::Setup() {
                 [this, &w, d = *life.death] { Die(w, d); });
     }
   }
-  queue_.At(kCoordinatorTick, [this] { Tick(); });
+  queue_.At(coordinator::kTickInterval, [this] { Tick(); });
+  for (size_t s = 0; s < num_shards; ++s) ScheduleShardReport(s);
   if (options_.periodic_eval) SchedulePeriodicEval();
   return absl::OkStatus();
+}
+
+std::string Simulation::Progress() const {
+  const v1::ClusterStatus status = coordinator_->Status();
+  return absl::StrCat(status.examples(), " of ", status.target_examples(), " examples done");
 }
 
 absl::StatusOr<SimResult> Simulation::Run() {
   const double limit = timing_.spec().max_virtual_seconds() > 0
                            ? timing_.spec().max_virtual_seconds()
                            : kDefaultMaxVirtualSeconds;
-  while (phase_ != Phase::kDone) {
+  while (!Done()) {
     if (queue_.empty()) {
       int live = 0;
       for (const SimWorker& w : workers_) {
         live += w.state == WorkerState::kDead || w.state == WorkerState::kAbsent ? 0 : 1;
       }
-      return absl::InternalError(
-          absl::StrCat("the simulated cluster stalled at ", Now(), " s with ", result_.examples,
-                       " of ", target_examples_, " examples done and ", live, " live workers"));
+      return absl::InternalError(absl::StrCat("the simulated cluster stalled at ", Now(),
+                                              " s with ", Progress(), " and ", live,
+                                              " live workers"));
     }
     if (Seconds(queue_.next_time()) > limit) {
       return absl::DeadlineExceededError(absl::StrCat("the job did not finish within ", limit,
-                                                      " s of virtual time (", result_.examples,
-                                                      " of ", target_examples_, " examples done)"));
+                                                      " s of virtual time (", Progress(), ")"));
     }
     if (options_.stop_requested && queue_.executed() % kStopPollEvents == 0 &&
         options_.stop_requested()) {
-      return absl::CancelledError(absl::StrCat("stopped at ", Now(), " s of virtual time (",
-                                               result_.examples, " of ", target_examples_,
-                                               " examples done)"));
+      return absl::CancelledError(
+          absl::StrCat("stopped at ", Now(), " s of virtual time (", Progress(), ")"));
     }
     queue_.RunNext();
     if (!error_.ok()) return error_;
   }
   result_.events = queue_.executed();
+  // What the coordinator counted from the step reports.
+  const v1::ClusterStatus status = coordinator_->Status();
+  result_.examples = status.examples();
+  std::map<int32_t, const v1::WorkerStatus*> by_id;
+  for (const v1::WorkerStatus& w : status.workers()) by_id[w.worker_id()] = &w;
+  for (SimWorkerTally& tally : result_.workers) {
+    for (const SimWorker& w : workers_) {
+      if (w.index == tally.index && w.id != 0) tally.id = w.id;
+    }
+    auto it = by_id.find(tally.id);
+    if (tally.id == 0 || it == by_id.end()) continue;
+    tally.steps = it->second->steps();
+    tally.examples = it->second->examples();
+    result_.steps += tally.steps;
+    if (auto first = first_step_seconds_.find(tally.id); first != first_step_seconds_.end()) {
+      tally.first_step_seconds = first->second;
+    }
+  }
   for (const auto& shard : shards_) {
     const shard::ShardStats stats = shard->Stats();
     result_.shard_versions.push_back(stats.version);
@@ -347,6 +449,66 @@ absl::StatusOr<SimResult> Simulation::Run() {
   }
   result_.parameters = GatherParameters();
   return std::move(result_);
+}
+
+void Simulation::Tick() {
+  coordinator_->Tick();
+  if (!Done()) queue_.After(coordinator::kTickInterval, [this] { Tick(); });
+}
+
+void Simulation::Transmit(absl::Duration& last_arrival, int64_t bytes, EventQueue::Action deliver) {
+  last_arrival =
+      std::max(last_arrival, queue_.now() + absl::Seconds(timing_.MessageSeconds(bytes)));
+  queue_.At(last_arrival, std::move(deliver));
+}
+
+// ---- shards ----
+
+void Simulation::AssignShard(size_t shard, const v1::ShardAssignment& assignment) {
+  if (shard == 0) job_ = assignment.job();
+  partitions_[shard] = assignment.partition();
+  absl::StatusOr<std::unique_ptr<shard::ShardCore>> core =
+      shard::ShardCore::Create(assignment, &clock_, nullptr);
+  if (!core.ok()) return Fail(core.status());
+  shards_[shard] = std::move(*core);
+}
+
+void Simulation::OnShardCommand(size_t shard, const v1::CoordinatorToShard& command) {
+  switch (command.kind_case()) {
+    case v1::CoordinatorToShard::kMembership:
+      shards_[shard]->SetMembership(command.membership());
+      return;
+    case v1::CoordinatorToShard::kSetMode:
+      if (absl::Status applied = shards_[shard]->ApplyModeCommand(command.set_mode());
+          !applied.ok()) {
+        Fail(applied);
+      }
+      return;
+    case v1::CoordinatorToShard::kStop:
+      // As ShardNode: the last report, marked final, and no more.
+      shard_stopped_[shard] = true;
+      SendShardReport(shard, /*final=*/true);
+      return;
+    default:  // checkpoints are not simulated
+      return;
+  }
+}
+
+void Simulation::SendShardReport(size_t shard, bool final) {
+  v1::ShardReport report = shard::ReportOf(shards_[shard]->Stats());
+  report.set_final(final);
+  const int64_t bytes = static_cast<int64_t>(report.ByteSizeLong());
+  Send(ShardThread(shard), bytes, [this, shard, report = std::move(report)] {
+    coordinator_->ShardReport(static_cast<int32_t>(shard), report);
+  });
+}
+
+void Simulation::ScheduleShardReport(size_t shard) {
+  queue_.After(shard::kReportInterval, [this, shard] {
+    if (shard_stopped_[shard] || Done()) return;
+    SendShardReport(shard, /*final=*/false);
+    ScheduleShardReport(shard);
+  });
 }
 
 // ---- workers ----
@@ -379,10 +541,17 @@ void Simulation::StartStep(SimWorker& w) {
   StartPull(w);
 }
 
-void Simulation::SendLeaseRequest(SimWorker& w) {
-  const v1::WorkerMessage message = w.leased.NextRequest();
-  Send(ThreadOf(w), static_cast<int64_t>(message.ByteSizeLong()),
-       [this, &w, request = message.lease_request()] { OnLeaseRequest(w, request); });
+void Simulation::SendLeaseRequest(SimWorker& w) { SendToCoordinator(w, w.leased.NextRequest()); }
+
+void Simulation::SendToCoordinator(SimWorker& w, v1::WorkerMessage message) {
+  const int64_t bytes = static_cast<int64_t>(message.ByteSizeLong());
+  Send(ThreadOf(w), bytes, [this, &w, message = std::move(message)] {
+    if (message.has_step() && first_step_seconds_.count(w.id) == 0 &&
+        coordinator_->phase() == coordinator::JobPhase::kRunning) {
+      first_step_seconds_[w.id] = Now();
+    }
+    coordinator_->WorkerMessage(w.id, message);
+  });
 }
 
 void Simulation::StartPull(SimWorker& w) {
@@ -529,8 +698,7 @@ void Simulation::OnPushAck(SimWorker& w, size_t shard) {
   report->set_push_seconds(Seconds(queue_.now() - w.push_start));
   report->set_wait_seconds(w.held_seconds);
   report->set_token(w.tokens[0]);
-  Send(ThreadOf(w), static_cast<int64_t>(message.ByteSizeLong()),
-       [this, &w, step = message.step()] { OnStepReport(w, step); });
+  SendToCoordinator(w, std::move(message));
   StartStep(w);
 }
 
@@ -541,11 +709,7 @@ void Simulation::OnLease(SimWorker& w, const v1::DataLease& lease) {
 }
 
 void Simulation::OnStop(SimWorker& w) {
-  // A life not yet accepted is no member: the coordinator's stop goes to members only.
-  if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped ||
-      w.state == WorkerState::kAbsent || w.state == WorkerState::kJoining) {
-    return;
-  }
+  if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped) return;
   w.stop_requested = true;
   // A worker waiting (for a lease or a pull) abandons the wait; one computing or pushing
   // finishes its step and stops at the top of the next (Trainer::Run).
@@ -558,7 +722,11 @@ void Simulation::OnStop(SimWorker& w) {
 
 void Simulation::Stop(SimWorker& w) {
   w.state = WorkerState::kStopped;
-  MaybeDone();
+  result_.training_seconds = std::max(result_.training_seconds, Now());
+  // The process exits and its stream closes.
+  if (w.session == nullptr) return;
+  queue_.After(absl::Seconds(timing_.MessageSeconds(0)),
+               [this, &w] { coordinator_->WorkerGone(w.id, "session_closed", w.session.get()); });
 }
 
 void Simulation::Die(SimWorker& w, const v1::WorkerDeath& death) {
@@ -577,176 +745,73 @@ void Simulation::Die(SimWorker& w, const v1::WorkerDeath& death) {
   }
   const double detect = death.detected_after_seconds() > 0 ? death.detected_after_seconds()
                                                            : timing_.MessageSeconds(0);
-  queue_.After(absl::Seconds(detect), [this, &w] { OnWorkerGone(w); });
-  MaybeDone();
+  if (w.session == nullptr) return;  // its hello was not accepted yet: nobody to notice
+  queue_.After(absl::Seconds(detect),
+               [this, &w] { coordinator_->WorkerGone(w.id, "session_closed", w.session.get()); });
 }
 
 void Simulation::Join(SimWorker& w) {
   // The process starts and says hello (WorkerRunner::Join); the coordinator decides on arrival.
   w.state = WorkerState::kJoining;
-  v1::WorkerHello hello;
-  hello.set_name(absl::StrCat("worker-", w.index));
-  hello.set_role(v1::ROLE_WORKER);
-  hello.set_job_id(job_.job_id());
-  Send(ThreadOf(w), static_cast<int64_t>(hello.ByteSizeLong()), [this, &w] { OnHello(w); });
+  Send(ThreadOf(w), static_cast<int64_t>(HelloOf(w).ByteSizeLong()), [this, &w] { Hello(w); });
 }
 
-// ---- coordinator ----
+v1::WorkerHello Simulation::HelloOf(const SimWorker& w) const {
+  v1::WorkerHello hello;
+  hello.set_name(absl::StrCat("worker-", w.index));  // a rejoin keeps its name, so its id
+  hello.set_role(v1::ROLE_WORKER);
+  hello.set_job_id(options_.job.job_id());
+  return hello;
+}
 
-void Simulation::OnHello(SimWorker& w) {
+void Simulation::Hello(SimWorker& w) {
   if (w.state != WorkerState::kJoining) return;  // it died on the way
-  if (phase_ != Phase::kRunning) {
-    // CoordinatorCore::WorkerHello refuses workers once the job is finishing (OUT_OF_RANGE);
-    // the worker has nothing left to do and exits.
+  auto session = std::make_shared<WorkerSession>(this, &w);
+  absl::StatusOr<int32_t> id = coordinator_->WorkerHello(session, HelloOf(w));
+  if (!id.ok()) {
+    // Refused once the job is finishing (OUT_OF_RANGE): the worker has nothing left to do and
+    // exits.
     queue_.After(absl::Seconds(timing_.MessageSeconds(0)), [this, &w] {
       if (w.state == WorkerState::kJoining) Stop(w);
     });
     return;
   }
-  // A worker rejoining under its name keeps its id. If the coordinator still holds its earlier
-  // session (the death not yet noticed), the new one supersedes it: the leases go back to the
-  // table (the new session starts with no data); its mode-control window stays, as in
-  // WorkerHello. The earlier session's removal, when it comes, then finds it no member.
-  bool superseded_member = false;
-  for (SimWorker& earlier : workers_) {
-    if (earlier.id == w.id && &earlier != &w && earlier.member) {
-      earlier.member = false;
-      leases_->ReleaseWorker(w.id);
-      superseded_member = true;
-    }
+  w.id = *id;
+  w.session = std::move(session);
+  if (!w.at_start) result_.joins.push_back({Now(), w.id});
+}
+
+void Simulation::OnCoordinatorMessage(SimWorker& w, const v1::CoordinatorToWorker& message) {
+  if (w.state == WorkerState::kDead || w.state == WorkerState::kStopped) return;
+  switch (message.kind_case()) {
+    case v1::CoordinatorToWorker::kWelcome:
+      return OnWelcome(w, message.welcome());
+    case v1::CoordinatorToWorker::kLease:
+      return OnLease(w, message.lease());
+    case v1::CoordinatorToWorker::kSetLocalBatch:
+      w.local_batch = message.set_local_batch().local_batch();
+      return;
+    case v1::CoordinatorToWorker::kStop:
+      return OnStop(w);
+    default:
+      return;
   }
+}
+
+void Simulation::OnWelcome(SimWorker& w, const v1::Welcome& welcome) {
+  if (w.state != WorkerState::kJoining) return;
   w.state = WorkerState::kIdle;
-  result_.joins.push_back({Now(), w.id});
-  // As CoordinatorCore::WorkerHello: a member from its first lease request (OnLeaseRequest), once
-  // it has loaded the data set (startup_seconds); the welcome carries the share it will have.
-  int members = 0;
-  int position = 0;
-  for (const SimWorker& other : workers_) {
-    if (!other.member) continue;
-    ++members;
-    if (other.id < w.id) ++position;
-  }
-  w.local_batch = job::LocalBatchShare(job_.global_batch(), members + 1, position);
-  if (superseded_member) ReshapeMembership();
-  const double startup = std::max(timing_.spec().startup_seconds(), timing_.MessageSeconds(0));
-  queue_.After(absl::Seconds(startup), [this, &w] { StartStep(w); });
-}
-
-void Simulation::OnLeaseRequest(SimWorker& w, const v1::LeaseRequest& request) {
-  for (int64_t completed : request.completed_lease_ids()) {
-    // A late report of a re-issued lease is refused, as in the coordinator; nothing to do.
-    leases_->Complete(completed, w.id).IgnoreError();
-  }
-  if (phase_ != Phase::kRunning) return;
-  if (!w.member) {
-    if (w.state == WorkerState::kAbsent || w.state == WorkerState::kJoining ||
-        w.state == WorkerState::kDead || w.state == WorkerState::kStopped) {
-      return;
-    }
-    w.member = true;  // admitted at its first lease request, as in CoordinatorCore
-    ReshapeMembership();
-  }
-  v1::CoordinatorToWorker reply;
-  *reply.mutable_lease() = leases_->Acquire(w.id);
-  Send(nullptr, static_cast<int64_t>(reply.ByteSizeLong()),
-       [this, &w, lease = reply.lease()] { OnLease(w, lease); });
-}
-
-void Simulation::OnStepReport(SimWorker& w, const v1::StepReport& report) {
-  if (phase_ != Phase::kRunning || report.examples() <= 0) return;
-  result_.examples += report.examples();
-  ++result_.steps;
-  SimWorkerTally& tally = result_.workers[static_cast<size_t>(w.id) - 1];
-  if (tally.steps == 0) tally.first_step_seconds = Now();
-  ++tally.steps;
-  tally.examples += report.examples();
-  if (w.member) modes_->AddStep(w.id, report);
-  if (result_.examples >= target_examples_) BeginFinishing();
-}
-
-void Simulation::OnWorkerGone(SimWorker& w) {
-  if (!w.member) return;
-  w.member = false;
-  modes_->RemoveWorker(w.id);
-  leases_->ReleaseWorker(w.id);
-  // Also while finishing: a barrier must never wait on a worker that has left.
-  ReshapeMembership();
-}
-
-void Simulation::ReshapeMembership() {
-  std::vector<SimWorker*> members;
-  for (SimWorker& w : workers_) {
-    if (w.member) members.push_back(&w);
-  }
-  const int n = static_cast<int>(members.size());
-  membership_.set_generation(membership_.generation() + 1);
-  membership_.clear_worker_ids();
-  for (int i = 0; i < n; ++i) {
-    SimWorker& w = *members[i];
-    membership_.add_worker_ids(w.id);
-    const int32_t share = job::LocalBatchShare(job_.global_batch(), n, i);
-    if (share != w.local_batch) {
-      queue_.After(absl::Seconds(timing_.MessageSeconds(0)),
-                   [&w, share] { w.local_batch = share; });
-    }
-  }
-  membership_.set_local_batch(n > 0 ? job_.global_batch() / n : 0);
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    queue_.After(absl::Seconds(timing_.MessageSeconds(0)),
-                 [this, s, membership = membership_] { shards_[s]->SetMembership(membership); });
-  }
-}
-
-void Simulation::Tick() {
-  if (phase_ != Phase::kRunning) return;
-  std::vector<WorkerLoad> loads;
-  for (const SimWorker& w : workers_) {
-    if (w.member) loads.push_back({w.id, w.local_batch});
-  }
-  // The real coordinator reads each shard's staleness cost from its periodic report; here the
-  // shard is in the same process, so the tick reads its latest measurement directly.
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    modes_->SetStalenessCost(static_cast<int32_t>(s), shards_[s]->Stats().staleness_cost);
-  }
-  coordinator::ModeRound round = modes_->Decide(loads, Now());
-  for (const coordinator::SetModeCommand& command : round.commands) {
-    result_.switches.push_back({Now(), command.shard, command.mode, command.reason});
-    const size_t s = static_cast<size_t>(command.shard);
-    queue_.After(absl::Seconds(timing_.MessageSeconds(0)), [this, s, message = command.ToProto()] {
-      if (absl::Status applied = shards_[s]->ApplyModeCommand(message); !applied.ok()) {
-        Fail(applied);
-      }
-    });
-  }
-  queue_.After(kCoordinatorTick, [this] { Tick(); });
-}
-
-void Simulation::BeginFinishing() {
-  if (phase_ != Phase::kRunning) return;
-  phase_ = Phase::kFinishing;
-  for (SimWorker& w : workers_) {
-    queue_.After(absl::Seconds(timing_.MessageSeconds(0)), [this, &w] { OnStop(w); });
-  }
-  MaybeDone();
-}
-
-void Simulation::MaybeDone() {
-  if (phase_ != Phase::kFinishing) return;
-  // A life that has not started (or whose hello is on the way) is nobody the coordinator knows:
-  // it will be refused.
-  for (const SimWorker& w : workers_) {
-    if (w.state != WorkerState::kDead && w.state != WorkerState::kStopped &&
-        w.state != WorkerState::kAbsent && w.state != WorkerState::kJoining) {
-      return;
-    }
-  }
-  // Every worker has stopped: the final evaluation measures what the shards hold now, and the
-  // job is done once it is in (the real coordinator waits for it).
-  phase_ = Phase::kFinalEval;
-  Evaluate([this] {
-    phase_ = Phase::kDone;
-    result_.wall_seconds = Now();
-  });
+  w.local_batch = welcome.local_batch();
+  // Per shard, as a new ParameterClient starts.
+  const size_t num_shards = static_cast<size_t>(welcome.shard_map().shards_size());
+  w.tokens.assign(num_shards, 0);
+  w.min_versions.assign(num_shards, 0);
+  w.modes.assign(num_shards, v1::MODE_UNSPECIFIED);
+  w.pulled.assign(num_shards, nullptr);
+  w.pushes.assign(num_shards, v1::PushRequest());
+  w.routing.emplace(static_cast<int32_t>(num_shards), train_->table_dims());
+  // The worker loads its data set after the welcome (WorkerRunner), then trains.
+  queue_.After(absl::Seconds(timing_.spec().startup_seconds()), [this, &w] { StartStep(w); });
 }
 
 void Simulation::Send(CpuThread* from, int64_t bytes, EventQueue::Action arrive) {
@@ -819,7 +884,18 @@ absl::Status Simulation::EvaluatorPull(bool& answered) {
   return status;
 }
 
-void Simulation::Evaluate(EventQueue::Action then) {
+void Simulation::OnEvaluatorMessage(const v1::CoordinatorToWorker& message) {
+  if (evaluator_.stopped) return;
+  if (message.has_stop()) {
+    evaluator_.stopped = true;
+  } else if (message.has_evaluate() && message.evaluate().final()) {
+    // The workers have left: the final evaluation measures what the shards hold now.
+    evaluator_.final_requested = true;
+    Evaluate(message.evaluate());
+  }
+}
+
+void Simulation::Evaluate(const v1::EvaluateNow& request) {
   // RunEvaluator, chunk by chunk: route the chunk's keys, pull the newest parameters (no
   // look-ahead) and those rows from every shard as an evaluator (rows never touched read as
   // their initial value and are not created), score. Scoring takes SimSpec.evaluation_seconds
@@ -842,20 +918,37 @@ void Simulation::Evaluate(EventQueue::Action then) {
   }
   absl::StatusOr<model::Evaluation> evaluation = eval_->FinishEval();
   if (!evaluation.ok()) return Fail(evaluation.status());
-  auto record = [this, e = *evaluation, examples = result_.examples, then = std::move(then)] {
+  const int64_t examples =
+      request.final() ? request.at_examples() : coordinator_->Status().examples();
+  auto record = [this, e = *evaluation, examples, request] {
     const double quality = result_.quality_metric == "auc" ? e.auc : e.accuracy;
     result_.evaluations.push_back({Now(), examples, e.accuracy, e.mean_loss, e.auc, quality});
     if (options_.target_quality > 0 && !result_.seconds_to_target.has_value() &&
         quality >= options_.target_quality) {
       result_.seconds_to_target = Now();
     }
-    if (then) then();
+    if (request.final()) result_.wall_seconds = Now();
+    // The report, as RunEvaluator sends it: the coordinator records it in the job's history,
+    // and the final one ends the job.
+    v1::WorkerMessage message;
+    v1::EvalReport* report = message.mutable_eval();
+    report->set_accuracy(e.accuracy);
+    report->set_loss(e.mean_loss);
+    report->set_auc(e.auc);
+    report->set_examples(eval_->eval_size());
+    report->set_final(request.final());
+    report->set_requested_at_examples(request.at_examples());
+    report->set_requested_at_seconds(request.at_seconds());
+    Send(evaluator_thread_.get(), static_cast<int64_t>(message.ByteSizeLong()),
+         [this, message = std::move(message)] {
+           coordinator_->WorkerMessage(evaluator_.id, message);
+         });
   };
   const double seconds = timing_.spec().evaluation_seconds();
   if (seconds == 0) {
     record();
-  } else if (evaluator_ != nullptr) {
-    evaluator_->Run(seconds, std::move(record));
+  } else if (evaluator_thread_ != nullptr) {
+    evaluator_thread_->Run(seconds, std::move(record));
   } else {
     queue_.After(absl::Seconds(seconds), std::move(record));
   }
@@ -865,8 +958,8 @@ void Simulation::SchedulePeriodicEval() {
   const double interval = job_.eval().interval_seconds();
   if (!(interval > 0)) return;
   queue_.After(absl::Seconds(interval), [this] {
-    if (phase_ == Phase::kFinalEval || phase_ == Phase::kDone) return;
-    Evaluate();
+    if (evaluator_.final_requested || evaluator_.stopped) return;
+    Evaluate(v1::EvaluateNow());
     SchedulePeriodicEval();
   });
 }

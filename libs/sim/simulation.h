@@ -1,17 +1,20 @@
 // A deterministic discrete-event simulation, in virtual time, of one training job with N workers
-// and S shards (docs/simulation.md). What runs is the real code: each shard is a real
+// and S shards (docs/simulation.md). What runs is the real code: the coordinator is a real
+// coordinator::CoordinatorCore (membership, G split across the members, data leases from the
+// real data::LeaseTable, mode control, the job's lifecycle and stop) on the virtual clock, its
+// links to the simulated processes posting messages onto the event queue; each shard is a real
 // shard::ShardCore (GlobalBatchAggregator, optimizer, learning-rate schedule, look-ahead pulls,
-// validation), the workers compute real gradients of the job's real model on its real data,
-// data leases come from the real data::LeaseTable and worker::LeaseBuffer, and mode decisions
-// from the coordinator's own coordinator::ModeController (StragglerDetector, ModePolicy,
-// SwitchConfirmation). Only time is simulated: a StepTimeModel says how long each worker
+// validation) built from the coordinator's assignment and reporting to it as ShardNode does;
+// the workers compute real gradients of the job's real model on its real data, with the real
+// worker::LeaseBuffer. Only time is simulated: a StepTimeModel says how long each worker
 // computes and how long each message travels, and an EventQueue orders what happens.
 //
 // A worker's step follows libs/worker/trainer.cc: take a batch from its leases (asking for the
 // next lease ahead of time), pull every shard (a sync pull waits at the shard for the barrier),
-// compute, push to every shard, report the step to the coordinator. The coordinator follows
-// libs/coordinator/coordinator_core.cc: leases, membership and G split across the members, a
-// mode-control round every tick, stop once the job's examples are done.
+// compute, push to every shard, report the step to the coordinator. The coordinator ticks every
+// coordinator::kTickInterval, as CoordinatorServer's ticker does; an evaluator process scores
+// the parameters every job.eval().interval_seconds and when the coordinator asks for the final
+// evaluation, which ends the job.
 //
 // Same options, same result, bit for bit: there is no thread, no wall clock and no hash-order
 // dependence, and every random draw derives from the seeds.
@@ -21,9 +24,11 @@
 // by worker::KeyRouting (ParameterClient's own routing), pulled and pushed as SparseRows; the
 // evaluator reads rows from each shard without creating them, as the real one does.
 //
-// Workers die and join (SimSpec.deaths, SimSpec.joins) through the coordinator's membership and
-// lease rules: a joiner is a member once its hello arrives (G re-split, the shards' membership
-// changed), a rejoin keeps the worker's id and supersedes a session the coordinator still holds.
+// Workers die and join (SimSpec.deaths, SimSpec.joins) through the coordinator's own membership
+// and lease rules: a joiner is a member from its first lease request (G re-split, the shards'
+// membership changed), a rejoin keeps the worker's id and supersedes a session the coordinator
+// still holds. Simulated workers send no heartbeats, so the coordinator's silence bound is off:
+// a death is noticed when SimSpec.deaths says.
 //
 // Limits (docs/simulation.md): evaluation takes no shard time; no shard or coordinator faults.
 //
@@ -91,16 +96,19 @@ struct SimJoin {
 
 // One worker's work as the coordinator counted it from step reports, over all its lives.
 struct SimWorkerTally {
-  int32_t id = 0;
-  int index = 0;  // the spec's worker index
+  int32_t id = 0;  // the coordinator's (0: never accepted)
+  int index = 0;   // the spec's worker index
   int64_t steps = 0;
   int64_t examples = 0;
   double first_step_seconds = 0;  // when its first step report arrived (0 without one)
 };
 
 struct SimResult {
-  double wall_seconds = 0;  // virtual time from the start to the last worker's stop
-  int64_t examples = 0;     // examples the coordinator counted from step reports
+  // Virtual time from the start to the final evaluation's end: the workers stop, the
+  // coordinator (on its next tick) asks the evaluator, which scores and reports.
+  double wall_seconds = 0;
+  double training_seconds = 0;  // virtual time at which the last worker stopped training
+  int64_t examples = 0;         // examples the coordinator counted from step reports
   int64_t steps = 0;
   std::vector<int64_t> shard_versions;     // updates applied, per shard
   v1::GradientCounters gradients;          // pushes by outcome, summed over the shards
@@ -108,9 +116,11 @@ struct SimResult {
   std::string quality_metric;              // job::QualityMetric(job): "accuracy" or "auc"
   std::optional<double> seconds_to_target;
   std::vector<SimSwitch> switches;
-  std::vector<int32_t> dead_workers;    // worker ids (1..N), in order of death
-  std::vector<SimJoin> joins;           // in order of acceptance
-  std::vector<SimWorkerTally> workers;  // by id (1..N)
+  std::vector<int32_t> dead_workers;  // the coordinator's worker ids, in order of death
+  std::vector<SimJoin> joins;         // in order of acceptance
+  // One per worker of the spec, in the order of its first hello: those at the start in index
+  // order, then the joiners.
+  std::vector<SimWorkerTally> workers;
   int64_t events = 0;
   // The final parameters, flat (all shards' ranges in order).
   std::vector<float> parameters;

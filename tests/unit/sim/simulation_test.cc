@@ -135,12 +135,15 @@ TEST(Simulation, AJoinerBecomesAMemberAtItsHelloAndPushesFromThen) {
   ASSERT_TRUE(result.ok()) << result.status();
   EXPECT_LT(result->wall_seconds, 100);
 
-  // Ids in hello order: indices 0, 2, 4 at the start are 1, 2, 3; index 3 is 4; index 1 is 5.
+  // The coordinator's ids, in hello order: indices 0, 2, 4 at the start are 1, 2, 3, the
+  // evaluator is 4, index 3 is 5; index 1 is refused and has none.
   ASSERT_EQ(result->workers.size(), 5u);
   EXPECT_EQ(result->workers[3].index, 3);
+  EXPECT_EQ(result->workers[3].id, 5);
   EXPECT_EQ(result->workers[4].index, 1);
+  EXPECT_EQ(result->workers[4].id, 0);
   ASSERT_EQ(result->joins.size(), 1u);
-  EXPECT_EQ(result->joins[0].worker, 4);
+  EXPECT_EQ(result->joins[0].worker, 5);
   EXPECT_NEAR(result->joins[0].seconds, 0.101, 1e-9);
   // Its first step: the welcome (1 ms), a pull (2 ms), 10 ms of compute, a push (2 ms), then the
   // report (1 ms), and in sync the barrier of the version it pulled may hold its next pull.
@@ -368,20 +371,21 @@ TEST(Simulation, SharedCoresStretchComputeByProcessorSharing) {
   absl::StatusOr<SimResult> padded = RunSimulation(options);
   ASSERT_TRUE(padded.ok()) << padded.status();
   EXPECT_EQ(padded->shard_versions, alone->shard_versions);
-  // 30 ms more per round: the messages' 4 ms per round stay as they were.
-  EXPECT_NEAR(padded->wall_seconds - alone->wall_seconds, 0.03 * rounds, 0.002 * rounds);
+  // 30 ms more per round: the messages' 4 ms per round stay as they were. (Training time: the
+  // job's end waits for the coordinator's next tick, a 200 ms grid.)
+  EXPECT_NEAR(padded->training_seconds - alone->training_seconds, 0.03 * rounds, 0.002 * rounds);
 
   options.spec.mutable_cpu()->set_compute_padding(1);
   absl::StatusOr<SimResult> busy = RunSimulation(options);
   ASSERT_TRUE(busy.ok()) << busy.status();
-  EXPECT_NEAR(busy->wall_seconds, padded->wall_seconds, 0.002 * rounds);
+  EXPECT_NEAR(busy->training_seconds, padded->training_seconds, 0.002 * rounds);
 
   // gba: the workers drift apart, and four all-CPU workers on one core are bounded by it: every
   // step is 10 ms of the core's time.
   options.job.set_mode(v1::MODE_GBA);
   absl::StatusOr<SimResult> gba = RunSimulation(options);
   ASSERT_TRUE(gba.ok()) << gba.status();
-  EXPECT_GE(gba->wall_seconds, 0.01 * static_cast<double>(gba->steps) - 0.001);
+  EXPECT_GE(gba->training_seconds, 0.01 * static_cast<double>(gba->steps) - 0.001);
 }
 
 // With contention everything (compute, messages, shard service, evaluations, a death mid-step)
@@ -411,6 +415,21 @@ TEST(Simulation, ContentionIsDeterministicBitForBit) {
   ASSERT_TRUE(second.ok()) << second.status();
   ExpectSameRun(*first, *second);
   EXPECT_EQ(first->dead_workers, std::vector<int32_t>{2});
+}
+
+// The coordinator is the real one: it asks for the final evaluation only once every worker's
+// session has ended, so a gba job whose dead worker goes unnoticed for 5 s trains to its end
+// without it but finishes only after the death is noticed (the old simulator ended at once).
+TEST(Simulation, TheFinalEvaluationWaitsForTheCoordinatorToNoticeADeath) {
+  SimOptions options = ClockworkRun(TinyJob(v1::MODE_GBA, 3, 1));
+  AddDeath(options.spec, 1, 0.05, /*detected_after=*/5);
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  EXPECT_GE(result->examples, 512);
+  EXPECT_LT(result->training_seconds, 2);
+  EXPECT_GT(result->wall_seconds, 5.05);
+  // On the coordinator's next tick after it noticed: a 200 ms grid, a message and the report.
+  EXPECT_LT(result->wall_seconds, 5.05 + 0.2 + 0.01);
 }
 
 // The real job's overheads: workers start after a startup, and the job ends once the final
