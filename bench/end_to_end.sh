@@ -86,7 +86,7 @@ awk -F'\t' -v compute="$compute" -v cores="$cores" -v nbins="${#BINS[@]}" -v bin
     for (b = 0; b < nbins; ++b) {
       printf "| %d: %s | %s | %.2f | %s | %s |\n", b, names[b + 1], ci(s[b], q[b], n[b]),
              (s[b] / n[b]) / (s[0] / n[0]), ci2(a[b], aq[b], n[b]),
-             wn[b] > 0 ? sprintf("%.0f", w[b] / wn[b]) : "-";
+             (wn[b] > 0 ? sprintf("%.0f", w[b] / wn[b]) : "-");  # unparenthesised, ">" redirects
     }
     last = nbins - 1;
     printf "\nceiling: %d cores x %.0f examples/s (one core, compute only, dispatched kernels) = %.0f; build %d reaches %.0f%% of it\n",
