@@ -155,8 +155,10 @@ class Simulation {
   // overtakes the one sent before it on that stream (`last_arrival`: that one's arrival).
   void Transmit(absl::Duration& last_arrival, int64_t bytes, EventQueue::Action deliver);
 
-  // A shard serves one message at a time: `serve` runs once the shard got to it.
-  void Serve(size_t shard, int64_t bytes, EventQueue::Action serve);
+  // The shard serves a message of worker `w`'s stream: `serve` runs once the shard got to it.
+  // One message at a time per shard, or with SimSpec.shard.stream_threads on the stream's own
+  // thread.
+  void Serve(size_t shard, const SimWorker* w, int64_t bytes, EventQueue::Action serve);
   // A message of `bytes` arrives after the network's transit time. With the network on the
   // shared cores, copying it out is work of the sender's thread (`from`; null for the
   // coordinator, whose messages are small).
@@ -211,6 +213,8 @@ class Simulation {
   // With contention: each shard's serving thread (the real one works under one lock), and the
   // evaluator's.
   std::vector<std::unique_ptr<CpuThread>> shard_threads_;
+  // With SimSpec.shard.stream_threads: each (shard, worker life) stream's serving thread.
+  std::map<std::pair<size_t, const SimWorker*>, std::unique_ptr<CpuThread>> stream_threads_;
   std::unique_ptr<CpuThread> evaluator_thread_;
 
   // One per life, the workers there at the start first (in index order), then the joiners in
@@ -570,7 +574,7 @@ void Simulation::StartPull(SimWorker& w) {
     const int64_t bytes = static_cast<int64_t>(request.ByteSizeLong());
     Send(ThreadOf(w), bytes, [this, &w, s, bytes, request] {
       if (w.state != WorkerState::kPulling) return;  // died or stopped on the way
-      Serve(s, bytes, [this, &w, s, request] {
+      Serve(s, &w, bytes, [this, &w, s, request] {
         if (w.state != WorkerState::kPulling) return;
         const shard::Puller puller{&w, w.id, /*trains=*/true};
         // The answer may come now or when a sync barrier releases (inside another worker's push).
@@ -672,7 +676,7 @@ void Simulation::StartPush(SimWorker& w) {
     const int64_t bytes = static_cast<int64_t>(w.pushes[s].ByteSizeLong());
     Send(ThreadOf(w), bytes, [this, &w, s, bytes] {
       if (w.state != WorkerState::kPushing) return;  // lost with its dead sender
-      Serve(s, bytes, [this, &w, s] {
+      Serve(s, &w, bytes, [this, &w, s] {
         if (w.state != WorkerState::kPushing) return;
         const v1::PushAck ack = shards_[s]->Push(w.id, w.pushes[s]);
         w.pushes[s].Clear();
@@ -826,7 +830,13 @@ void Simulation::Send(CpuThread* from, int64_t bytes, EventQueue::Action arrive)
   });
 }
 
-void Simulation::Serve(size_t shard, int64_t bytes, EventQueue::Action serve) {
+void Simulation::Serve(size_t shard, const SimWorker* w, int64_t bytes, EventQueue::Action serve) {
+  if (timing_.spec().shard().stream_threads()) {
+    std::unique_ptr<CpuThread>& thread = stream_threads_[{shard, w}];
+    if (thread == nullptr) thread = std::make_unique<CpuThread>(cpu_.get());
+    thread->Run(timing_.ShardServiceSeconds(bytes), std::move(serve));
+    return;
+  }
   if (cpu_ == nullptr) {
     const absl::Duration start = std::max(queue_.now(), shard_busy_until_[shard]);
     shard_busy_until_[shard] = start + absl::Seconds(timing_.ShardServiceSeconds(bytes));

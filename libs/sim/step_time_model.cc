@@ -138,6 +138,10 @@ absl::StatusOr<StepTimeModel> StepTimeModel::Create(const v1::SimSpec& spec, int
   if (spec.shard().seconds_per_message() < 0 || spec.shard().bytes_per_second() < 0) {
     return Bad("shard", "must not be negative");
   }
+  if (spec.shard().stream_threads() && !(spec.cpu().cores() > 0)) {
+    // Without the CPU model nothing would bound how many streams a shard serves at once.
+    return Bad("shard.stream_threads", "needs cpu.cores > 0 (the threads share the cores)");
+  }
   if (spec.max_virtual_seconds() < 0) return Bad("max_virtual_seconds", "must not be negative");
   if (!(spec.cpu().cores() >= 0) || !(spec.cpu().compute_padding() >= 0)) {
     return Bad("cpu", "cores and compute_padding must not be negative");

@@ -432,6 +432,44 @@ TEST(Simulation, TheFinalEvaluationWaitsForTheCoordinatorToNoticeADeath) {
   EXPECT_LT(result->wall_seconds, 5.05 + 0.2 + 0.01);
 }
 
+// SimSpec.shard.stream_threads: the real shard serves each worker's stream on its own gRPC
+// thread, so a gba worker's pull does not queue behind every other worker's push. In the
+// bench's regime (scenario a's spec, the default model, 4 workers, 2 shards on 2 cores), one
+// server per shard keeps the four gba workers in a convoy (each pull waits for the pushes ahead
+// of it, as a barrier would: no staleness at all); a thread per stream lets them drift apart
+// (mean staleness ~0.5), as the real ones do. Both are deterministic.
+TEST(Simulation, StreamThreadsLetGbaWorkersDriftApart) {
+  SimOptions options;
+  options.job = *job::ParseJobSpec(job::DefaultJobText());  // the bench's model: 0.9 MiB a step
+  options.job.mutable_dataset()->set_train_limit(4096);
+  options.job.mutable_dataset()->set_test_limit(200);
+  options.job.mutable_stop()->set_epochs(1);
+  options.job.set_mode(v1::MODE_GBA);
+  absl::StatusOr<v1::SimSpec> spec =
+      LoadSimSpecFile(std::string(SYNCOPATE_SOURCE_DIR) + "/examples/sim/bench_a.textproto");
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  options.spec = *spec;
+  options.spec.set_startup_seconds(0);
+  options.spec.mutable_shard()->set_stream_threads(false);
+  options.periodic_eval = false;
+  auto mean_staleness = [](const SimResult& r) {
+    return static_cast<double>(r.gradients.staleness_sum()) /
+           static_cast<double>(r.gradients.applied() + r.gradients.decayed());
+  };
+  absl::StatusOr<SimResult> convoy = RunSimulation(options);
+  ASSERT_TRUE(convoy.ok()) << convoy.status();
+  options.spec.mutable_shard()->set_stream_threads(true);
+  absl::StatusOr<SimResult> streams = RunSimulation(options);
+  ASSERT_TRUE(streams.ok()) << streams.status();
+  absl::StatusOr<SimResult> again = RunSimulation(options);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ExpectSameRun(*streams, *again);
+  EXPECT_GT(mean_staleness(*streams), mean_staleness(*convoy) + 0.2)
+      << "convoy " << mean_staleness(*convoy) << ", streams " << mean_staleness(*streams);
+  // The streams' service overlaps: the same work in less time.
+  EXPECT_LT(streams->training_seconds, convoy->training_seconds);
+}
+
 // The real job's overheads: workers start after a startup, and the job ends once the final
 // evaluation is in. Without contention both add exactly their time to a sync run.
 TEST(Simulation, StartupAndTheFinalEvaluationAddTheirTime) {
@@ -468,6 +506,9 @@ TEST(Simulation, RefusesBadSpecs) {
   EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
   options.spec = Clockwork();
   options.spec.mutable_cpu()->set_cores(-1);
+  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.spec = Clockwork();
+  options.spec.mutable_shard()->set_stream_threads(true);  // nothing would bound the threads
   EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
