@@ -100,12 +100,11 @@ struct SimWorker {
 };
 
 // The evaluator process (ROLE_EVALUATOR): it scores the shards' parameters every
-// job.eval().interval_seconds and, when the coordinator asks, the final evaluation.
+// job.eval().interval_seconds until the coordinator asks for the final evaluation or says stop.
 struct SimEvaluator {
   int32_t id = 0;
   std::shared_ptr<coordinator::WorkerLink> session;
-  bool final_requested = false;
-  bool stopped = false;
+  bool finished = false;  // no more evaluations: the final one was asked for, or stop
 };
 
 class Simulation {
@@ -120,7 +119,6 @@ class Simulation {
   // The coordinator's links to the simulated processes: what the coordinator sends travels as
   // a message, in the order it was sent on that stream.
   class WorkerSession;
-  class EvaluatorSession;
   class ShardSession;
 
   // Worker side (libs/worker/trainer.cc).
@@ -138,6 +136,8 @@ class Simulation {
   void OnStop(SimWorker& w);
   void Stop(SimWorker& w);
   void Die(SimWorker& w, const v1::WorkerDeath& death);
+  // The coordinator learns, `after_seconds` from now, that this life's session ended.
+  void EndSession(SimWorker& w, double after_seconds);
   void Join(SimWorker& w);
   v1::WorkerHello HelloOf(const SimWorker& w) const;
   // A worker's message to the coordinator, handed to it on arrival.
@@ -230,12 +230,14 @@ class Simulation {
   SimResult result_;
 };
 
+// A worker's session, or the evaluator's (`worker` null).
 class Simulation::WorkerSession final : public coordinator::WorkerLink {
  public:
   WorkerSession(Simulation* sim, SimWorker* worker) : sim_(sim), worker_(worker) {}
   void Send(v1::CoordinatorToWorker message) override {
     const int64_t bytes = static_cast<int64_t>(message.ByteSizeLong());
     sim_->Transmit(last_arrival_, bytes, [sim = sim_, w = worker_, m = std::move(message)] {
+      if (w == nullptr) return sim->OnEvaluatorMessage(m);
       sim->OnCoordinatorMessage(*w, m);
     });
   }
@@ -247,21 +249,6 @@ class Simulation::WorkerSession final : public coordinator::WorkerLink {
  private:
   Simulation* const sim_;
   SimWorker* const worker_;
-  absl::Duration last_arrival_;
-};
-
-class Simulation::EvaluatorSession final : public coordinator::WorkerLink {
- public:
-  explicit EvaluatorSession(Simulation* sim) : sim_(sim) {}
-  void Send(v1::CoordinatorToWorker message) override {
-    const int64_t bytes = static_cast<int64_t>(message.ByteSizeLong());
-    sim_->Transmit(last_arrival_, bytes,
-                   [sim = sim_, m = std::move(message)] { sim->OnEvaluatorMessage(m); });
-  }
-  void Close(absl::Status) override {}
-
- private:
-  Simulation* const sim_;
   absl::Duration last_arrival_;
 };
 
@@ -336,7 +323,7 @@ absl::Status Simulation::Setup() {
   for (SimWorker& w : workers_) {
     if (w.at_start) Hello(w);
   }
-  evaluator_.session = std::make_shared<EvaluatorSession>(this);
+  evaluator_.session = std::make_shared<WorkerSession>(this, /*worker=*/nullptr);
   v1::WorkerHello hello;
   hello.set_name("evaluator");
   hello.set_role(v1::ROLE_EVALUATOR);
@@ -728,8 +715,12 @@ void Simulation::Stop(SimWorker& w) {
   w.state = WorkerState::kStopped;
   result_.training_seconds = std::max(result_.training_seconds, Now());
   // The process exits and its stream closes.
-  if (w.session == nullptr) return;
-  queue_.After(absl::Seconds(timing_.MessageSeconds(0)),
+  EndSession(w, timing_.MessageSeconds(0));
+}
+
+void Simulation::EndSession(SimWorker& w, double after_seconds) {
+  if (w.session == nullptr) return;  // its hello was not accepted: nobody to tell
+  queue_.After(absl::Seconds(after_seconds),
                [this, &w] { coordinator_->WorkerGone(w.id, "session_closed", w.session.get()); });
 }
 
@@ -749,9 +740,7 @@ void Simulation::Die(SimWorker& w, const v1::WorkerDeath& death) {
   }
   const double detect = death.detected_after_seconds() > 0 ? death.detected_after_seconds()
                                                            : timing_.MessageSeconds(0);
-  if (w.session == nullptr) return;  // its hello was not accepted yet: nobody to notice
-  queue_.After(absl::Seconds(detect),
-               [this, &w] { coordinator_->WorkerGone(w.id, "session_closed", w.session.get()); });
+  EndSession(w, detect);
 }
 
 void Simulation::Join(SimWorker& w) {
@@ -895,12 +884,12 @@ absl::Status Simulation::EvaluatorPull(bool& answered) {
 }
 
 void Simulation::OnEvaluatorMessage(const v1::CoordinatorToWorker& message) {
-  if (evaluator_.stopped) return;
+  if (evaluator_.finished) return;
   if (message.has_stop()) {
-    evaluator_.stopped = true;
+    evaluator_.finished = true;
   } else if (message.has_evaluate() && message.evaluate().final()) {
     // The workers have left: the final evaluation measures what the shards hold now.
-    evaluator_.final_requested = true;
+    evaluator_.finished = true;
     Evaluate(message.evaluate());
   }
 }
@@ -968,7 +957,7 @@ void Simulation::SchedulePeriodicEval() {
   const double interval = job_.eval().interval_seconds();
   if (!(interval > 0)) return;
   queue_.After(absl::Seconds(interval), [this] {
-    if (evaluator_.final_requested || evaluator_.stopped) return;
+    if (evaluator_.finished) return;
     Evaluate(v1::EvaluateNow());
     SchedulePeriodicEval();
   });

@@ -60,12 +60,16 @@ v1::EvalMetrics MetricsOf(const model::Evaluation& eval) {
   return metrics;
 }
 
-// Whether `validation` beats `kept_score` (none yet: it does), by the coordinator's own measure
-// (job::ValidationScoreOf), so both sides agree on which evaluation is kept.
-bool BeatsKept(const v1::EvalMetrics& validation, absl::string_view metric,
-               std::optional<double> kept_score) {
+// The score of `validation` if it beats `kept_score` (none yet: it does), by the coordinator's
+// own measure (job::ValidationScoreOf), so both sides agree on which evaluation is kept;
+// nullopt otherwise.
+std::optional<double> BetterThanKept(const v1::EvalMetrics& validation, absl::string_view metric,
+                                     std::optional<double> kept_score) {
   const std::optional<job::ValidationScore> score = job::ValidationScoreOf(validation, metric);
-  return score.has_value() && (!kept_score.has_value() || score->value > *kept_score);
+  if (!score.has_value() || (kept_score.has_value() && score->value <= *kept_score)) {
+    return std::nullopt;
+  }
+  return score->value;
 }
 
 // `kept_score`: the best validation score so far; a point that beats it is released with keep.
@@ -132,7 +136,8 @@ absl::StatusOr<Scored> Score(workload::Workload& model, ParameterStore& paramete
     if (options.validation != nullptr && set == 0 && status.ok() && complete && evals.back().ok()) {
       scored.validation = MetricsOf(*evals.back());
       scored.kept =
-          point != nullptr && BeatsKept(*scored.validation, options.quality_metric, kept_score);
+          point != nullptr &&
+          BetterThanKept(*scored.validation, options.quality_metric, kept_score).has_value();
     }
   }
   if (!status.ok()) return status;
@@ -262,8 +267,9 @@ absl::Status RunEvaluator(CoordinatorChannel& coordinator, workload::Workload& m
       point_pending = true;  // the evaluator may be behind: the next one may exist already
     }
     if (scored->validation.has_value()) {
-      if (BeatsKept(*scored->validation, options.quality_metric, kept_score)) {
-        kept_score = job::ValidationScoreOf(*scored->validation, options.quality_metric)->value;
+      if (const std::optional<double> better =
+              BetterThanKept(*scored->validation, options.quality_metric, kept_score)) {
+        kept_score = better;
       }
       *r->mutable_validation() = *scored->validation;
     }
