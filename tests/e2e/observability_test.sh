@@ -87,6 +87,9 @@ grep -q "targetz" "$tmp/tsc.out" || { cat "$tmp/tsc.out"; fail "tsc failed for a
 # waits), before Prometheus's first scrape: the switches table counts switches from the
 # coordinator's start (CI, 2026-11-26, failed when it counted only increase()).
 step "cluster + prometheus"
+# Created here, not by the background redirection: the loop below may read it before the child
+# has opened it (CI, 2026-11-28: "sed: can't read local.out", and set -e ended the test).
+: >"$tmp/local.out"
 setsid "$bin" local --mode=auto --epochs=1000 --slowdown_schedule="3@0s:1,20s:4,35s:1" \
   --prometheus --run_dir="$tmp/run" --timeout_seconds=240 >"$tmp/local.out" 2>&1 &
 cluster_pid=$!
