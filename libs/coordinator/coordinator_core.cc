@@ -414,6 +414,7 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
         worker.examples += step.examples();
         worker.steps += 1;
         worker.last_loss = step.loss();
+        worker.last_step = now;
         worker.wire.Add(step.wire());
         worker.compute_seconds.push_back(step.compute_seconds());
         if (worker.member) modes_.AddStep(worker_id, step);
@@ -438,6 +439,8 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
           worker.member = true;
           ReshapeMembership(out);
         }
+        // Its data is loaded: from here a sync barrier waiting on it counts against it.
+        if (worker.last_step == absl::InfiniteFuture()) worker.last_step = now;
         v1::CoordinatorToWorker reply;
         *reply.mutable_lease() = leases_.Acquire(worker_id);
         out.to_workers.emplace_back(worker.link, std::move(reply));
@@ -527,7 +530,8 @@ void CoordinatorCore::WorkerGone(int32_t worker_id, const std::string& reason,
 }
 
 void CoordinatorCore::RemoveWorker(Worker& worker, const std::string& reason, Outbox& out) {
-  // `reason` is a metric label: keep it to a fixed vocabulary ("session_closed", "silent").
+  // `reason` is a metric label: keep it to a fixed vocabulary ("session_closed", "silent",
+  // "stalled").
   LOG(INFO) << worker.name << " (id " << worker.id << ") left: " << reason;
   worker.link = nullptr;
   worker.departed_reason = reason;
@@ -654,6 +658,7 @@ void CoordinatorCore::Tick() {
     const absl::Time now = options_.clock->Now();
     MaybeStart(out);
     TimeOutSilentWorkers(now, out);
+    TimeOutStalledWorkers(now, out);
     MaybeFinishDraining(out);
     MaybeSaveProgress(now, out);
     if (phase_ == JobPhase::kRunning) DecideModes(out);
@@ -663,17 +668,47 @@ void CoordinatorCore::Tick() {
   Deliver();
 }
 
+absl::Duration CoordinatorCore::StepTimeout(const Worker& worker) const {
+  return std::max(options_.min_silence_timeout,
+                  absl::Seconds(10 * MedianComputeSeconds(worker.compute_seconds)));
+}
+
 void CoordinatorCore::TimeOutSilentWorkers(absl::Time now, Outbox& out) {
   for (auto& [id, worker] : workers_) {
     if (worker.link == nullptr) continue;
-    const absl::Duration timeout =
-        std::max(options_.min_silence_timeout,
-                 absl::Seconds(10 * MedianComputeSeconds(worker.compute_seconds)));
+    const absl::Duration timeout = StepTimeout(worker);
     if (now - worker.last_heard > timeout) {
       out.closes.emplace_back(
           worker.link,
           absl::DeadlineExceededError("no message within " + absl::FormatDuration(timeout)));
       RemoveWorker(worker, "silent", out);
+    }
+  }
+}
+
+void CoordinatorCore::TimeOutStalledWorkers(absl::Time now, Outbox& out) {
+  if (phase_ != JobPhase::kRunning) return;
+  // Only the workers a barrier names: the others wait at that barrier (their pulls are held), so
+  // their own silence in steps is the stalled worker's doing, not theirs. A worker that beats but
+  // never steps (a hung model call, a read that never returns) would otherwise hold every sync
+  // barrier until someone noticed the SyncopateBarrierStalled alert.
+  for (const auto& [shard_id, shard] : shards_) {
+    if (shard.link == nullptr) continue;
+    for (const int32_t id : shard.last_report.barrier_waiting_for()) {
+      auto it = workers_.find(id);
+      if (it == workers_.end()) continue;
+      Worker& worker = it->second;
+      if (worker.link == nullptr || !worker.member) continue;
+      const absl::Duration timeout = StepTimeout(worker);
+      if (now - worker.last_step <= timeout) continue;
+      LOG(WARNING) << worker.name << " (id " << id << ") made no step within "
+                   << absl::FormatDuration(timeout) << " while shard " << shard_id
+                   << "'s sync barrier waited for it: removed, the barrier goes on without it";
+      out.closes.emplace_back(worker.link,
+                              absl::DeadlineExceededError(absl::StrCat(
+                                  "no step within ", absl::FormatDuration(timeout), " while shard ",
+                                  shard_id, "'s sync barrier waited for it")));
+      RemoveWorker(worker, "stalled", out);
     }
   }
 }

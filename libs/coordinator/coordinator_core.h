@@ -63,7 +63,9 @@ struct CoordinatorOptions {
   absl::Duration startup_grace = absl::Seconds(60);
   // A worker that sends nothing (no step, no heartbeat; workers beat every second from their
   // hello) for max(this, 10 x its median step time) is declared gone. The bound counts from the
-  // last message or from the welcome, whichever is later.
+  // last message or from the welcome, whichever is later. The same bound, counted from its last
+  // step (or its first request for work), removes a worker a shard's sync barrier waits for
+  // while it beats but makes no step: a hung step must not hold every other worker forever.
   absl::Duration min_silence_timeout = absl::Seconds(10);
   // How long FINISHING waits for workers to leave and the final evaluation to arrive.
   absl::Duration finish_timeout = absl::Seconds(60);
@@ -117,6 +119,9 @@ class CoordinatorCore {
     int64_t steps = 0;
     float last_loss = 0;
     absl::Time last_heard;
+    // Its last step report, or its first request for work since its welcome (it has loaded its
+    // data); until then never judged as stalled.
+    absl::Time last_step = absl::InfiniteFuture();
     std::deque<double> compute_seconds;  // recent steps, for the median and the timeout
     std::string departed_reason;
     rpc::WireBytesTally wire;  // its step reports' bytes, across its restarts
@@ -172,6 +177,11 @@ class CoordinatorCore {
   double Elapsed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Tick's timers.
   void TimeOutSilentWorkers(absl::Time now, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // RUNNING: removes (reason "stalled") each member a connected shard's sync barrier waits for
+  // (its last report's barrier_waiting_for) that made no step within StepTimeout.
+  void TimeOutStalledWorkers(absl::Time now, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // max(min_silence_timeout, 10 x the worker's median compute time over its recent steps).
+  absl::Duration StepTimeout(const Worker& worker) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeSaveProgress(absl::Time now, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void MaybeRequestCheckpoints(absl::Time now, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // FINISHING: ask the evaluator for the final evaluation once the workers left (or after

@@ -112,6 +112,41 @@ TEST(Training, KilledWorkerIsRemovedAndTheRunCompletes) {
   EXPECT_EQ(dead, 1);
 }
 
+// Scenario: in sync, one worker's step hangs (its compute padded a million-fold 2 s into its
+// training) while its heartbeat goes on. The coordinator removes it as stalled once the barrier
+// has waited for it max(10 s, 10 x its median step) without a step, the barrier releases with
+// the other two, and the job completes; before 2026-11-29 this run waited for ever.
+TEST(Training, AWorkerWhoseStepHangsIsRemovedFromTheSyncBarrierAndTheRunCompletes) {
+  launch::LocalClusterOptions options =
+      testing::PacedOptions(SmallJob(v1::MODE_SYNC, 3, 2, 5), "hang");
+  options.slowdown_schedules[1] = "0s:1,2s:1000000";
+  auto cluster = launch::LocalCluster::Start(options);
+  ASSERT_TRUE(cluster.ok()) << cluster.status();
+  const std::string hung = launch::LocalCluster::WorkerName(1);
+  auto removed = WaitFor(
+      **cluster,
+      [&](const v1::ClusterStatus& s) {
+        for (const v1::WorkerStatus& w : s.workers()) {
+          if (w.name() == hung && !w.alive()) return true;
+        }
+        return s.state() == v1::JOB_DONE;
+      },
+      absl::Seconds(60));
+  ASSERT_TRUE(removed.ok()) << removed.status();
+  ASSERT_EQ(removed->state(), v1::JOB_RUNNING) << "the job ended before the step hung";
+  auto done = WaitFor(**cluster, Done, absl::Seconds(120));
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_GE(done->examples(), 30000);
+  EXPECT_GT(done->last_eval().accuracy(), 0.70);
+  for (const v1::WorkerStatus& w : done->workers()) {
+    if (w.name() == hung) {
+      EXPECT_EQ(w.departed_reason(), "stalled");
+    }
+  }
+  // Its step still hangs: only SIGKILL ends it.
+  (*cluster)->processes().Signal(hung, SIGKILL);
+}
+
 // Scenario: mode auto with one worker 4x slower for a stretch in the middle of the run. The
 // shards switch to gba while it straggles, and after it recovers they return to sync or stay
 // for the reason the policy gives; asserted on GetStatus (the modes the coordinator ordered and

@@ -538,6 +538,62 @@ TEST_F(CoordinatorCoreTest, SilenceTimeoutGrowsWithTheObservedStepTime) {
   EXPECT_TRUE(w1_->closed.has_value());
 }
 
+// A worker that beats but makes no step (a hung step) while a sync barrier waits for it is
+// removed after the silence bound, counted from its last step; the workers waiting at that barrier
+// made no step either, but no barrier names them, so they stay.
+TEST_F(CoordinatorCoreTest, AWorkerASyncBarrierWaitsForIsRemovedWhenItMakesNoStep) {
+  Create();
+  StartJob();
+  for (int32_t id : {id1_, id2_}) {
+    core_->WorkerMessage(id, LeaseRequest());
+    core_->WorkerMessage(id, Step(4));
+  }
+  v1::ShardReport waiting_for_w2;
+  waiting_for_w2.add_barrier_waiting_for(id2_);
+  core_->ShardReport(0, waiting_for_w2);
+  for (int second = 1; second <= 10; ++second) {  // 10 s without a step: not yet
+    clock_.Advance(absl::Seconds(1));
+    core_->WorkerMessage(id1_, Heartbeat());
+    core_->WorkerMessage(id2_, Heartbeat());
+    core_->Tick();
+  }
+  EXPECT_FALSE(w2_->closed.has_value());
+  clock_.Advance(absl::Seconds(1));
+  core_->WorkerMessage(id1_, Heartbeat());
+  core_->WorkerMessage(id2_, Heartbeat());
+  core_->Tick();
+  ASSERT_TRUE(w2_->closed.has_value());
+  EXPECT_EQ(w2_->closed->code(), absl::StatusCode::kDeadlineExceeded);
+  EXPECT_THAT(std::string(w2_->closed->message()), ::testing::HasSubstr("sync barrier"));
+  EXPECT_FALSE(w1_->closed.has_value()) << "w1 waited at the barrier; no barrier named it";
+  for (const auto& shard : shards_) {
+    EXPECT_THAT(shard->LastMembership().worker_ids(), ElementsAre(id1_));
+  }
+  v1::ClusterStatus status = core_->Status();
+  EXPECT_EQ(status.workers(1).departed_reason(), "stalled");
+}
+
+// Before its first request for work a worker is loading its data: a barrier that names it does
+// not count against it, and a worker that steps on time is never stalled, named or not.
+TEST_F(CoordinatorCoreTest, AStallIsJudgedOnlyFromTheFirstRequestForWorkAndOnlyWithoutSteps) {
+  Create();
+  StartJob();
+  v1::ShardReport waiting_for_both;
+  waiting_for_both.add_barrier_waiting_for(id1_);
+  waiting_for_both.add_barrier_waiting_for(id2_);
+  core_->ShardReport(1, waiting_for_both);
+  core_->WorkerMessage(id2_, LeaseRequest());
+  for (int second = 1; second <= 30; ++second) {
+    clock_.Advance(absl::Seconds(1));
+    core_->WorkerMessage(id1_, Heartbeat());  // still loading: never asked for work
+    core_->WorkerMessage(id2_, Step(4));      // steps every second
+    core_->Tick();
+  }
+  EXPECT_FALSE(w1_->closed.has_value());
+  EXPECT_FALSE(w2_->closed.has_value());
+  EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(id1_, id2_));
+}
+
 TEST_F(CoordinatorCoreTest, StartsWithFewerWorkersAfterTheStartupGrace) {
   Create();
   ConnectShard(0);
