@@ -140,7 +140,11 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
   if (o.evaluator) {
     std::vector<std::string> argv = o.worker_command_prefix;
     argv.insert(argv.end(),
-                {bin + "syncopate-worker", coordinator, "--name=evaluator", "--role=evaluator"});
+                {bin + "syncopate-worker", coordinator, "--name=evaluator", "--role=evaluator",
+                 // It shares the machine's cores with training: it scores in what training
+                 // leaves (nice(1)'s customary 10), since a sync barrier waits on any worker it
+                 // preempts.
+                 "--nice=10"});
     SYNCOPATE_RETURN_IF_ERROR(
         cluster->StartChild("evaluator", std::move(argv), "", /*essential=*/false).status());
   }

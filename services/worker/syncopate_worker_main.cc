@@ -5,6 +5,8 @@
 // the exit codes are WorkerRunner.
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <utility>
@@ -39,6 +41,9 @@ ABSL_FLAG(std::string, slowdown_schedule, "",
 ABSL_FLAG(absl::Duration, min_step_time, absl::ZeroDuration(),
           "Pad each step's compute to at least this long (e.g. 10ms): a job that lasts at least "
           "its steps times this on any machine, for tests and benchmarks that act mid-run");
+ABSL_FLAG(int, nice, 0,
+          "Raise this process's niceness by this much at start, in [0, 19] (syncopate local and "
+          "docker-compose give the evaluator 10: it scores in the CPU training leaves)");
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9102", "Prometheus /metrics address");
 ABSL_FLAG(std::string, ready_file, "", "If set, write metrics_port here once running");
 ABSL_FLAG(int, join_timeout_seconds, 600, "Give up if no welcome arrives within this time");
@@ -102,6 +107,17 @@ int Main() {
     runtime::Die("--role must be worker or evaluator, got '" + role + "'");
   }
   if (!(absl::GetFlag(FLAGS_slowdown) >= 1.0)) runtime::Die("--slowdown must be >= 1");
+  const int niceness = absl::GetFlag(FLAGS_nice);
+  if (niceness < 0 || niceness > 19) runtime::Die("--nice must be in [0, 19]");
+  // Before the threads that work exist (Linux keeps niceness per thread, and new threads inherit
+  // their creator's; InitProcess's signal thread only waits). An evaluator sharing cores with
+  // training at equal priority preempts the workers, and in sync one preempted worker holds every
+  // barrier: co-located with the default job on 2 cores, its 25 evaluations cost ~10% of the
+  // job's throughput at nice 0 and ~5% at 10 (docs/operations.md, "The evaluator's priority").
+  errno = 0;
+  if (niceness > 0 && ::nice(niceness) == -1 && errno != 0) {
+    LOG(WARNING) << "--nice=" << niceness << " not applied: " << std::strerror(errno);
+  }
   if (absl::GetFlag(FLAGS_min_step_time) < absl::ZeroDuration()) {
     runtime::Die("--min_step_time must be >= 0");
   }
