@@ -37,6 +37,14 @@ for b in syncopate syncopate-coordinator syncopate-shard syncopate-worker; do
   grep -q "^$b" "$tmp/help.out" || fail "$b --help printed no usage: $(head -n 3 "$tmp/help.out")"
 done
 
+# A service binary's bad flag: one line, exit non-zero (the evaluator's --nice, as an example).
+set +e
+"$(dirname "$bin")/syncopate-worker" --nice=20 >"$tmp/out" 2>"$tmp/err"
+code=$?
+set -e
+[[ $code -ne 0 && $(wc -l <"$tmp/err") -eq 1 ]] && grep -q -- "--nice must be in \[0, 19\]" "$tmp/err" ||
+  fail "syncopate-worker --nice=20 exited $code with '$(cat "$tmp/err")'"
+
 # `syncopate datagen ctr`: a gzip file of Criteo lines (40 tab-separated fields) and the report.
 "$bin" datagen ctr --rows 2000 --out "$tmp/ctr.gz" --seed 3 >"$tmp/datagen.out" ||
   fail "datagen ctr exited non-zero: $(cat "$tmp/datagen.out")"
