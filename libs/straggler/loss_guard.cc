@@ -5,23 +5,10 @@
 #include <string>
 
 #include "absl/strings/str_format.h"
-#include "libs/stats/confidence.h"
 #include "libs/straggler/mode_policy.h"
+#include "libs/straggler/switch_confirmation.h"
 
 namespace syncopate {
-namespace {
-
-// The z whose upper tail is the square of kSignificanceZ's: one window as improbable under the
-// null as two independent significant windows in a row.
-double ConfirmedZ() {
-  const double tail = 1 - stats::NormalCdf(ModePolicy::kSignificanceZ);
-  return stats::NormalQuantile(1 - tail * tail);
-}
-
-}  // namespace
-
-const double LossGuard::kConfirmedZ = ConfirmedZ();
-
 LossGuard::LossGuard(int64_t window) : window_(std::max<int64_t>(2, window)) {}
 
 void LossGuard::SetWindow(int64_t window) {
@@ -123,12 +110,14 @@ std::optional<LossGuard::Verdict> LossGuard::Check() {
   // Confirmed by the next window, as every mode switch is (switch_confirmation.h), or by a z
   // that one window reaches by chance as rarely as two significant ones in a row.
   const bool follows_significant = last_window_significant_;
-  verdict.tripped = verdict.significant && (follows_significant || verdict.z > kConfirmedZ);
+  verdict.tripped =
+      verdict.significant && (follows_significant || verdict.z > SwitchConfirmation::kDecisiveZ);
   last_window_significant_ = verdict.significant;
   std::string outcome;
   if (verdict.tripped) {
-    outcome = follows_significant ? ", the second window in a row"
-                                  : absl::StrFormat(" and > %.2f at once", kConfirmedZ);
+    outcome = follows_significant
+                  ? ", the second window in a row"
+                  : absl::StrFormat(" and > %.2f at once", SwitchConfirmation::kDecisiveZ);
   } else if (verdict.significant) {
     outcome = ", one window: awaiting the next";
   }

@@ -26,7 +26,7 @@
 //     windows: the one-window test tripped falsely on the real bench at N = 4, z 2.32 and 2.80
 //     in the first window of a stint, where the simulated benign entry bumps end at z 0-1.1),
 //     or at once on one window as improbable under "no rise" as two significant ones in a row:
-//     z > kConfirmedZ, the z whose one-sided normal tail is the square of
+//     z > SwitchConfirmation::kDecisiveZ, the z whose one-sided normal tail is the square of
 //     kSignificanceZ's (3.28 for z = 2: a chance of 5e-4 instead of 2.3e-2). A destabilised
 //     stint is that clear at once (simulated, N = 16, G = 1,024: z 17-23 in the first window),
 //     and waiting for a second window there cost 1.2 points: its training loss came back
@@ -61,7 +61,7 @@ class LossGuard {
   // One judged gba window: its end level, the sync reference's (count 0 if there was none), how
   // many standard errors above the reference it sits, whether that is significant on its own
   // and whether it trips the guard (the second significant window in a row, or z above
-  // kConfirmedZ).
+  // SwitchConfirmation::kDecisiveZ).
   struct Verdict {
     WindowStats gba;
     WindowStats sync;
@@ -70,11 +70,6 @@ class LossGuard {
     bool tripped = false;
     std::string explanation;
   };
-
-  // One window this many standard errors above the reference trips on its own: the z whose
-  // one-sided normal tail is the square of ModePolicy::kSignificanceZ's (derived in
-  // loss_guard.cc; 3.28).
-  static const double kConfirmedZ;
 
   // `window` = K, the losses per window (>= 2; smaller values are raised to 2).
   explicit LossGuard(int64_t window);

@@ -7,6 +7,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/straggler/switch_confirmation.h"
 
 namespace syncopate {
 namespace {
@@ -48,14 +49,6 @@ TEST(LossGuardTest, NoTripWhileTheLossStaysLevelOrFalls) {
   EXPECT_LT(verdict->z, -2);
 }
 
-// 2.3% of windows exceed z = 2 by chance; two independent ones in a row 0.05%, as does one
-// window above z = 3.28.
-TEST(LossGuardTest, OneWindowAsImprobableAsTwoSignificantOnesIsZOf328) {
-  EXPECT_NEAR(LossGuard::kConfirmedZ, 3.28, 0.005);
-  EXPECT_NEAR(0.5 * std::erfc(LossGuard::kConfirmedZ / std::sqrt(2.0)),
-              std::pow(0.5 * std::erfc(2 / std::sqrt(2.0)), 2), 1e-9);
-}
-
 TEST(LossGuardTest, AMarginalRiseTripsWhenTheNextWindowConfirmsIt) {
   LossGuard guard = InGbaAfterSyncAt(32, 1.0);
   AddLosses(guard, 31, 1.12);
@@ -66,7 +59,7 @@ TEST(LossGuardTest, AMarginalRiseTripsWhenTheNextWindowConfirmsIt) {
   EXPECT_TRUE(verdict->significant);
   EXPECT_FALSE(verdict->tripped) << "one marginal window is not enough";
   EXPECT_GT(verdict->z, 2);
-  EXPECT_LT(verdict->z, LossGuard::kConfirmedZ);
+  EXPECT_LT(verdict->z, SwitchConfirmation::kDecisiveZ);
   EXPECT_EQ(verdict->gba.count, 32);
   EXPECT_NEAR(verdict->gba.mean, 1.12, 0.1);
   EXPECT_NEAR(verdict->sync.mean, 1.0, 0.1);
@@ -84,7 +77,7 @@ TEST(LossGuardTest, AnOverwhelmingRiseTripsAtOnce) {
   AddLosses(guard, 32, 1.5);
   const std::optional<LossGuard::Verdict> verdict = guard.Check();
   ASSERT_TRUE(Tripped(verdict));
-  EXPECT_GT(verdict->z, LossGuard::kConfirmedZ);
+  EXPECT_GT(verdict->z, SwitchConfirmation::kDecisiveZ);
   EXPECT_THAT(verdict->explanation, HasSubstr("> 3.28 at once"));
 }
 
@@ -117,7 +110,7 @@ TEST(LossGuardTest, AMarginalWindowDoesNotCarryIntoTheNextStint) {
   const std::optional<LossGuard::Verdict> verdict = guard.Check();
   ASSERT_TRUE(verdict.has_value());
   EXPECT_TRUE(verdict->significant);
-  EXPECT_LT(verdict->z, LossGuard::kConfirmedZ);
+  EXPECT_LT(verdict->z, SwitchConfirmation::kDecisiveZ);
   EXPECT_FALSE(verdict->tripped);
 }
 
