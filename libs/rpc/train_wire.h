@@ -25,8 +25,10 @@ inline constexpr PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
 // FAILED_PRECONDITION (a worker and a shard of different releases could misread each other's
 // payloads). 1: dense payloads float32 or bfloat16 as DenseEncoding says (issue 32). 2: evaluation
 // points (PullRequest.eval_point; an older shard would answer the newest parameters as "no point
-// yet" forever, ADR 0015). Raise it with any change an older peer would misread.
-inline constexpr int32_t kTrainWireVersion = 2;
+// yet" forever, ADR 0015). 3: a push may carry the next pull (PushRequest.then_pull), answered
+// with the push's ack inside the pull's response (an older shard would never answer that pull).
+// Raise it with any change an older peer would misread.
+inline constexpr int32_t kTrainWireVersion = 3;
 
 // Opens ParameterShard.Train on `channel` with raw bytes as messages: what the generated stub's
 // Train does, without binding protobuf's codec. `channel` and `context` must outlive the stream

@@ -1,5 +1,7 @@
 #include "libs/shard/train_service.h"
 
+#include <optional>
+
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/rpc/bidi_stream.h"
@@ -30,7 +32,9 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
     }
     service_->wire().CountReceived(
         static_cast<int64_t>(bytes.Length()), static_cast<int64_t>(gradient.size()),
-        rpc::SparseBytes(request.has_pull() ? request.pull().sparse() : request.push().sparse()));
+        request.has_pull() ? rpc::SparseBytes(request.pull().sparse())
+                           : rpc::SparseBytes(request.push().sparse()) +
+                                 rpc::SparseBytes(request.push().then_pull().sparse()));
     switch (request.kind_case()) {
       case v1::WorkerToShard::kHello:
         OnHello(request.hello());
@@ -43,15 +47,9 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
           return;
         }
         if (request.has_pull()) {
-          OnPull(request.pull());
+          OnPull(request.pull(), std::nullopt);
         } else {
-          v1::ShardToWorker reply;
-          *reply.mutable_ack() = core_->Push(worker_id_, request.push(), gradient.chunks());
-          if (reply.ack().outcome() == v1::PUSH_REJECTED) {
-            LOG_EVERY_N(WARNING, 100)
-                << "rejected push from worker " << worker_id_ << ": " << reply.ack().message();
-          }
-          SendCounted(rpc::Encode(reply), 0, 0);
+          OnPush(request.push(), gradient);
         }
         return;
       default:
@@ -107,15 +105,35 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
     SendCounted(rpc::Encode(reply), 0, 0);
   }
 
-  void OnPull(const v1::PullRequest& pull) {
+  // A push's ack goes back at once, unless a pull rides on the push (PushRequest.then_pull):
+  // then the pull's response carries it, one message for both. A rejected push drops its pull
+  // (the worker sends both again, or gives up), so its ack goes back at once either way.
+  void OnPush(const v1::PushRequest& push, const rpc::ReceivedPayload& gradient) {
+    v1::PushAck ack = core_->Push(worker_id_, push, gradient.chunks());
+    if (ack.outcome() == v1::PUSH_REJECTED) {
+      LOG_EVERY_N(WARNING, 100) << "rejected push from worker " << worker_id_ << ": "
+                                << ack.message();
+    } else if (push.has_then_pull()) {
+      OnPull(push.then_pull(), std::move(ack));
+      return;
+    }
+    v1::ShardToWorker reply;
+    *reply.mutable_ack() = std::move(ack);
+    SendCounted(rpc::Encode(reply), 0, 0);
+  }
+
+  // `push_ack`: the ack of the push this pull rode on, sent inside the pull's response.
+  void OnPull(const v1::PullRequest& pull, std::optional<v1::PushAck> push_ack) {
     std::weak_ptr<TrainStream> weak = weak_self_;
     // The evaluator reads rows without creating them: evaluation must not grow the tables.
-    absl::Status accepted = core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull,
-                                        [weak, encoding = pull.encoding()](PullReply reply) {
-                                          if (auto self = weak.lock()) {
-                                            self->SendPull(std::move(reply), encoding);
-                                          }
-                                        });
+    absl::Status accepted = core_->Pull(
+        {this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull,
+        [weak, encoding = pull.encoding(), push_ack = std::move(push_ack)](PullReply reply) {
+          if (auto self = weak.lock()) {
+            if (push_ack.has_value()) *reply.response.mutable_push_ack() = *push_ack;
+            self->SendPull(std::move(reply), encoding);
+          }
+        });
     if (!accepted.ok()) {  // already counted by the core
       LOG_EVERY_N(WARNING, 100) << "refused pull from worker " << worker_id_ << ": "
                                 << accepted.message();

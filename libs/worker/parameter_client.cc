@@ -76,7 +76,15 @@ void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
   int64_t id = 0;  // the hello ack has no request id
   if (reply.message.has_pull()) id = reply.message.pull().request_id();
   if (reply.message.has_ack()) id = reply.message.ack().request_id();
+  // A pull that rode on a push answers both: its ack is filed under the push's id.
+  std::optional<ShardReply> ack;
+  if (reply.message.has_pull() && reply.message.pull().has_push_ack()) {
+    ack.emplace();
+    *ack->message.mutable_ack() = std::move(*reply.message.mutable_pull()->mutable_push_ack());
+    reply.message.mutable_pull()->clear_push_ack();
+  }
   absl::MutexLock lock(&mu_);
+  if (ack.has_value()) replies_[ack->message.ack().request_id()] = *std::move(ack);
   replies_[id] = std::move(reply);
 }
 
@@ -91,42 +99,70 @@ bool ShardConnection::broken() const {
   return stream_ == nullptr || ended_ || !malformed_.ok();
 }
 
+v1::PullRequest ShardConnection::NewPull(int64_t min_version, std::vector<v1::SparseRows> sparse,
+                                         std::optional<EvalPointRead> read) {
+  v1::PullRequest pull;
+  pull.set_request_id(next_request_id_++);
+  pull.set_min_version(min_version);
+  if (read.has_value()) {
+    pull.set_eval_point(std::max<int64_t>(1, read->point));
+    pull.set_release_point(read->release);
+    pull.set_keep_point(read->release && read->keep);
+  }
+  pull.set_encoding(options_.dense_encoding);
+  for (v1::SparseRows& rows : sparse) *pull.add_sparse() = std::move(rows);
+  return pull;
+}
+
 absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
                                                   std::vector<v1::SparseRows> sparse,
                                                   std::optional<EvalPointRead> read) {
   v1::WorkerToShard message;
-  const int64_t id = next_request_id_++;
-  message.mutable_pull()->set_request_id(id);
-  message.mutable_pull()->set_min_version(min_version);
-  if (read.has_value()) {
-    message.mutable_pull()->set_eval_point(std::max<int64_t>(1, read->point));
-    message.mutable_pull()->set_release_point(read->release);
-    message.mutable_pull()->set_keep_point(read->release && read->keep);
-  }
-  message.mutable_pull()->set_encoding(options_.dense_encoding);
-  for (v1::SparseRows& rows : sparse) *message.mutable_pull()->add_sparse() = std::move(rows);
+  *message.mutable_pull() = NewPull(min_version, std::move(sparse), read);
   if (!Write(rpc::Encode(message), 0, rpc::SparseBytes(message.pull().sparse()))) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
-  return id;
+  return message.pull().request_id();
 }
 
 absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples,
                                                   std::string_view gradient,
                                                   std::vector<v1::SparseRows> sparse) {
+  absl::StatusOr<PushAndPullIds> ids =
+      WritePush(token, samples, gradient, std::move(sparse), std::nullopt);
+  if (!ids.ok()) return ids.status();
+  return ids->push;
+}
+
+absl::StatusOr<ShardConnection::PushAndPullIds> ShardConnection::SendPushThenPull(
+    int64_t token, int64_t samples, std::string_view gradient, std::vector<v1::SparseRows> sparse,
+    int64_t pull_min_version, std::vector<v1::SparseRows> pull_sparse) {
+  return WritePush(token, samples, gradient, std::move(sparse),
+                   NewPull(pull_min_version, std::move(pull_sparse), std::nullopt));
+}
+
+absl::StatusOr<ShardConnection::PushAndPullIds> ShardConnection::WritePush(
+    int64_t token, int64_t samples, std::string_view gradient, std::vector<v1::SparseRows> sparse,
+    std::optional<v1::PullRequest> then_pull) {
   v1::PushRequest push;
-  const int64_t id = next_request_id_++;
-  push.set_request_id(id);
+  PushAndPullIds ids;
+  ids.push = next_request_id_++;
+  push.set_request_id(ids.push);
   push.set_token(token);
   push.set_samples(samples);
   push.set_encoding(options_.dense_encoding);
   for (v1::SparseRows& rows : sparse) *push.add_sparse() = std::move(rows);
+  if (then_pull.has_value()) {
+    ids.pull = then_pull->request_id();
+    *push.mutable_then_pull() = *std::move(then_pull);
+  }
   if (!Write(rpc::EncodeWithPayload(rpc::kPushGradient, push,
                                     rpc::SliceCopying({gradient.data(), gradient.size()})),
-             static_cast<int64_t>(gradient.size()), rpc::SparseBytes(push.sparse()))) {
+             static_cast<int64_t>(gradient.size()),
+             rpc::SparseBytes(push.sparse()) + rpc::SparseBytes(push.then_pull().sparse()))) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
-  return id;
+  return ids;
 }
 
 absl::StatusOr<ShardReply> ShardConnection::WaitReply(int64_t request_id, absl::Duration timeout,
@@ -313,26 +349,37 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
       dense[s] = tensor::PackedView(slice);
     }
   }
+  // The next pull rides on each push (PushAllThenPull): routed now, after the gradients were
+  // split by the last pull's routing; in sync it waits for the barrier this gradient belongs to.
+  std::vector<int64_t> pull_ids(shards_.size(), 0);
+  if (next != nullptr) {
+    if (next->keys != nullptr && !next->keys->empty() && next->rows == nullptr) {
+      return absl::InvalidArgumentError("a pull of rows needs somewhere to put them");
+    }
+    SYNCOPATE_RETURN_IF_ERROR(routing_.Route(next->keys));
+    for (size_t s = 0; s < shards_.size(); ++s) {
+      min_versions_[s] = NextPullMinVersion(modes_[s], tokens_[s]);
+    }
+  }
   PushStats stats;
   std::vector<size_t> pending(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) pending[s] = s;
-  absl::StatusOr<std::vector<int64_t>> pull_ids = absl::UnknownError("no pull sent");
   // The membership race (ParameterClientOptions): FAILED_PRECONDITION is retried briefly.
   for (int attempt = 0; !pending.empty(); ++attempt) {
     std::vector<std::pair<size_t, int64_t>> ids;
     for (size_t s : pending) {
-      absl::StatusOr<int64_t> id = shards_[s]->SendPush(tokens_[s], samples, dense[s], sparse[s]);
-      if (!id.ok()) return id.status();
-      ids.emplace_back(s, *id);
-    }
-    if (attempt == 0 && next != nullptr) {
-      // The next pull goes out right behind the pushes, before their acks: the shard handles a
-      // stream's messages in order, so it sees this push (sync: it waits for the barrier this
-      // gradient belongs to, as PullAll's would), one round trip sooner.
-      for (size_t s = 0; s < shards_.size(); ++s) {
-        min_versions_[s] = NextPullMinVersion(modes_[s], tokens_[s]);
+      if (next == nullptr) {
+        absl::StatusOr<int64_t> id = shards_[s]->SendPush(tokens_[s], samples, dense[s], sparse[s]);
+        if (!id.ok()) return id.status();
+        ids.emplace_back(s, *id);
+        continue;
       }
-      pull_ids = SendPulls(next->keys, next->rows, /*newest=*/false);
+      absl::StatusOr<ShardConnection::PushAndPullIds> sent =
+          shards_[s]->SendPushThenPull(tokens_[s], samples, dense[s], sparse[s], min_versions_[s],
+                                       routing_.Requests(static_cast<int32_t>(s)));
+      if (!sent.ok()) return sent.status();
+      ids.emplace_back(s, sent->push);
+      pull_ids[s] = sent->pull;
     }
     pending.clear();
     for (auto [s, id] : ids) {
@@ -350,13 +397,20 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
           ++stats.dropped;
           break;
         default:
+          // The shard dropped the pull that rode on this push.
           if (ack.code() == static_cast<int>(grpc::StatusCode::FAILED_PRECONDITION) &&
               attempt < options_.membership_race_retries) {
-            pending.push_back(s);
+            pending.push_back(s);  // sent again with its pull
             continue;
           }
           ++stats.rejected;
           stats.rejections.push_back(ack);
+          if (next != nullptr) {
+            absl::StatusOr<int64_t> pull =
+                shards_[s]->SendPull(min_versions_[s], routing_.Requests(static_cast<int32_t>(s)));
+            if (!pull.ok()) return pull.status();
+            pull_ids[s] = *pull;
+          }
           break;
       }
       // Sync: the next pull waits for the barrier this gradient belongs to.
@@ -368,9 +422,14 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
   }
   stats.ack_seconds = absl::ToDoubleSeconds(absl::Now() - start);
   if (next != nullptr) {
-    *next->pulled = pull_ids.ok() ? CollectPulls(*pull_ids, next->params, timeout, next->rows,
-                                                 /*point_read=*/false)
-                                  : pull_ids.status();
+    if (next->rows != nullptr) routing_.ShapeRows(*next->rows);
+    *next->pulled = CollectPulls(pull_ids, next->params, timeout, next->rows,
+                                 /*point_read=*/false);
+    // The acks came inside the pulls' responses, after the shards held them (the sync barrier):
+    // that wait is the pull's (PullStats.held_seconds), not the push's.
+    if (next->pulled->ok()) {
+      stats.ack_seconds = std::max(0.0, stats.ack_seconds - (*next->pulled)->held_seconds);
+    }
   }
   return stats;
 }

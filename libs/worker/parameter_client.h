@@ -75,6 +75,19 @@ class ShardConnection {
   // message.
   absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string_view gradient,
                                    std::vector<v1::SparseRows> sparse = {});
+  // The same push with the next pull riding on it (PushRequest.then_pull): one message, answered
+  // by one (the pull's response, carrying the push's ack). Both ids are waited for as usual:
+  // WaitReply(push) returns the ack once that response arrives (or at once if the shard
+  // rejected the push, which drops its pull).
+  struct PushAndPullIds {
+    int64_t push = 0;
+    int64_t pull = 0;
+  };
+  absl::StatusOr<PushAndPullIds> SendPushThenPull(int64_t token, int64_t samples,
+                                                  std::string_view gradient,
+                                                  std::vector<v1::SparseRows> sparse,
+                                                  int64_t pull_min_version,
+                                                  std::vector<v1::SparseRows> pull_sparse);
   // Waits up to `timeout`; gives up early with CANCELLED once `abort` returns true (polled).
   absl::StatusOr<ShardReply> WaitReply(int64_t request_id, absl::Duration timeout,
                                        const std::function<bool()>& abort = nullptr);
@@ -83,6 +96,14 @@ class ShardConnection {
   bool broken() const;
 
  private:
+  // A pull request with a fresh id (SendPull's `read` and `min_version`).
+  v1::PullRequest NewPull(int64_t min_version, std::vector<v1::SparseRows> sparse,
+                          std::optional<EvalPointRead> read);
+  // SendPush and SendPushThenPull: `then_pull` rides on the push when given.
+  absl::StatusOr<PushAndPullIds> WritePush(int64_t token, int64_t samples,
+                                           std::string_view gradient,
+                                           std::vector<v1::SparseRows> sparse,
+                                           std::optional<v1::PullRequest> then_pull);
   void OnMessage(grpc::ByteBuffer& bytes);
   void OnEnd(const grpc::Status& status);
   // `dense` and `sparse`: the bytes of the message's payload and embedding rows (WireBytes).
@@ -139,9 +160,12 @@ class ParameterClient final : public ParameterStore {
   // last pull).
   absl::StatusOr<PushStats> PushAll(std::span<const float> gradient, int64_t samples,
                                     absl::Duration timeout, const TableRows* row_grads) override;
-  // The next pull goes out right behind the pushes, without waiting for their acks: each shard
-  // handles a stream's messages in order, so the pull sees this push, and in sync it is held for
-  // the barrier this gradient belongs to, exactly as PullAll after PushAll; one round trip fewer.
+  // The next pull rides on each shard's push (one message each way per shard and step instead
+  // of two; issue 32 item 3): the shard handles it right after the push, so the pull sees this
+  // push, and in sync it is held for the barrier this gradient belongs to, exactly as PullAll
+  // after PushAll; the push's ack comes back inside the pull's response. A shard that rejects
+  // the push drops its pull: the membership race sends both again; any other rejection is
+  // followed by a pull of its own.
   absl::StatusOr<PushStats> PushAllThenPull(std::span<const float> gradient, int64_t samples,
                                             absl::Duration timeout, const TableRows* row_grads,
                                             const NextPull& next) override;

@@ -16,6 +16,7 @@
 #include "libs/optim/optimizer.h"
 #include "libs/rpc/bidi_stream.h"
 #include "libs/rpc/grpc_util.h"
+#include "libs/rpc/train_wire.h"
 #include "libs/shard/shard_server.h"
 #include "libs/tensor/bfloat16.h"
 #include "libs/tensor/packed.h"
@@ -354,6 +355,65 @@ TEST_F(InProcess, GetStatusServesTheCoresView) {
   EXPECT_TRUE(status.shards(0).connected());
 }
 
+// One message each way per step (issue 32 item 3): a push carrying the next pull
+// (PushRequest.then_pull) is answered by one message, the pull's response with the push's ack
+// inside, after the barrier the push completed. Spoken with the generated stub (protobuf's
+// codec), as any peer could.
+TEST_F(InProcess, APullRidingOnAPushIsAnsweredWithItsAckInOneMessage) {
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  const v1::Welcome& welcome = session->welcome();
+  const v1::ShardEndpoint& endpoint = welcome.shard_map().shards(0);
+  auto stub =
+      v1::ParameterShard::NewStub(rpc::CreateChannel(endpoint.address(), rpc::TransportSecurity()));
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+  auto stream = stub->Train(&context);
+  v1::WorkerToShard hello;
+  hello.mutable_hello()->set_worker_id(welcome.worker_id());
+  hello.mutable_hello()->set_role(v1::ROLE_WORKER);
+  hello.mutable_hello()->set_join_token(kToken);
+  hello.mutable_hello()->set_job_id(welcome.job().job_id());
+  hello.mutable_hello()->set_wire_version(rpc::kTrainWireVersion);
+  ASSERT_TRUE(stream->Write(hello));
+  v1::ShardToWorker reply;
+  ASSERT_TRUE(stream->Read(&reply));
+  ASSERT_TRUE(reply.has_hello()) << reply.ShortDebugString();
+  ASSERT_EQ(reply.hello().version(), 0);
+
+  v1::WorkerToShard step;
+  v1::PushRequest* push = step.mutable_push();
+  push->set_request_id(1);
+  push->set_token(0);
+  push->set_samples(8);
+  push->set_gradient(
+      tensor::PackFloats(std::vector<float>(static_cast<size_t>(endpoint.flat_end()), 1.0f)));
+  push->mutable_then_pull()->set_request_id(2);
+  push->mutable_then_pull()->set_min_version(1);  // sync: the barrier this push completes
+  ASSERT_TRUE(stream->Write(step));
+  ASSERT_TRUE(stream->Read(&reply));
+  ASSERT_TRUE(reply.has_pull()) << "a separate ack came first: " << reply.ack().ShortDebugString();
+  EXPECT_EQ(reply.pull().request_id(), 2);
+  EXPECT_EQ(reply.pull().version(), 1);
+  EXPECT_EQ(reply.pull().values().size(), endpoint.flat_end() * sizeof(float));
+  ASSERT_TRUE(reply.pull().has_push_ack());
+  EXPECT_EQ(reply.pull().push_ack().request_id(), 1);
+  EXPECT_EQ(reply.pull().push_ack().outcome(), v1::PUSH_APPLIED);
+  EXPECT_EQ(reply.pull().push_ack().version(), 1);
+
+  // A plain push is still acked on its own.
+  push->set_request_id(3);
+  push->set_token(1);
+  push->clear_then_pull();
+  ASSERT_TRUE(stream->Write(step));
+  ASSERT_TRUE(stream->Read(&reply));
+  ASSERT_TRUE(reply.has_ack()) << reply.ShortDebugString();
+  EXPECT_EQ(reply.ack().request_id(), 3);
+  EXPECT_EQ(reply.ack().outcome(), v1::PUSH_APPLIED);
+  stream->WritesDone();
+  context.TryCancel();
+}
+
 // The membership race: a push the shard refuses because it has not heard of the worker yet
 // (FAILED_PRECONDITION) is sent again on the client's own wait, a bounded number of times, and a
 // wait that says "stop" ends the push at once (CANCELLED) instead of sitting out the retries.
@@ -377,6 +437,19 @@ TEST_F(InProcess, TheMembershipRaceRetryIsBoundedAndInterruptible) {
   ASSERT_TRUE(pushed.ok()) << pushed.status();
   EXPECT_EQ(pushed->rejected, 1);
   EXPECT_EQ(waits, 2);
+
+  // A pull riding on a push the shard refuses is dropped with it: once the retries are spent the
+  // client pulls on its own, so the next step still gets parameters.
+  std::vector<float> params(gradient.size());
+  absl::StatusOr<worker::PullStats> pulled = absl::UnknownError("not pulled");
+  pushed = bounded.PushAllThenPull(gradient, 8, absl::Seconds(10), nullptr,
+                                   {.params = params, .pulled = &pulled});
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->rejected, 1);
+  EXPECT_EQ(waits, 4);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->versions, std::vector<int64_t>{0});
+  EXPECT_EQ(params, shard_->core()->Parameters());
 
   worker::ParameterClient stopped(map, {.connection = {.worker_id = 77, .join_token = kToken},
                                         .wait = [](absl::Duration) { return true; }});
