@@ -180,11 +180,19 @@ int Main() {
   const double min_run_seconds = absl::GetFlag(FLAGS_min_run_seconds);
   const bool has_mlp = std::any_of(selection->scenarios.begin(), selection->scenarios.end(),
                                    [](const Scenario& s) { return !s.ctr; });
+  // The transient straggler spans the middle third of a no-straggler sync run's length: the mean
+  // of this invocation's scenario a sync runs once there are any; before (or without) them, the
+  // calibration's length at the padding it settled on (the run it aimed for when it raised the
+  // padding); 60 s with neither. Without that a `--scenarios=c --policies=auto` run put the whole
+  // straggler after the end of a 20 s run (2026-11-29).
+  double calibrated_sync_seconds = 60;
   if (min_run_seconds > 0 && has_mlp) {
     const RunResult calibration =
         RunOne(AllScenarios()[0], "sync", 1, 60, nullptr, report, "-calibration");
+    if (calibration.finished) calibrated_sync_seconds = calibration.wall_seconds;
     if (calibration.finished && calibration.wall_seconds < min_run_seconds) {
       report.base_slowdown *= std::min(16.0, 1.3 * min_run_seconds / calibration.wall_seconds);
+      calibrated_sync_seconds = min_run_seconds;
     }
     printf("calibration: scenario a sync ran %.1f s at padding %.0fx; base padding %.1fx\n",
            calibration.wall_seconds, absl::GetFlag(FLAGS_base_slowdown), report.base_slowdown);
@@ -210,13 +218,16 @@ int Main() {
       report.bayes_logloss = ctr->bayes_logloss;
       report.target_auc = ctr->bayes_auc - absl::GetFlag(FLAGS_target_auc_gap);
     }
-    // The transient straggler spans the middle third of a no-straggler sync run's mean length
-    // (60 s without scenario a), the same schedule for every seed and policy.
-    double transient_seconds = 60;
+    // The same schedule for every seed and policy of the scenario.
+    double transient_seconds = calibrated_sync_seconds;
     if (!no_straggler_sync_seconds.empty()) {
       transient_seconds = 0;
       for (double s : no_straggler_sync_seconds) transient_seconds += s;
       transient_seconds /= no_straggler_sync_seconds.size();
+    }
+    if (scenario.transient) {
+      printf("scenario %s: the straggler is 4x slower from %.1f s to %.1f s of each run\n",
+             scenario.id.c_str(), transient_seconds / 3, 2 * transient_seconds / 3);
     }
     // Seeds outside, policies inside: a slow drift of the machine's load hits every policy alike.
     for (uint64_t seed : selection->seeds) {
