@@ -125,25 +125,9 @@ absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
   return message.pull().request_id();
 }
 
-absl::StatusOr<int64_t> ShardConnection::SendPush(int64_t token, int64_t samples,
-                                                  std::string_view gradient,
-                                                  std::vector<v1::SparseRows> sparse) {
-  absl::StatusOr<PushAndPullIds> ids =
-      WritePush(token, samples, gradient, std::move(sparse), std::nullopt);
-  if (!ids.ok()) return ids.status();
-  return ids->push;
-}
-
-absl::StatusOr<ShardConnection::PushAndPullIds> ShardConnection::SendPushThenPull(
+absl::StatusOr<ShardConnection::PushAndPullIds> ShardConnection::SendPush(
     int64_t token, int64_t samples, std::string_view gradient, std::vector<v1::SparseRows> sparse,
-    int64_t pull_min_version, std::vector<v1::SparseRows> pull_sparse) {
-  return WritePush(token, samples, gradient, std::move(sparse),
-                   NewPull(pull_min_version, std::move(pull_sparse), std::nullopt));
-}
-
-absl::StatusOr<ShardConnection::PushAndPullIds> ShardConnection::WritePush(
-    int64_t token, int64_t samples, std::string_view gradient, std::vector<v1::SparseRows> sparse,
-    std::optional<v1::PullRequest> then_pull) {
+    std::optional<ThenPull> then_pull) {
   v1::PushRequest push;
   PushAndPullIds ids;
   ids.push = next_request_id_++;
@@ -153,8 +137,9 @@ absl::StatusOr<ShardConnection::PushAndPullIds> ShardConnection::WritePush(
   push.set_encoding(options_.dense_encoding);
   for (v1::SparseRows& rows : sparse) *push.add_sparse() = std::move(rows);
   if (then_pull.has_value()) {
-    ids.pull = then_pull->request_id();
-    *push.mutable_then_pull() = *std::move(then_pull);
+    *push.mutable_then_pull() =
+        NewPull(then_pull->min_version, std::move(then_pull->sparse), std::nullopt);
+    ids.pull = push.then_pull().request_id();
   }
   if (!Write(rpc::EncodeWithPayload(rpc::kPushGradient, push,
                                     rpc::SliceCopying({gradient.data(), gradient.size()})),
@@ -234,15 +219,19 @@ absl::Status ParameterClient::Connect(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::vector<int64_t>> ParameterClient::SendPulls(const TableKeys* keys,
-                                                                TableRows* rows, bool newest,
-                                                                std::optional<EvalPointRead> read) {
+absl::Status ParameterClient::RoutePull(const TableKeys* keys, const TableRows* rows) {
   if (keys != nullptr && !keys->empty() && rows == nullptr) {
     return absl::InvalidArgumentError("a pull of rows needs somewhere to put them");
   }
   // Route every key to its owner; the routing remembers where each came from, for the rows and
   // the push.
-  SYNCOPATE_RETURN_IF_ERROR(routing_.Route(keys));
+  return routing_.Route(keys);
+}
+
+absl::StatusOr<std::vector<int64_t>> ParameterClient::SendPulls(const TableKeys* keys,
+                                                                TableRows* rows, bool newest,
+                                                                std::optional<EvalPointRead> read) {
+  SYNCOPATE_RETURN_IF_ERROR(RoutePull(keys, rows));
   std::vector<int64_t> ids(shards_.size());
   for (size_t s = 0; s < shards_.size(); ++s) {
     absl::StatusOr<int64_t> id = shards_[s]->SendPull(
@@ -353,10 +342,7 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
   // split by the last pull's routing; in sync it waits for the barrier this gradient belongs to.
   std::vector<int64_t> pull_ids(shards_.size(), 0);
   if (next != nullptr) {
-    if (next->keys != nullptr && !next->keys->empty() && next->rows == nullptr) {
-      return absl::InvalidArgumentError("a pull of rows needs somewhere to put them");
-    }
-    SYNCOPATE_RETURN_IF_ERROR(routing_.Route(next->keys));
+    SYNCOPATE_RETURN_IF_ERROR(RoutePull(next->keys, next->rows));
     for (size_t s = 0; s < shards_.size(); ++s) {
       min_versions_[s] = NextPullMinVersion(modes_[s], tokens_[s]);
     }
@@ -368,15 +354,13 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
   for (int attempt = 0; !pending.empty(); ++attempt) {
     std::vector<std::pair<size_t, int64_t>> ids;
     for (size_t s : pending) {
-      if (next == nullptr) {
-        absl::StatusOr<int64_t> id = shards_[s]->SendPush(tokens_[s], samples, dense[s], sparse[s]);
-        if (!id.ok()) return id.status();
-        ids.emplace_back(s, *id);
-        continue;
+      std::optional<ShardConnection::ThenPull> then_pull;
+      if (next != nullptr) {
+        then_pull =
+            ShardConnection::ThenPull{min_versions_[s], routing_.Requests(static_cast<int32_t>(s))};
       }
       absl::StatusOr<ShardConnection::PushAndPullIds> sent =
-          shards_[s]->SendPushThenPull(tokens_[s], samples, dense[s], sparse[s], min_versions_[s],
-                                       routing_.Requests(static_cast<int32_t>(s)));
+          shards_[s]->SendPush(tokens_[s], samples, dense[s], sparse[s], std::move(then_pull));
       if (!sent.ok()) return sent.status();
       ids.emplace_back(s, sent->push);
       pull_ids[s] = sent->pull;

@@ -71,23 +71,22 @@ class ShardConnection {
   // `read`: an evaluation point's read instead (min_version is then ignored).
   absl::StatusOr<int64_t> SendPull(int64_t min_version, std::vector<v1::SparseRows> sparse = {},
                                    std::optional<EvalPointRead> read = std::nullopt);
-  // `gradient`: the shard's range packed as options.dense_encoding says, copied once, into the
-  // message.
-  absl::StatusOr<int64_t> SendPush(int64_t token, int64_t samples, std::string_view gradient,
-                                   std::vector<v1::SparseRows> sparse = {});
-  // The same push with the next pull riding on it (PushRequest.then_pull): one message, answered
-  // by one (the pull's response, carrying the push's ack). Both ids are waited for as usual:
-  // WaitReply(push) returns the ack once that response arrives (or at once if the shard
-  // rejected the push, which drops its pull).
+  // The pull that rides on a push (PushRequest.then_pull): one message, answered by one (the
+  // pull's response, carrying the push's ack).
+  struct ThenPull {
+    int64_t min_version = 0;
+    std::vector<v1::SparseRows> sparse;
+  };
   struct PushAndPullIds {
     int64_t push = 0;
-    int64_t pull = 0;
+    int64_t pull = 0;  // 0: no pull rode on the push
   };
-  absl::StatusOr<PushAndPullIds> SendPushThenPull(int64_t token, int64_t samples,
-                                                  std::string_view gradient,
-                                                  std::vector<v1::SparseRows> sparse,
-                                                  int64_t pull_min_version,
-                                                  std::vector<v1::SparseRows> pull_sparse);
+  // `gradient`: the shard's range packed as options.dense_encoding says, copied once, into the
+  // message. Both ids are waited for as usual: WaitReply(push) returns the ack once the pull's
+  // response arrives (or at once if the shard rejected the push, which drops its pull).
+  absl::StatusOr<PushAndPullIds> SendPush(int64_t token, int64_t samples, std::string_view gradient,
+                                          std::vector<v1::SparseRows> sparse = {},
+                                          std::optional<ThenPull> then_pull = std::nullopt);
   // Waits up to `timeout`; gives up early with CANCELLED once `abort` returns true (polled).
   absl::StatusOr<ShardReply> WaitReply(int64_t request_id, absl::Duration timeout,
                                        const std::function<bool()>& abort = nullptr);
@@ -99,11 +98,6 @@ class ShardConnection {
   // A pull request with a fresh id (SendPull's `read` and `min_version`).
   v1::PullRequest NewPull(int64_t min_version, std::vector<v1::SparseRows> sparse,
                           std::optional<EvalPointRead> read);
-  // SendPush and SendPushThenPull: `then_pull` rides on the push when given.
-  absl::StatusOr<PushAndPullIds> WritePush(int64_t token, int64_t samples,
-                                           std::string_view gradient,
-                                           std::vector<v1::SparseRows> sparse,
-                                           std::optional<v1::PullRequest> then_pull);
   void OnMessage(grpc::ByteBuffer& bytes);
   void OnEnd(const grpc::Status& status);
   // `dense` and `sparse`: the bytes of the message's payload and embedding rows (WireBytes).
@@ -175,6 +169,8 @@ class ParameterClient final : public ParameterStore {
   size_t num_shards() const { return shards_.size(); }
 
  private:
+  // Routes `keys` to their owners for the next pull (rows of keys need somewhere to go).
+  absl::Status RoutePull(const TableKeys* keys, const TableRows* rows);
   // Routes `keys` and sends every shard its pull; the request ids, by shard.
   absl::StatusOr<std::vector<int64_t>> SendPulls(const TableKeys* keys, TableRows* rows,
                                                  bool newest,

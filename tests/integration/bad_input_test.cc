@@ -28,13 +28,20 @@ using testing::ScrapeMetrics;
 using testing::SmallJob;
 using testing::WaitFor;
 
+v1::PushAck PushBytes(worker::ShardConnection& shard, int64_t token, int64_t samples,
+                      const std::string& gradient) {
+  absl::StatusOr<worker::ShardConnection::PushAndPullIds> ids =
+      shard.SendPush(token, samples, gradient);
+  EXPECT_TRUE(ids.ok()) << ids.status();
+  if (!ids.ok()) return v1::PushAck();
+  absl::StatusOr<worker::ShardReply> reply = shard.WaitReply(ids->push, absl::Seconds(30));
+  EXPECT_TRUE(reply.ok()) << reply.status();
+  return reply.ok() ? reply->message.ack() : v1::PushAck();
+}
+
 v1::PushAck PushOnce(worker::ShardConnection& shard, int64_t token, int64_t samples,
                      const std::vector<float>& gradient) {
-  absl::StatusOr<int64_t> id = shard.SendPush(token, samples, tensor::PackFloats(gradient));
-  EXPECT_TRUE(id.ok()) << id.status();
-  absl::StatusOr<worker::ShardReply> reply = shard.WaitReply(*id, absl::Seconds(10));
-  EXPECT_TRUE(reply.ok()) << reply.status();
-  return reply->message.ack();
+  return PushBytes(shard, token, samples, tensor::PackFloats(gradient));
 }
 
 // Scenario: wrong length, NaN, Inf, non-positive samples, an unknown worker and a token from
@@ -168,15 +175,6 @@ Parameters Pull(worker::ShardConnection& shard) {
     values.append(chunk.data(), chunk.size());
   }
   return {reply->message.pull().version(), std::move(values)};
-}
-
-v1::PushAck PushBytes(worker::ShardConnection& shard, int64_t token, int64_t samples,
-                      const std::string& gradient) {
-  absl::StatusOr<int64_t> id = shard.SendPush(token, samples, gradient);
-  EXPECT_TRUE(id.ok()) << id.status();
-  absl::StatusOr<worker::ShardReply> reply = shard.WaitReply(*id, absl::Seconds(30));
-  EXPECT_TRUE(reply.ok()) << reply.status();
-  return reply.ok() ? reply->message.ack() : v1::PushAck();
 }
 
 // Polls the shard's metrics until its sync barrier waits for `members` workers (the membership
