@@ -58,4 +58,23 @@ std::string EarlyStopReason(std::span<const v1::EvalStatus> evals, absl::string_
       kWorseByStandardErrors, margin);
 }
 
+void ForgetOldEvaluations(std::vector<v1::EvalStatus>& evals, absl::string_view metric,
+                          size_t limit) {
+  // The kept one and the kWorseEvaluationsToStop after it that EarlyStopReason reads.
+  limit = std::max<size_t>(limit, kWorseEvaluationsToStop + 1);
+  if (evals.size() <= limit) return;
+  const std::optional<size_t> kept = KeptEvaluation(evals, metric);
+  size_t forget = evals.size() - limit;
+  std::vector<v1::EvalStatus> remembered;
+  remembered.reserve(limit);
+  for (size_t i = 0; i < evals.size(); ++i) {
+    if (forget > 0 && i != kept) {
+      --forget;
+      continue;
+    }
+    remembered.push_back(std::move(evals[i]));
+  }
+  evals = std::move(remembered);
+}
+
 }  // namespace syncopate::job

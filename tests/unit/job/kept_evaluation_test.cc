@@ -1,6 +1,8 @@
 #include "libs/job/kept_evaluation.h"
 
 #include <cmath>
+#include <optional>
+#include <random>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -78,6 +80,41 @@ TEST(KeptEvaluationTest, AnUnknownStandardErrorNeverStops) {
   const std::vector<v1::EvalStatus> evals = {Validated(0.8, 0), Validated(0.5, 0),
                                              Validated(0.5, 0), Validated(0.5, 0)};
   EXPECT_EQ(EarlyStopReason(evals, "auc"), "");
+}
+
+// Scenario: a long job's history, remembered only in part (8 here), decides exactly as the whole
+// history would after every evaluation: the same kept evaluation and the same early stop.
+TEST(KeptEvaluationTest, ForgettingOldEvaluationsChangesNoDecision) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> step(0, 0.004);
+  for (int run = 0; run < 20; ++run) {
+    std::vector<v1::EvalStatus> all;
+    std::vector<v1::EvalStatus> remembered;
+    double auc = 0.70;
+    for (int point = 1; point <= 300; ++point) {
+      // A climb, then a random walk that sometimes falls away from its best.
+      auc += point < 40 ? 0.002 : step(rng);
+      all.push_back(Validated(auc, 0.002, point));
+      remembered.push_back(all.back());
+      ForgetOldEvaluations(remembered, "auc", 8);
+      ASSERT_LE(remembered.size(), 8u);
+      const std::optional<size_t> kept_all = KeptEvaluation(all, "auc");
+      const std::optional<size_t> kept_remembered = KeptEvaluation(remembered, "auc");
+      ASSERT_TRUE(kept_all.has_value() && kept_remembered.has_value());
+      ASSERT_EQ(all[*kept_all].point(), remembered[*kept_remembered].point()) << point;
+      ASSERT_EQ(EarlyStopReason(all, "auc"), EarlyStopReason(remembered, "auc")) << point;
+      EXPECT_EQ(remembered.back().point(), point);
+    }
+  }
+}
+
+TEST(KeptEvaluationTest, WithoutValidationTheLatestAreRemembered) {
+  std::vector<v1::EvalStatus> evals(10);
+  for (int i = 0; i < 10; ++i) evals[i].set_point(i);
+  ForgetOldEvaluations(evals, "auc", 4);
+  ASSERT_EQ(evals.size(), 4u);
+  EXPECT_EQ(evals.front().point(), 6);
+  EXPECT_EQ(evals.back().point(), 9);
 }
 
 }  // namespace
