@@ -21,8 +21,13 @@ namespace syncopate::runtime {
 std::vector<char*> InitProcess(int argc, char** argv, const char* usage);
 
 // Tunes glibc's allocator to keep freed memory for reuse instead of returning it to the kernel
-// at every free (InitProcess calls it; so do benchmarks that host the services in process).
+// at every free, from two arenas so any thread reuses it (InitProcess calls it; so do
+// benchmarks that host the services in process). Call it before the process starts threads.
 void KeepFreedMemoryForReuse();
+// Returns the heap's free pages to the kernel every `period` until shutdown is requested, from a
+// thread of its own (InitProcess calls it, after blocking SIGTERM and SIGINT so that its thread
+// never receives them): kept for reuse between steps, not for good.
+void TrimFreedMemoryEvery(absl::Duration period);
 
 // Blocks until SIGTERM/SIGINT arrives or RequestShutdown() is called, or `timeout` passes.
 // Returns true once shutdown was requested.
