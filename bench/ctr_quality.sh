@@ -8,11 +8,17 @@
 #     final one for a job without validation_path);
 #   - bench/reference_ctr.py --recipe=standard --val=... (Adam, rare values folded, missing
 #     indicators) and reads the test AUC of the epoch the validation set kept.
-# Prints each one's mean AUC with its 95% interval and, against the reference, the interval of
-# the difference (syncopate-seed-stats).
+# Prints each one's mean AUC and training examples/s with their 95% intervals and, against the
+# reference, the interval of the difference (syncopate-seed-stats). The reference's examples/s
+# are its training loop's alone (one process, one thread); the job's are the cluster's, its
+# evaluations included, as a user runs it.
+#
+# --recipe=syncopate runs the reference with the job's own optimizer instead (reference_ctr.py's
+# syncopate recipe at the job's learning rate, batch and epochs): the same model, data and
+# update rule, so the examples/s compare one PyTorch process with the cluster (issue 32 item 4).
 #
 #   bench/ctr_quality.sh [--seeds=3] [--teachers=longtail,segments,pairs] [--rows=400000]
-#                        [--job=FILE] [BIN_DIR]   (default: build/bin)
+#                        [--recipe=standard|syncopate] [--job=FILE] [BIN_DIR]   (default: build/bin)
 # Per-run lines go to bench-results/ctr_quality/runs.tsv. Needs Debian's python3-torch
 # (`./dev reference` installs it).
 set -euo pipefail
@@ -20,6 +26,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SEEDS=3
 TEACHERS="longtail,segments,pairs"
 ROWS=400000
+RECIPE=standard
 JOB="$ROOT/examples/ctr_deepfm.textproto"
 BIN="$ROOT/build/bin"
 for arg in "$@"; do
@@ -27,6 +34,7 @@ for arg in "$@"; do
     --seeds=*) SEEDS="${arg#--seeds=}" ;;
     --teachers=*) TEACHERS="${arg#--teachers=}" ;;
     --rows=*) ROWS="${arg#--rows=}" ;;
+    --recipe=*) RECIPE="${arg#--recipe=}" ;;
     --job=*) JOB="$(cd "$(dirname "${arg#--job=}")" && pwd)/$(basename "${arg#--job=}")" ;;
     -*) echo "ctr_quality: unknown flag $arg" >&2; exit 2 ;;
     *) BIN="$(cd "$arg" && pwd)" ;;
@@ -34,6 +42,8 @@ for arg in "$@"; do
 done
 [[ "$SEEDS" =~ ^[1-9][0-9]*$ ]] || { echo "ctr_quality: --seeds must be a positive integer" >&2; exit 2; }
 [[ "$ROWS" =~ ^[1-9][0-9]*$ ]] || { echo "ctr_quality: --rows must be a positive integer" >&2; exit 2; }
+[[ "$RECIPE" == standard || "$RECIPE" == syncopate ]] ||
+  { echo "ctr_quality: --recipe must be standard or syncopate" >&2; exit 2; }
 [[ -f "$JOB" ]] || { echo "ctr_quality: no job file $JOB" >&2; exit 2; }
 grep -q '^seed:' "$JOB" || { echo "ctr_quality: $JOB has no top-level 'seed:' line to vary" >&2; exit 2; }
 grep -q 'train_path:' "$JOB" && grep -q 'test_path:' "$JOB" ||
@@ -43,8 +53,15 @@ mkdir -p "$OUT"
 TMP="$(mktemp -d)"
 trap 'rm -rf "$TMP"' EXIT
 TSV="$OUT/runs.tsv"
-printf 'teacher\tseed\tconfig\tauc\n' >"$TSV"
-echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; job $JOB" >&2
+printf 'teacher\tseed\tconfig\tauc\texamples_per_second\n' >"$TSV"
+reference_flags=(--recipe="$RECIPE")
+if [[ "$RECIPE" == syncopate ]]; then
+  reference_flags+=(--lr="$(sed -n 's/^ *learning_rate: *//p' "$JOB" | head -n 1)"
+                    --batch="$(sed -n 's/^global_batch: *//p' "$JOB")")
+  epochs="$(sed -n 's/^stop { epochs: \([0-9]*\) }.*/\1/p' "$JOB")"
+  [[ -n "$epochs" ]] && reference_flags+=(--epochs="$epochs")
+fi
+echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; job $JOB; reference recipe $RECIPE" >&2
 IFS=',' read -ra teacher_list <<<"$TEACHERS"
 for teacher in "${teacher_list[@]}"; do
   data="$OUT/data/$teacher-$ROWS"
@@ -63,21 +80,25 @@ for teacher in "${teacher_list[@]}"; do
     out="$(timeout 1800 "$BIN/syncopate" local --bin_dir="$BIN" --job="$TMP/job.textproto" \
       --run_dir="$TMP/run-$teacher-$seed" 2>&1 | grep -E '^(done|kept):' || true)"
     final="$(grep '^done:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p' || true)"
-    [[ -n "$final" ]] || { echo "ctr_quality: $teacher seed $seed did not finish: $out" >&2; exit 1; }
+    eps="$(grep '^done:' <<<"$out" | sed -n 's/.* (\([0-9]*\) examples\/s training[,)].*/\1/p' || true)"
+    [[ -n "$final" && -n "$eps" ]] || { echo "ctr_quality: $teacher seed $seed did not finish: $out" >&2; exit 1; }
     # The version the job kept (chosen on the validation set) when it has one, else its last.
     kept="$(grep '^kept:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p' || true)"
-    printf '%s\t%s\tsyncopate\t%s\n' "$teacher" "$seed" "${kept:-$final}" | tee -a "$TSV" >&2
-    printf '%s\t%s\tsyncopate-last\t%s\n' "$teacher" "$seed" "$final" | tee -a "$TSV" >&2
+    printf '%s\t%s\tsyncopate\t%s\t%s\n' "$teacher" "$seed" "${kept:-$final}" "$eps" |
+      tee -a "$TSV" >&2
+    printf '%s\t%s\tsyncopate-last\t%s\t%s\n' "$teacher" "$seed" "$final" "$eps" | tee -a "$TSV" >&2
     result="$(timeout 1800 /usr/bin/python3 "$ROOT/bench/reference_ctr.py" "$data/train.tsv.gz" \
-      "$data/test.tsv.gz" --val="$data/val.tsv.gz" --recipe=standard --models=deepfm \
+      "$data/test.tsv.gz" --val="$data/val.tsv.gz" "${reference_flags[@]}" --models=deepfm \
       --seed="$seed" | grep '^RESULT' || true)"
     reference="$(sed -n 's/.* kept_auc=\([0-9.]*\) .*/\1/p' <<<"$result")"
-    [[ -n "$reference" ]] || { echo "ctr_quality: the reference failed on $teacher seed $seed" >&2; exit 1; }
-    printf '%s\t%s\treference\t%s\n' "$teacher" "$seed" "$reference" | tee -a "$TSV" >&2
+    eps="$(sed -n 's/.* training_examples_per_second=\([0-9]*\).*/\1/p' <<<"$result")"
+    [[ -n "$reference" && -n "$eps" ]] || { echo "ctr_quality: the reference failed on $teacher seed $seed" >&2; exit 1; }
+    printf '%s\t%s\treference\t%s\t%s\n' "$teacher" "$seed" "$reference" "$eps" | tee -a "$TSV" >&2
   done
 done
 for teacher in "${teacher_list[@]}"; do
   echo "== $teacher"
   { head -n 1 "$TSV"; awk -F'\t' -v t="$teacher" '$1 == t' "$TSV"; } >"$TMP/$teacher.tsv"
-  "$BIN/syncopate-seed-stats" --tsv="$TMP/$teacher.tsv" --values=auc --ref=reference
+  "$BIN/syncopate-seed-stats" --tsv="$TMP/$teacher.tsv" --values=auc,examples_per_second \
+    --ref=reference
 done

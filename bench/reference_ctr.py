@@ -19,6 +19,9 @@ train file and reports the test AUC after every epoch. Two recipes:
 With --val=PATH the epoch with the best validation AUC is the one reported ("kept"), as a
 training system that keeps its best checkpoint would report it; the test set never chooses.
 
+The RESULT line also gives training_examples_per_second: the training loop's rate alone (data
+reading and evaluations excluded), one process with one thread, as bench/torch_peers.py.
+
 Not a runtime dependency: Debian's python3-torch (`./dev reference` installs it).
 Usage: bench/reference_ctr.py TRAIN TEST [--val=VAL] [--recipe=syncopate|standard]
        [--models=lr,wdl,deepfm,dcn] [--epochs=3] [--seed=1]
@@ -26,12 +29,18 @@ Usage: bench/reference_ctr.py TRAIN TEST [--val=VAL] [--recipe=syncopate|standar
 import argparse
 import gzip
 import math
+import os
 import sys
 import time
 
-import numpy as np
-import torch
-from torch import nn
+# One thread for OpenBLAS too (it ignores torch.set_num_threads), as bench/torch_peers.py and
+# Syncopate's workers; must be set before torch loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
 
 NUMERIC = 13
 CATEGORICAL = 26
@@ -203,8 +212,10 @@ def main():
         loss_fn = nn.BCEWithLogitsLoss()
         aucs, val_aucs = [], []
         start = time.time()
+        training_seconds = 0.0  # the training loop alone, without the evaluations
         for epoch in range(args.epochs):
             model.train()
+            epoch_start = time.time()
             perm = torch.randperm(len(y))
             for b in range(0, len(y), args.batch):
                 i = perm[b:b + args.batch]
@@ -214,6 +225,7 @@ def main():
                 loss.backward()
                 for optimizer in optimizers:
                     optimizer.step()
+            training_seconds += time.time() - epoch_start
             aucs.append(evaluate(model, txn, txc, ty))
             line = f"{kind} epoch {epoch + 1}: test AUC {aucs[-1]:.4f}"
             if args.val:
@@ -223,7 +235,8 @@ def main():
         kept = int(np.argmax(val_aucs)) if args.val else len(aucs) - 1
         print(f"RESULT model={kind} recipe={args.recipe} final_auc={aucs[-1]:.4f} "
               f"kept_auc={aucs[kept]:.4f} kept_epoch={kept + 1} best_auc={max(aucs):.4f} "
-              f"best_epoch={int(np.argmax(aucs)) + 1} seconds={time.time() - start:.0f}",
+              f"best_epoch={int(np.argmax(aucs)) + 1} seconds={time.time() - start:.0f} "
+              f"training_examples_per_second={args.epochs * len(y) / training_seconds:.0f}",
               flush=True)
     return 0
 

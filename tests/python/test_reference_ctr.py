@@ -88,6 +88,8 @@ class EndToEndTest(unittest.TestCase):
             # C1 decides the click (Bayes AUC 0.8 * 0.8 + (0.8 * 0.2 + 0.2 * 0.8) / 2 = 0.74; a
             # model that learned nothing is at 0.5).
             self.assertGreater(float(fields["kept_auc"]), 0.6)
+            # The training loop's own rate (bench/ctr_quality.sh compares it with the cluster's).
+            self.assertGreater(float(fields["training_examples_per_second"]), 0)
             lines = out.getvalue().splitlines()
             self.assertTrue(any("validation AUC" in line for line in lines), lines)
 
