@@ -19,7 +19,12 @@ bool Done(const v1::ClusterStatus& s) { return s.state() == v1::JOB_DONE; }
 // Scenario: sync training of a 6k subset for 2 epochs learns (accuracy well above chance 0.1,
 // test loss below the untrained ~2.3) and every update consumed one global batch.
 TEST(Training, SyncLowersTheLoss) {
-  auto cluster = launch::LocalCluster::Start(Options(SmallJob(v1::MODE_SYNC, 2, 2, 2), "sync"));
+  // Paced, so the run lasts its 188 updates x 10 ms on any machine and the evaluator has time
+  // for several of its 26 points however fast the machine trains (unpaced, a loaded 2-core
+  // machine finished the run while the evaluator read 1-4 of them).
+  using testing::PacedOptions;
+  auto cluster =
+      launch::LocalCluster::Start(PacedOptions(SmallJob(v1::MODE_SYNC, 2, 2, 2), "sync"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = WaitFor(**cluster, Done, absl::Seconds(120));
   ASSERT_TRUE(status.ok()) << status.status();
