@@ -147,7 +147,7 @@ void CoordinatorCore::RestoreProgress() {
   }
   modes_.RestoreModes({progress.shard_modes().begin(), progress.shard_modes().end()});
   evals_.assign(progress.evals().begin(), progress.evals().end());
-  job::ForgetOldEvaluations(evals_, quality_metric_);
+  job::ThinEvaluations(evals_, quality_metric_);
   if (progress.has_leases()) {
     // Without this the lease table would start the epoch over and replay what was done.
     if (absl::Status leases = leases_.Restore(progress.leases()); !leases.ok()) {
@@ -461,7 +461,7 @@ void CoordinatorCore::HandleEval(const v1::EvalReport& report, Outbox& out) {
   // After the final evaluation nothing may replace it as the job's result.
   if (phase_ == JobPhase::kDraining || phase_ == JobPhase::kDone) return;
   evals_.push_back(EvalStatusOf(report, examples_, Elapsed()));
-  job::ForgetOldEvaluations(evals_, quality_metric_);
+  job::ThinEvaluations(evals_, quality_metric_);
   const v1::EvalStatus& eval = evals_.back();
   options_.metrics->SetEval(eval.accuracy(), eval.loss(), eval.auc(),
                             static_cast<double>(eval.examples_at_eval()), eval.seconds_at_eval());

@@ -242,7 +242,7 @@ class CoordinatorCore {
   v1::Membership membership_ ABSL_GUARDED_BY(mu_);
   int64_t examples_ ABSL_GUARDED_BY(mu_) = 0;
   ThroughputWindow throughput_ ABSL_GUARDED_BY(mu_);
-  // The kept evaluation and the latest ones (job::ForgetOldEvaluations).
+  // Every evaluation, thinned beyond job::kEvaluationsRemembered (job::ThinEvaluations).
   std::vector<v1::EvalStatus> evals_ ABSL_GUARDED_BY(mu_);
   ModeController modes_ ABSL_GUARDED_BY(mu_);
   absl::Time last_checkpoint_request_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();

@@ -58,23 +58,30 @@ std::string EarlyStopReason(std::span<const v1::EvalStatus> evals, absl::string_
       kWorseByStandardErrors, margin);
 }
 
-void ForgetOldEvaluations(std::vector<v1::EvalStatus>& evals, absl::string_view metric,
-                          size_t limit) {
-  // The kept one and the kWorseEvaluationsToStop after it that EarlyStopReason reads.
-  limit = std::max<size_t>(limit, kWorseEvaluationsToStop + 1);
+void ThinEvaluations(std::vector<v1::EvalStatus>& evals, absl::string_view metric, size_t limit) {
+  // Room for the first, the kept one, the latest that EarlyStopReason reads, and a few spaced.
+  limit = std::max<size_t>(limit, 4 * (kWorseEvaluationsToStop + 2));
   if (evals.size() <= limit) return;
   const std::optional<size_t> kept = KeptEvaluation(evals, metric);
-  size_t forget = evals.size() - limit;
-  std::vector<v1::EvalStatus> remembered;
-  remembered.reserve(limit);
+  const size_t latest = evals.size() - kWorseEvaluationsToStop;
+  auto protected_at = [&](size_t i) { return i == 0 || i == kept || i >= latest; };
+  // Evenly over the examples the run has seen (the report's curve is accuracy against examples):
+  // half the limit, so that thinning comes again only after as many new evaluations.
+  const double span =
+      static_cast<double>(evals.back().examples_at_eval() - evals.front().examples_at_eval());
+  const double spacing = span / static_cast<double>(limit / 2);
+  std::vector<v1::EvalStatus> thinned;
+  thinned.reserve(limit);
+  double last = 0;
   for (size_t i = 0; i < evals.size(); ++i) {
-    if (forget > 0 && i != kept) {
-      --forget;
-      continue;
-    }
-    remembered.push_back(std::move(evals[i]));
+    const auto examples = static_cast<double>(evals[i].examples_at_eval());
+    // Without examples to space by (all at one count), every second one.
+    const bool spaced = spacing > 0 ? examples >= last + spacing : i % 2 == 0;
+    if (!protected_at(i) && !spaced) continue;
+    last = std::max(last, examples);
+    thinned.push_back(std::move(evals[i]));
   }
-  evals = std::move(remembered);
+  evals = std::move(thinned);
 }
 
 }  // namespace syncopate::job

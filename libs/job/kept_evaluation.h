@@ -50,17 +50,21 @@ std::optional<size_t> KeptEvaluation(std::span<const v1::EvalStatus> evals,
 // kept one and are worse than it (kWorseByStandardErrors).
 std::string EarlyStopReason(std::span<const v1::EvalStatus> evals, absl::string_view metric);
 
-// How many evaluations a job remembers (the coordinator's history and its progress journal). A
-// job evaluated once per epoch for many epochs would otherwise grow without end: the soak's
-// (a million 10k-example epochs) evaluates 1.6 times a second, and its coordinator grew ~100 KB
-// a minute and rewrote every evaluation at each progress save (2026-11-29).
+// How many evaluations a job remembers at most (the coordinator's history, its progress journal,
+// ClusterStatus.eval_history and so the run report's curve). A job evaluated once per epoch for
+// many epochs would otherwise grow without end: the soak's (a million 10k-example epochs)
+// evaluates 1.6 times a second, and its coordinator grew ~100 KB a minute and rewrote every
+// evaluation at each progress save (2026-11-29).
 inline constexpr size_t kEvaluationsRemembered = 256;
 
-// Drops the oldest evaluations but the kept one until at most `limit` remain. KeptEvaluation
-// and EarlyStopReason decide the same on what is left: the kept one stays (everything older
-// than it scored lower, or it would not be the earliest best), and so do the latest ones.
-void ForgetOldEvaluations(std::vector<v1::EvalStatus>& evals, absl::string_view metric,
-                          size_t limit = kEvaluationsRemembered);
+// Once `evals` holds more than `limit`, thins it to about half: evaluations spaced evenly over
+// the examples the run has seen, plus the first, the kept one and the latest
+// kWorseEvaluationsToStop. The history still spans the whole run (coarser as it grows), in
+// amortised constant time per evaluation. KeptEvaluation and EarlyStopReason decide the same on
+// what is left: the kept one stays (everything forgotten scored lower, or it would be the
+// earliest best), and so do the latest.
+void ThinEvaluations(std::vector<v1::EvalStatus>& evals, absl::string_view metric,
+                     size_t limit = kEvaluationsRemembered);
 
 }  // namespace syncopate::job
 

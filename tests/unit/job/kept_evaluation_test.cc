@@ -1,5 +1,6 @@
 #include "libs/job/kept_evaluation.h"
 
+#include <algorithm>
 #include <cmath>
 #include <optional>
 #include <random>
@@ -82,9 +83,10 @@ TEST(KeptEvaluationTest, AnUnknownStandardErrorNeverStops) {
   EXPECT_EQ(EarlyStopReason(evals, "auc"), "");
 }
 
-// Scenario: a long job's history, remembered only in part (8 here), decides exactly as the whole
-// history would after every evaluation: the same kept evaluation and the same early stop.
-TEST(KeptEvaluationTest, ForgettingOldEvaluationsChangesNoDecision) {
+// Scenario: a long job's history, thinned to at most 20 here, decides exactly as the whole
+// history would after every evaluation: the same kept evaluation and the same early stop. Half
+// the runs have no examples to space the evaluations by.
+TEST(KeptEvaluationTest, ThinningTheHistoryChangesNoDecision) {
   std::mt19937 rng(7);
   std::normal_distribution<double> step(0, 0.004);
   for (int run = 0; run < 20; ++run) {
@@ -95,9 +97,10 @@ TEST(KeptEvaluationTest, ForgettingOldEvaluationsChangesNoDecision) {
       // A climb, then a random walk that sometimes falls away from its best.
       auc += point < 40 ? 0.002 : step(rng);
       all.push_back(Validated(auc, 0.002, point));
+      if (run % 2 == 0) all.back().set_examples_at_eval(int64_t{1000} * point);
       remembered.push_back(all.back());
-      ForgetOldEvaluations(remembered, "auc", 8);
-      ASSERT_LE(remembered.size(), 8u);
+      ThinEvaluations(remembered, "auc", 20);
+      ASSERT_LE(remembered.size(), 20u);
       const std::optional<size_t> kept_all = KeptEvaluation(all, "auc");
       const std::optional<size_t> kept_remembered = KeptEvaluation(remembered, "auc");
       ASSERT_TRUE(kept_all.has_value() && kept_remembered.has_value());
@@ -108,13 +111,30 @@ TEST(KeptEvaluationTest, ForgettingOldEvaluationsChangesNoDecision) {
   }
 }
 
-TEST(KeptEvaluationTest, WithoutValidationTheLatestAreRemembered) {
-  std::vector<v1::EvalStatus> evals(10);
-  for (int i = 0; i < 10; ++i) evals[i].set_point(i);
-  ForgetOldEvaluations(evals, "auc", 4);
-  ASSERT_EQ(evals.size(), 4u);
-  EXPECT_EQ(evals.front().point(), 6);
-  EXPECT_EQ(evals.back().point(), 9);
+// Scenario: 1000 evaluations without validation scores, 100 examples apart, thinned as they
+// come: at most the limit remain, in order, and they still span the run evenly, from its first
+// evaluation to its last.
+TEST(KeptEvaluationTest, AThinnedHistorySpansTheWholeRun) {
+  std::vector<v1::EvalStatus> evals;
+  for (int point = 1; point <= 1000; ++point) {
+    v1::EvalStatus& eval = evals.emplace_back();
+    eval.set_point(point);
+    eval.set_examples_at_eval(int64_t{100} * point);
+    ThinEvaluations(evals, "auc", 64);
+    ASSERT_LE(evals.size(), 64u);
+  }
+  EXPECT_GE(evals.size(), 32u);
+  EXPECT_EQ(evals.front().point(), 1);
+  EXPECT_EQ(evals.back().point(), 1000);
+  int64_t widest_gap = 0;
+  for (size_t i = 1; i < evals.size(); ++i) {
+    ASSERT_GT(evals[i].point(), evals[i - 1].point());
+    widest_gap = std::max(widest_gap, evals[i].point() - evals[i - 1].point());
+  }
+  // No stretch of the run is left bare: no gap wider than a tenth of it (three times the last
+  // spacing, 1000 points / 32, bounds it: each thinning widens a gap by at most its spacing, and
+  // the spacings double).
+  EXPECT_LE(widest_gap, 100);
 }
 
 }  // namespace
