@@ -56,8 +56,11 @@ TSV="$OUT/runs.tsv"
 printf 'teacher\tseed\tconfig\tauc\texamples_per_second\n' >"$TSV"
 reference_flags=(--recipe="$RECIPE")
 if [[ "$RECIPE" == syncopate ]]; then
-  reference_flags+=(--lr="$(sed -n 's/^ *learning_rate: *//p' "$JOB" | head -n 1)"
-                    --batch="$(sed -n 's/^global_batch: *//p' "$JOB")")
+  lr="$(sed -n 's/^ *learning_rate: *//p' "$JOB" | head -n 1)"
+  batch="$(sed -n 's/^global_batch: *//p' "$JOB")"
+  [[ -n "$lr" && -n "$batch" ]] ||
+    { echo "ctr_quality: --recipe=syncopate needs learning_rate: and global_batch: lines in $JOB" >&2; exit 2; }
+  reference_flags+=(--lr="$lr" --batch="$batch")
   epochs="$(sed -n 's/^stop { epochs: \([0-9]*\) }.*/\1/p' "$JOB")"
   [[ -n "$epochs" ]] && reference_flags+=(--epochs="$epochs")
 fi

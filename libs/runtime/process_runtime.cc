@@ -60,8 +60,9 @@ void KeepFreedMemoryForReuse() {
   // 2026-11-29), and in a 10-minute one malloc_stats showed 16 arenas holding 17.5 -> 18.7 MB
   // for 8.2-10.4 MB live. Two arenas, whatever the core count (a bound that grew with the cores
   // would be no bound on a large machine): the 20-minute soak's shards then stayed within
-  // -0.1..+4.8% (one arena: 28.6 MiB flat over 10 minutes), and the default job lost nothing (5
-  // alternated runs against glibc's 16 arenas: examples/s x1.04 with two, x1.02 with one).
+  // -0.1..+4.8% (one arena: 28.6 MiB flat over 10 minutes), and the default job lost nothing
+  // (examples/s against glibc's 16 arenas, 5 alternated runs paired, t 95%: x1.04 [1.01, 1.08]
+  // with two, x1.02 [0.91, 1.12] with one).
   constexpr int kArenas = 2;
   mallopt(M_ARENA_MAX, kArenas);
 }

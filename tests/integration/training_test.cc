@@ -11,6 +11,7 @@ namespace syncopate {
 namespace {
 
 using testing::Options;
+using testing::PacedOptions;
 using testing::SmallJob;
 using testing::WaitFor;
 
@@ -22,7 +23,6 @@ TEST(Training, SyncLowersTheLoss) {
   // Paced, so the run lasts its 188 updates x 10 ms on any machine and the evaluator has time
   // for several of its 26 points however fast the machine trains (unpaced, a loaded 2-core
   // machine finished the run while the evaluator read 1-4 of them).
-  using testing::PacedOptions;
   auto cluster =
       launch::LocalCluster::Start(PacedOptions(SmallJob(v1::MODE_SYNC, 2, 2, 2), "sync"));
   ASSERT_TRUE(cluster.ok()) << cluster.status();
