@@ -3,24 +3,25 @@
 They read files the way the built-in models do (libs/data): Fashion-MNIST's IDX files and
 Criteo-format TSV (plain or gzip, globs, larger than memory), so a PyTorch job and a built-in job
 see the same examples. Both implement ``__getitems__`` so a batch is one call into C++.
+
+Outside Syncopate's processes (no ``syncopate_native``: a notebook, a test, a tool scoring an
+exported model) both read with :mod:`syncopate.readers` instead, numpy ports of the same readers
+that give the same tensors, so an exported model is scored on exactly the examples it was
+evaluated on in the cluster.
 """
 import dataclasses
 from typing import Dict, List, Sequence, Tuple
 
+import numpy as np
 import torch
+
+from syncopate import readers
+from syncopate.keys import criteo_keys
 
 try:  # the worker runtime's embedded module (libs/pytorch/native_module.cc)
     import syncopate_native as _native
-except ImportError:  # pragma: no cover - outside a Syncopate process
+except ImportError:  # outside a Syncopate process: syncopate.readers reads the files
     _native = None
-
-
-def _require_native(what: str):
-    if _native is None:
-        raise ImportError(
-            f"{what} reads data with Syncopate's C++ readers, which exist inside Syncopate's "
-            "processes (syncopate-worker, -coordinator, syncopate local)")
-    return _native
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,8 +45,10 @@ class FashionMnist(torch.utils.data.Dataset):
     def __init__(self, directory: str, split: str, limit: int = 0) -> None:
         if split not in ("train", "test"):
             raise ValueError(f"FashionMnist split must be 'train' or 'test', got {split!r}")
-        features, labels = _require_native("FashionMnist").load_fashion_mnist(
-            directory, split, int(limit))
+        if _native is not None:
+            features, labels = _native.load_fashion_mnist(directory, split, int(limit))
+        else:
+            features, labels = readers.load_fashion_mnist(directory, split, int(limit))
         self.images = torch.from_numpy(features)
         self.labels = torch.from_numpy(labels)
 
@@ -69,12 +72,20 @@ class Criteo(torch.utils.data.Dataset):
     with ``features = {"numeric": float32[13] (NaN where missing), "categorical": int64[26]}``:
     each categorical value as a 64-bit key that also encodes its column (the built-in CTR models'
     keys), ready for a :class:`ShardedEmbedding` over all 26 columns.
+
+    Without ``syncopate_native`` (outside Syncopate's processes) the rows are read into memory
+    when the dataset is made (:func:`syncopate.readers.read_criteo`, about 300 bytes a row), so
+    a bad line fails here rather than on the read that reaches it; ``block_size`` and
+    ``cached_blocks`` are then only checked. The tensors are the same.
     """
 
     def __init__(self, path: str, limit: int = 0, block_size: int = 1000,
                  cached_blocks: int = 4) -> None:
-        self._reader = _require_native("Criteo").CriteoReader(
-            path, int(limit), int(block_size), int(cached_blocks))
+        if _native is not None:
+            self._reader = _native.CriteoReader(path, int(limit), int(block_size),
+                                                int(cached_blocks))
+        else:
+            self._reader = _CriteoInMemory(path, int(limit), int(block_size), int(cached_blocks))
 
     def __len__(self) -> int:
         return self._reader.rows()
@@ -88,6 +99,30 @@ class Criteo(torch.utils.data.Dataset):
         numeric, keys, labels = self._reader.read(list(indices))
         return ({"numeric": torch.from_numpy(numeric), "categorical": torch.from_numpy(keys)},
                 torch.from_numpy(labels))
+
+
+class _CriteoInMemory:
+    """The native CriteoReader's interface over rows read by :mod:`syncopate.readers`."""
+
+    def __init__(self, path: str, limit: int, block_size: int, cached_blocks: int) -> None:
+        if block_size < 1 or cached_blocks < 1:
+            raise ValueError("cached_blocks and block_size must be >= 1")
+        rows = readers.read_criteo(path, limit)
+        self._numeric = rows.numeric
+        # The keys' bits as int64, as the native reader gives them (torch has no uint64).
+        self._keys = criteo_keys(rows.values).view(np.int64)
+        self._labels = rows.labels
+
+    def rows(self) -> int:
+        return len(self._labels)
+
+    def read(self, examples: List[int]) -> Tuple[np.ndarray, np.ndarray, np.ndarray]:
+        index = np.asarray(examples, dtype=np.int64).reshape(-1)
+        bad = (index < 0) | (index >= len(self._labels))
+        if bad.any():
+            e = int(index[bad][0])
+            raise IndexError(f"example {e} is outside the training set's {len(self._labels)}")
+        return self._numeric[index], self._keys[index], self._labels[index]
 
 
 def collate(dataset: torch.utils.data.Dataset, indices: List[int]):
