@@ -158,8 +158,8 @@ class Initializer:
             return math.sqrt(6.0 / float(self.fan_in + self.fan_out))
         if self.kind == "UNIFORM":
             if not (self.scale > 0 and math.isfinite(self.scale)):
-                raise ValueError(f"initializer UNIFORM of tensor '{name}' needs a finite scale > 0, "
-                                 f"got {self.scale}")
+                raise ValueError(f"initializer UNIFORM of tensor '{name}' needs a finite "
+                                 f"scale > 0, got {self.scale}")
             return float(self.scale)
         raise ValueError(f"tensor '{name}' has no usable initializer kind ({self.kind!r})")
 

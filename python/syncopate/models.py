@@ -30,6 +30,7 @@ PyTorch                    C++ (export shape)       meaning
 
 (u = 13 numeric inputs, 26 with missing indicators; e = embedding_dim; d = 26 e + u.)
 """
+import copy
 import dataclasses
 from typing import Any, Dict, List, Mapping, Sequence, Tuple, Union
 
@@ -253,9 +254,9 @@ class CtrModel(_ClusterDense, torch.nn.Module):
         """
         n = numeric.shape[0]
         missing = torch.isnan(numeric)
-        # TransformNumeric: NaN -> 0, else log1p(max(x, 0)) (not nan_to_num: +inf stays inf).
-        x = torch.log1p(torch.clamp(torch.where(missing, torch.zeros_like(numeric), numeric),
-                                    min=0.0))
+        # TransformNumeric: NaN -> 0, else log1p(max(x, 0)) (not nan_to_num: +inf stays inf;
+        # relu is max(x, 0), and exports to ONNX as one op).
+        x = torch.log1p(torch.relu(torch.where(missing, torch.zeros_like(numeric), numeric)))
         if self.missing_indicators:
             x = torch.cat([x, missing.to(torch.float32)], dim=1)
         x0 = torch.cat([deep_rows.reshape(n, -1), x], dim=1)
@@ -325,7 +326,13 @@ class OnnxGraph(torch.nn.Module):
 
     def __init__(self, model: BuiltinModel) -> None:
         super().__init__()
-        self.model = model
+        # The graph holds the model without its tables (a shallow copy sharing the dense
+        # parameters): the lookups stay outside, and torch 1.13's tracer detaches every
+        # state-dict value, which a table's _extra_state (a dict) is not.
+        dense = copy.copy(model)
+        dense._modules = {name: module for name, module in model._modules.items()
+                          if not isinstance(module, ShardedEmbedding)}
+        self.model = dense
         if isinstance(model, Mlp):
             self.input_names = ["features"]
             self.output_names = ["probabilities"]
