@@ -111,8 +111,8 @@ class StateDictTest(unittest.TestCase):
         for name in ("a.keys", "a.weight", "a._extra_state", "b.keys", "c.weight"):
             self.assertIn(name, state)
         self.assertEqual(state["a._extra_state"]["seed"], 3)
-        self.assertEqual(state["a._extra_state"]["initializer"], {"kind": "UNIFORM",
-                                                                  "scale": 0.05})
+        self.assertEqual(state["a._extra_state"]["initializer"],
+                         '{"kind": "UNIFORM", "scale": 0.05}')
         fresh = Pair()
         result = fresh.load_state_dict(self.round_trip(state), strict=True)
         self.assertEqual((result.missing_keys, result.unexpected_keys), ([], []))

@@ -1,5 +1,6 @@
 """Embedding tables whose rows live on the parameter shards, or in memory once exported."""
 import dataclasses
+import json
 from typing import Any, Dict, Optional, Sequence, Union
 
 import numpy as np
@@ -210,13 +211,17 @@ class ShardedEmbedding(torch.nn.Module):
         self.local = table
 
     def get_extra_state(self) -> Dict[str, Any]:
-        """What local mode needs besides the rows: the cluster's rule for ids without a row."""
+        """What local mode needs besides the rows: the cluster's rule for ids without a row.
+
+        Only strings, ints and None, so ``torch.load(path, weights_only=True)`` reads the file
+        (the default from torch 2.6; torch 1.13's safe unpickler has no floats): the
+        initializer is its manifest JSON, as text."""
         if self.local is not None:
             init, seed, absent = self.local.init, self.local.seed, self.local.absent_rows
         else:
             init, seed, absent = self._own_initializer(), None, ABSENT_INITIAL
         return {"format": _EXTRA_STATE_FORMAT, "table": self.table, "dim": self.dim,
-                "seed": seed, "initializer": init.to_json(), "absent_rows": absent}
+                "seed": seed, "initializer": json.dumps(init.to_json()), "absent_rows": absent}
 
     def set_extra_state(self, state: Any) -> None:
         if not isinstance(state, dict) or state.get("format") != _EXTRA_STATE_FORMAT:
@@ -255,7 +260,7 @@ class ShardedEmbedding(torch.nn.Module):
                 missing_keys.extend(n for n, p in zip(names, present) if not p)
             return
         state = self._loaded_state or {}
-        init = (Initializer.from_json(state["initializer"]) if "initializer" in state
+        init = (Initializer.from_json(json.loads(state["initializer"])) if "initializer" in state
                 else self._own_initializer())
         try:
             table = LocalTable(name=self.table, keys=state_dict[names[0]],
