@@ -30,7 +30,10 @@ absl::StatusOr<int> LocalCluster::StartChild(const std::string& name, std::vecto
   argv.insert(argv.end(), security_flags_.begin(), security_flags_.end());
   SYNCOPATE_RETURN_IF_ERROR(
       processes_
-          .Spawn({name, std::move(argv), absl::StrCat(options_.run_dir, "/logs/", name, ".log")})
+          .Spawn({.name = name,
+                  .argv = std::move(argv),
+                  .log_path = absl::StrCat(options_.run_dir, "/logs/", name, ".log"),
+                  .termination_log = absl::StrCat(options_.run_dir, "/logs/", name, ".reason")})
           .status());
   SYNCOPATE_ASSIGN_OR_RETURN(auto values,
                              processes_.WaitForReadyFile(name, ready, options_.ready_timeout));

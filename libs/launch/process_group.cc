@@ -6,8 +6,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
+#include <fstream>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "libs/runtime/process_runtime.h"
 
@@ -16,9 +19,21 @@ extern char** environ;
 namespace syncopate::launch {
 
 std::string Exit::Describe() const {
-  if (WIFEXITED(status)) return absl::StrCat(name, " exited with code ", WEXITSTATUS(status));
-  if (WIFSIGNALED(status)) return absl::StrCat(name, " killed by ", strsignal(WTERMSIG(status)));
-  return absl::StrCat(name, " ended (status ", status, ")");
+  const std::string why = reason.empty() ? "" : absl::StrCat(": ", reason);
+  if (WIFEXITED(status)) return absl::StrCat(name, " exited with code ", WEXITSTATUS(status), why);
+  if (WIFSIGNALED(status)) {
+    return absl::StrCat(name, " killed by ", strsignal(WTERMSIG(status)), why);
+  }
+  return absl::StrCat(name, " ended (status ", status, ")", why);
+}
+
+Exit ProcessGroup::Exited(const std::string& name, int status) const {
+  Exit exit{name, status, ""};
+  auto it = termination_logs_.find(name);
+  if (it == termination_logs_.end() || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) return exit;
+  std::ifstream in(it->second);
+  std::getline(in, exit.reason);
+  return exit;
 }
 
 absl::StatusOr<pid_t> ProcessGroup::Spawn(const ChildSpec& spec) {
@@ -41,8 +56,21 @@ absl::StatusOr<pid_t> ProcessGroup::Spawn(const ChildSpec& spec) {
   std::vector<char*> argv;
   for (const std::string& arg : spec.argv) argv.push_back(const_cast<char*>(arg.c_str()));
   argv.push_back(nullptr);
+  // The environment, with the child's own termination log (never a stale line of a run before).
+  std::vector<char*> env;
+  const std::string termination =
+      absl::StrCat(runtime::kTerminationLogEnv, "=", spec.termination_log);
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!absl::StartsWith(*e, absl::StrCat(runtime::kTerminationLogEnv, "="))) env.push_back(*e);
+  }
+  if (!spec.termination_log.empty()) {
+    std::remove(spec.termination_log.c_str());
+    env.push_back(const_cast<char*>(termination.c_str()));
+    termination_logs_[spec.name] = spec.termination_log;
+  }
+  env.push_back(nullptr);
   pid_t pid = 0;
-  const int error = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), environ);
+  const int error = posix_spawn(&pid, argv[0], &actions, &attr, argv.data(), env.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (error != 0) {
@@ -58,7 +86,7 @@ std::vector<Exit> ProcessGroup::Reap() {
   for (auto it = children_.begin(); it != children_.end();) {
     int status = 0;
     if (waitpid(it->second, &status, WNOHANG) == it->second) {
-      exits.push_back({it->first, status});
+      exits.push_back(Exited(it->first, status));
       it = children_.erase(it);
     } else {
       ++it;
@@ -89,7 +117,7 @@ std::vector<Exit> ProcessGroup::TerminateAll(absl::Duration grace) {
     kill(pid, SIGKILL);
     int status = 0;
     waitpid(pid, &status, 0);
-    exits.push_back({name, status});
+    exits.push_back(Exited(name, status));
   }
   children_.clear();
   return exits;
@@ -106,7 +134,7 @@ absl::StatusOr<std::map<std::string, std::string>> ProcessGroup::WaitForReadyFil
     if (it == children_.end()) return absl::UnavailableError(absl::StrCat(name, " is not running"));
     if (waitpid(it->second, &status, WNOHANG) == it->second) {
       children_.erase(it);
-      return absl::UnavailableError(Exit{name, status}.Describe());
+      return absl::UnavailableError(Exited(name, status).Describe());
     }
     absl::SleepFor(absl::Milliseconds(20));
   }

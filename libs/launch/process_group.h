@@ -20,11 +20,16 @@ struct ChildSpec {
   std::string name;               // unique within the group, e.g. "shard-0"
   std::vector<std::string> argv;  // argv[0] is the executable path
   std::string log_path;           // stdout and stderr go here
+  // Where the child writes the one line it exits with on a fatal error
+  // (SYNCOPATE_TERMINATION_LOG, runtime::Die): its Exit carries the line. Empty: none.
+  std::string termination_log = {};
 };
 
 struct Exit {
   std::string name;
-  int status = 0;  // waitpid status
+  int status = 0;           // waitpid status
+  std::string reason = {};  // the child's own one-line reason, when it wrote one (ChildSpec)
+  // "<name> exited with code N: <reason>".
   std::string Describe() const;
 };
 
@@ -50,7 +55,10 @@ class ProcessGroup {
                                                                       absl::Duration timeout);
 
  private:
+  Exit Exited(const std::string& name, int status) const;
+
   std::map<std::string, pid_t> children_;
+  std::map<std::string, std::string> termination_logs_;  // by child name
 };
 
 }  // namespace syncopate::launch

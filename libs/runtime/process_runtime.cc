@@ -186,6 +186,18 @@ std::string ExecutableDir() {
 void Die(const std::string& message, int code) {
   fprintf(stderr, "%s: %s\n", ProgramName().c_str(), message.c_str());
   fflush(stderr);
+  // Kubernetes' terminationMessagePath exists inside the container; never create it elsewhere.
+  const char* path = std::getenv(kTerminationLogEnv);
+  std::error_code error;
+  if (path == nullptr && std::filesystem::exists("/dev/termination-log", error)) {
+    path = "/dev/termination-log";
+  }
+  if (path != nullptr && *path != '\0') {
+    if (FILE* log = std::fopen(path, "w")) {
+      fprintf(log, "%s: %s\n", ProgramName().c_str(), message.c_str());
+      std::fclose(log);
+    }
+  }
   std::_Exit(code);
 }
 

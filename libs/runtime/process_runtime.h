@@ -43,7 +43,13 @@ absl::StatusOr<std::map<std::string, std::string>> ReadKeyValueFile(const std::s
 // The directory of the running executable (where the sibling Syncopate binaries are installed).
 std::string ExecutableDir();
 
-// Prints "<program>: <message>" to stderr and exits with `code` (bad flags, bad job specs).
+// The environment variable naming the file a process writes its fatal one-line reason to (Die):
+// `syncopate local` gives each child its own and prints the line; Kubernetes reads
+// /dev/termination-log, written when it exists and the variable is unset, into the pod's status.
+inline constexpr char kTerminationLogEnv[] = "SYNCOPATE_TERMINATION_LOG";
+
+// Prints "<program>: <message>" to stderr, writes the same line to the termination log (above)
+// and exits with `code` (bad flags, bad job specs, a permanent refusal).
 [[noreturn]] void Die(const std::string& message, int code = 2);
 
 }  // namespace syncopate::runtime
