@@ -13,13 +13,13 @@ namespace syncopate::checkpoint {
 namespace {
 
 // A source's dense slices must be self-consistent before anything is sized from them.
-absl::Status CheckSlices(const v1::ShardCheckpoint& source) {
+absl::Status CheckSlices(const v1::ShardCheckpoint& source, bool with_state) {
   for (const v1::CheckpointSlice& from : source.slices()) {
     const uint64_t bytes = static_cast<uint64_t>(from.length()) * sizeof(float);
     bool sound = from.length() >= 0 && from.tensor_offset() >= 0 &&
                  from.tensor_offset() <= INT64_MAX - from.length() && from.values().size() == bytes;
     for (const std::string& vector : from.optimizer_state()) {
-      sound = sound && vector.size() == bytes;
+      sound = sound && (!with_state || vector.size() == bytes);
     }
     if (!sound) {
       return absl::DataLossError(absl::StrCat("checkpoint slice of ", from.tensor(),
@@ -33,10 +33,11 @@ absl::Status CheckSlices(const v1::ShardCheckpoint& source) {
 // Copies the source's dense values and optimizer state that fall in the target's slices.
 // `covered` marks the elements written so far: each must be written exactly once.
 absl::Status RestoreDense(const v1::ShardCheckpoint& source, const v1::ShardPartition& partition,
-                          RestoredShard& out, std::vector<bool>& covered) {
+                          bool parameters_only, RestoredShard& out, std::vector<bool>& covered) {
   std::vector<float> values;
   for (const v1::CheckpointSlice& from : source.slices()) {
-    if (static_cast<size_t>(from.optimizer_state_size()) != out.optimizer_state.size()) {
+    if (!parameters_only &&
+        static_cast<size_t>(from.optimizer_state_size()) != out.optimizer_state.size()) {
       return absl::FailedPreconditionError("checkpoint optimizer state has the wrong shape");
     }
     for (const v1::TensorSlice& to : partition.slices()) {
@@ -59,6 +60,7 @@ absl::Status RestoreDense(const v1::ShardCheckpoint& source, const v1::ShardPart
       values.resize(static_cast<size_t>(from.length()));
       SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.values(), values));
       std::copy_n(values.begin() + src, end - begin, out.parameters.begin() + dst);
+      if (parameters_only) continue;
       for (size_t k = 0; k < out.optimizer_state.size(); ++k) {
         SYNCOPATE_RETURN_IF_ERROR(
             tensor::UnpackFloatsInto(from.optimizer_state(static_cast<int>(k)), values));
@@ -71,13 +73,17 @@ absl::Status RestoreDense(const v1::ShardCheckpoint& source, const v1::ShardPart
 
 // Sets the source's embedding rows that the target shard owns into the fresh tables, with their
 // idle time, and merges the source's admission sketch into the table's (ADR 0010).
-absl::Status RestoreRows(const v1::ShardCheckpoint& source, const v1::ShardAssignment& assignment,
-                         size_t slots, RestoredShard& out) {
+absl::Status RestoreRows(const v1::ShardCheckpoint& source, const RestoreTarget& target,
+                         RestoredShard& out) {
+  const v1::ShardAssignment& assignment = *target.assignment;
+  const size_t slots = static_cast<size_t>(target.row_rule->num_slots());
+  const bool parameters_only = target.parameters_only;
   const int32_t shard_id = assignment.partition().shard_id();
   const int32_t num_shards = assignment.job().num_shards();
   // Under the same shard count a shard's keys all come from its namesake; under another, from
   // any source.
-  const bool merge_sketch = source.num_shards() != num_shards || source.shard_id() == shard_id;
+  const bool merge_sketch =
+      !parameters_only && (source.num_shards() != num_shards || source.shard_id() == shard_id);
   const uint64_t source_steps =
       static_cast<uint64_t>(std::max<int64_t>(0, source.optimizer_steps()));
   std::vector<uint64_t> keys, last_touched;
@@ -98,8 +104,10 @@ absl::Status RestoreRows(const v1::ShardCheckpoint& source, const v1::ShardAssig
     }
     SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackKeys(from.keys(), keys));
     const uint64_t bytes = static_cast<uint64_t>(keys.size()) * dim * sizeof(float);
-    bool sound =
-        from.values().size() == bytes && static_cast<size_t>(from.optimizer_state_size()) == slots;
+    // A warm start reads the values alone (a kept version or an export has no optimizer state).
+    const size_t from_slots = parameters_only ? 0 : slots;
+    bool sound = from.values().size() == bytes &&
+                 (parameters_only || static_cast<size_t>(from.optimizer_state_size()) == slots);
     for (const std::string& vector : from.optimizer_state()) {
       sound = sound && vector.size() == bytes;
     }
@@ -115,15 +123,20 @@ absl::Status RestoreRows(const v1::ShardCheckpoint& source, const v1::ShardAssig
       SYNCOPATE_RETURN_IF_ERROR(table.mutable_admission()->MergeMax(from.admission()));
     }
     last_touched.clear();
-    if (!from.last_touched().empty()) {
+    if (!parameters_only && !from.last_touched().empty()) {
       SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackKeys(from.last_touched(), last_touched));
     }
     row_values.resize(keys.size() * dim);
     SYNCOPATE_RETURN_IF_ERROR(tensor::UnpackFloatsInto(from.values(), row_values));
-    for (size_t k = 0; k < slots; ++k) {
+    for (size_t k = 0; k < from_slots; ++k) {
       slot_values[k].resize(keys.size() * dim);
       SYNCOPATE_RETURN_IF_ERROR(
           tensor::UnpackFloatsInto(from.optimizer_state(static_cast<int>(k)), slot_values[k]));
+    }
+    for (size_t k = from_slots; k < slots; ++k) {
+      // Fresh slots (a warm start): what a new row of the rule starts with.
+      slot_values[k].assign(keys.size() * dim,
+                            target.row_rule->slot_initial_value(static_cast<int>(k)));
     }
     row_state.resize(slots * dim);
     for (size_t r = 0; r < keys.size(); ++r) {
@@ -163,7 +176,21 @@ absl::StatusOr<RestoredShard> RestoreShard(const RestoreTarget& target,
   out.optimizer_state.assign(static_cast<size_t>(target.optimizer_vectors),
                              std::vector<float>(static_cast<size_t>(size), 0.0f));
   std::vector<bool> covered(static_cast<size_t>(size), false);
+  if (target.parameters_only) {
+    // Fresh optimizer state: every slot at the rule's initial value, as a new optimizer has it.
+    for (size_t k = 0; k < out.optimizer_state.size(); ++k) {
+      const int slot = static_cast<int>(k);
+      std::fill(
+          out.optimizer_state[k].begin(), out.optimizer_state[k].end(),
+          slot < target.row_rule->num_slots() ? target.row_rule->slot_initial_value(slot) : 0.0f);
+    }
+  }
   for (const v1::ShardCheckpoint& source : sources) {
+    if (target.parameters_only) {
+      SYNCOPATE_RETURN_IF_ERROR(CheckSlices(source, /*with_state=*/false));
+      SYNCOPATE_RETURN_IF_ERROR(RestoreDense(source, partition, true, out, covered));
+      continue;
+    }
     if (source.job_id() != assignment.job().job_id()) {
       return absl::FailedPreconditionError(absl::StrCat("checkpoint of job '", source.job_id(),
                                                         "' cannot restore job '",
@@ -176,8 +203,8 @@ absl::StatusOr<RestoredShard> RestoreShard(const RestoreTarget& target,
     out.version = std::max(out.version, source.version());
     out.optimizer_steps = std::max(out.optimizer_steps, source.optimizer_steps());
     out.schedule_progress = std::max(out.schedule_progress, source.schedule_progress());
-    SYNCOPATE_RETURN_IF_ERROR(CheckSlices(source));
-    SYNCOPATE_RETURN_IF_ERROR(RestoreDense(source, partition, out, covered));
+    SYNCOPATE_RETURN_IF_ERROR(CheckSlices(source, /*with_state=*/true));
+    SYNCOPATE_RETURN_IF_ERROR(RestoreDense(source, partition, false, out, covered));
   }
   const int64_t filled = std::count(covered.begin(), covered.end(), true);
   if (filled != size) {
@@ -195,9 +222,8 @@ absl::StatusOr<RestoredShard> RestoreShard(const RestoreTarget& target,
     table->set_step(out.optimizer_steps);
     out.tables.push_back(std::move(table));
   }
-  const size_t slots = static_cast<size_t>(target.row_rule->num_slots());
   for (const v1::ShardCheckpoint& source : sources) {
-    SYNCOPATE_RETURN_IF_ERROR(RestoreRows(source, assignment, slots, out));
+    SYNCOPATE_RETURN_IF_ERROR(RestoreRows(source, target, out));
   }
   return out;
 }

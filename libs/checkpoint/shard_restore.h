@@ -35,6 +35,11 @@ struct RestoreTarget {
   int optimizer_vectors = 0;
   // The embedding rows' update rule (not owned; the restored tables keep a pointer to it).
   const optim::UpdateRule* row_rule = nullptr;
+  // A warm start (ModelSpec.warm_start): the sources' parameters only, from any job, optimizer
+  // and shard count. Optimizer state (dense and rows) starts as the rule's fresh slots, the
+  // version, update count and schedule at zero, admission and idle times afresh; the sources'
+  // own optimizer state, if any, is ignored.
+  bool parameters_only = false;
 };
 
 // The restored state, ready to be swapped in.
@@ -47,7 +52,8 @@ struct RestoredShard {
   double schedule_progress = 0;  // the learning-rate schedule's position: the largest too
 };
 
-// FAILED_PRECONDITION when a source belongs to another job or optimizer, has optimizer state of
+// FAILED_PRECONDITION when a source belongs to another job or optimizer (unless
+// parameters_only), has optimizer state of
 // another shape or an embedding table the job lacks (or of another width), or when the sources
 // do not cover every element of the shard's range exactly once; DATA_LOSS for a source whose
 // fields are inconsistent (lengths that do not match their byte counts). Every slice is checked

@@ -13,6 +13,7 @@
 #include "libs/job/job_spec.h"
 #include "libs/job/kept_evaluation.h"
 #include "libs/job/model_kind.h"
+#include "libs/model_export/export_reader.h"
 #include "libs/straggler/robust_statistics.h"
 
 namespace syncopate::coordinator {
@@ -84,6 +85,8 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
   SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(options.job));
   // Every shard and worker gets the job with its layout: a worker checks its model against it.
   *options.job.mutable_model()->mutable_layout() = job::LayoutRecord(layout);
+  // A warm start's source must hold this model: refused here in one line, not by every shard.
+  SYNCOPATE_RETURN_IF_ERROR(model_export::CheckWarmStart(options.job));
   SYNCOPATE_ASSIGN_OR_RETURN(std::vector<v1::ShardPartition> partitions,
                              job::PartitionModel(layout, options.job.num_shards()));
   SYNCOPATE_ASSIGN_OR_RETURN(
@@ -506,10 +509,15 @@ void CoordinatorCore::BeginDraining(const std::string& why, Outbox& out) {
     stop.mutable_stop()->set_reason("job done");
     out.to_workers.emplace_back(worker.link, std::move(stop));
   }
+  // When the final evaluation is the one the job keeps, the shards' last parameters are the kept
+  // version: they write them to kept/ as well (otherwise kept/ would hold an older, worse one).
+  const std::optional<size_t> kept = job::KeptEvaluation(evals_, quality_metric_);
+  const bool final_is_kept = kept.has_value() && evals_[*kept].final();
   for (auto& [id, shard] : shards_) {
     if (shard.link == nullptr) continue;
     v1::CoordinatorToShard stop;
     stop.mutable_stop()->set_reason("job done");
+    stop.mutable_stop()->set_final_is_kept(final_is_kept);
     out.to_shards.emplace_back(shard.link, std::move(stop));
   }
   // Written before the stops go out (Deliver writes the progress first): a coordinator killed

@@ -37,6 +37,7 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
       slice->set_flat_offset(flat);
       slice->set_length(length);
       *slice->mutable_init() = t.init;
+      slice->set_buffer(t.buffer);
       done += length;
       flat += length;
     }
@@ -61,6 +62,8 @@ v1::ModelLayoutRecord LayoutRecord(const ModelLayout& layout) {
     const model::DenseTensorSpec& tensor = layout.dense[i];
     v1::TensorShape* shape = record.add_dense();
     shape->set_name(tensor.name);
+    shape->set_buffer(tensor.buffer);
+    shape->set_dtype(tensor.dtype);
     if (i < layout.dense_shapes.size()) {
       for (int64_t d : layout.dense_shapes[i]) shape->add_shape(d);
     } else {
@@ -72,6 +75,8 @@ v1::ModelLayoutRecord LayoutRecord(const ModelLayout& layout) {
     v1::TableShape* shape = record.add_tables();
     shape->set_name(table.name());
     shape->set_dim(table.dim());
+    *shape->mutable_init() = table.init();
+    shape->set_admit_after_count(table.admit_after_count());
   }
   return record;
 }

@@ -65,7 +65,12 @@ absl::StatusOr<ModelLayout> TorchModelKind::Layout(const v1::JobSpec& job) const
   v1::Initializer provided;
   provided.set_kind(v1::Initializer::PROVIDED);
   for (const pytorch::TorchTensor& tensor : description.dense) {
-    layout.dense.push_back({.name = tensor.name, .rows = tensor.size, .cols = 1, .init = provided});
+    layout.dense.push_back({.name = tensor.name,
+                            .rows = tensor.size,
+                            .cols = 1,
+                            .init = provided,
+                            .buffer = tensor.buffer,
+                            .dtype = tensor.dtype});
     layout.dense_shapes.push_back(tensor.shape);
   }
   for (const pytorch::TorchTable& table : description.tables) {

@@ -28,6 +28,10 @@ struct DenseTensorSpec {
   int64_t rows;
   int64_t cols;
   syncopate::v1::Initializer init;
+  // Not a parameter but a PyTorch module's buffer (v1::TensorShape.buffer; ADR 0018), of the
+  // module's `dtype`; the built-in models have none.
+  bool buffer = false;
+  std::string dtype = {};
   int64_t size() const { return rows * cols; }
 };
 

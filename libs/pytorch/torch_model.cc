@@ -69,31 +69,36 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
 }
 
 // The module's layout against the one the coordinator recorded in the job: OK, or the first
-// difference in one line.
-absl::Status MatchRecordedLayout(const py::tuple& layout, const v1::ModelLayoutRecord& recorded,
+// difference in one line. `layout` is the Host's Layout (python/syncopate/torch/_host.py).
+absl::Status MatchRecordedLayout(const py::object& layout, const v1::ModelLayoutRecord& recorded,
                                  const std::string& module) {
-  const py::list dense = layout[0];
-  const py::list tables = layout[1];
+  const py::list dense = layout.attr("dense");
+  const py::list tables = layout.attr("tables");
   auto refuse = [&](const std::string& what) {
     return absl::FailedPreconditionError(
         absl::StrCat(module, " does not match the job's model: ", what,
                      " (every worker must run the model file the coordinator started with)"));
   };
+  auto kind = [](bool buffer) { return buffer ? "buffer" : "parameter"; };
   for (size_t i = 0; i < std::max<size_t>(dense.size(), recorded.dense_size()); ++i) {
     if (i >= dense.size()) {
-      return refuse(absl::StrCat("it has no parameter ", recorded.dense(i).name()));
+      return refuse(absl::StrCat("it has no ", kind(recorded.dense(i).buffer()), " ",
+                                 recorded.dense(i).name()));
     }
-    const py::tuple entry = dense[i];
-    const std::string name = entry[0].cast<std::string>();
-    const std::vector<int64_t> shape = entry[1].cast<std::vector<int64_t>>();
+    const py::handle entry = dense[i];
+    const std::string name = entry.attr("name").cast<std::string>();
+    const std::vector<int64_t> shape = entry.attr("shape").cast<std::vector<int64_t>>();
+    const bool buffer = entry.attr("buffer").cast<bool>();
     if (i >= static_cast<size_t>(recorded.dense_size())) {
-      return refuse(absl::StrCat("it has a parameter ", name, " the job does not"));
+      return refuse(absl::StrCat("it has a ", kind(buffer), " ", name, " the job does not"));
     }
     const v1::TensorShape& want = recorded.dense(i);
     const std::vector<int64_t> want_shape(want.shape().begin(), want.shape().end());
-    if (name != want.name() || shape != want_shape) {
-      return refuse(absl::StrCat("parameter ", i, " is ", name, " ", ShapeText(shape), " here and ",
-                                 want.name(), " ", ShapeText(want_shape), " in the job"));
+    if (name != want.name() || shape != want_shape || buffer != want.buffer()) {
+      return refuse(
+          absl::StrCat(kind(buffer), " ", i, " is ", name, " ", ShapeText(shape), " here and ",
+                       buffer == want.buffer() ? "" : absl::StrCat(kind(want.buffer()), " "),
+                       want.name(), " ", ShapeText(want_shape), " in the job"));
     }
   }
   if (tables.size() != static_cast<size_t>(recorded.tables_size())) {
@@ -101,9 +106,9 @@ absl::Status MatchRecordedLayout(const py::tuple& layout, const v1::ModelLayoutR
                                recorded.tables_size()));
   }
   for (size_t t = 0; t < tables.size(); ++t) {
-    const py::tuple entry = tables[t];
-    const std::string name = entry[0].cast<std::string>();
-    const int dim = entry[1].cast<int>();
+    const py::handle entry = tables[t];
+    const std::string name = entry.attr("name").cast<std::string>();
+    const int dim = entry.attr("dim").cast<int>();
     if (name != recorded.tables(t).name() || dim != recorded.tables(t).dim()) {
       return refuse(absl::StrCat("table ", t, " is '", name, "' of dim ", dim, " here and '",
                                  recorded.tables(t).name(), "' of dim ", recorded.tables(t).dim(),
@@ -271,20 +276,20 @@ absl::StatusOr<TorchModelDescription> DescribeTorchModel(const v1::JobSpec& job)
   TorchModelDescription description;
   try {
     py::object host = NewHost(job, "describe");
-    const py::tuple layout = host.attr("layout")();
-    for (py::handle entry : py::list(layout[0])) {
-      const py::tuple t = py::reinterpret_borrow<py::tuple>(entry);
-      TorchTensor tensor{.name = t[0].cast<std::string>(),
-                         .shape = t[1].cast<std::vector<int64_t>>()};
+    const py::object layout = host.attr("layout")();
+    for (py::handle entry : py::list(layout.attr("dense"))) {
+      TorchTensor tensor{.name = entry.attr("name").cast<std::string>(),
+                         .shape = entry.attr("shape").cast<std::vector<int64_t>>(),
+                         .buffer = entry.attr("buffer").cast<bool>(),
+                         .dtype = entry.attr("dtype").cast<std::string>()};
       tensor.size = 1;
       for (int64_t d : tensor.shape) tensor.size *= d;
       description.dense.push_back(std::move(tensor));
     }
-    for (py::handle entry : py::list(layout[1])) {
-      const py::tuple t = py::reinterpret_borrow<py::tuple>(entry);
-      description.tables.push_back({.name = t[0].cast<std::string>(),
-                                    .dim = t[1].cast<int32_t>(),
-                                    .init_scale = t[2].cast<double>()});
+    for (py::handle entry : py::list(layout.attr("tables"))) {
+      description.tables.push_back({.name = entry.attr("name").cast<std::string>(),
+                                    .dim = entry.attr("dim").cast<int32_t>(),
+                                    .init_scale = entry.attr("init_scale").cast<double>()});
     }
     const auto initial = host.attr("initial_values")()
                              .cast<py::array_t<float, py::array::c_style | py::array::forcecast>>();

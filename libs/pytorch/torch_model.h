@@ -21,9 +21,14 @@
 namespace syncopate::pytorch {
 
 struct TorchTensor {
-  std::string name;  // named_parameters()'s
+  std::string name;  // named_parameters()'s or named_buffers()'s
   std::vector<int64_t> shape;
   int64_t size = 0;  // elements
+  // A buffer (BatchNorm's running statistics, a registered mask...), not a parameter: the shards
+  // hold it as float32 and apply the mean of the workers' changes to it (ADR 0018). `dtype` is
+  // the module's own ("float32", "int64", "bool", ...).
+  bool buffer = false;
+  std::string dtype = {};
 };
 
 struct TorchTable {
@@ -33,7 +38,8 @@ struct TorchTable {
 };
 
 struct TorchModelDescription {
-  std::vector<TorchTensor> dense;     // named_parameters() order: the flat vector's
+  // named_parameters(), then named_buffers(), in their order: the flat vector's.
+  std::vector<TorchTensor> dense;
   std::vector<TorchTable> tables;     // first-seen order among the module's ShardedEmbeddings
   std::vector<float> initial_values;  // the module as model() built it with the job's seed
   int64_t train_examples = 0;         // len(train_dataset(data))

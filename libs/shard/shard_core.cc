@@ -93,6 +93,7 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
           slice.init(), assignment.job().seed(), slice.tensor(), slice.tensor_offset(), values));
     }
     spans.emplace_back(offset, slice.length());
+    if (slice.buffer()) core->buffer_spans_.emplace_back(offset, slice.length());
   }
   std::sort(spans.begin(), spans.end());
   int64_t covered = 0;
@@ -285,7 +286,13 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push,
     }
     ack.set_outcome(verdict.outcome);
     if (measure && verdict.outcome == v1::PUSH_APPLIED) {
-      gradient_statistics_.AddPush(squared_norm, push.samples());
+      // The statistics measure the parameters' gradient: a module's buffer changes (ADR 0018)
+      // are not part of it.
+      for (const auto& [offset, length] : buffer_spans_) {
+        squared_norm -=
+            tensor::SquaredNorm(std::span<const float>(scratch_gradient_).subspan(offset, length));
+      }
+      gradient_statistics_.AddPush(std::max(0.0, squared_norm), push.samples());
     }
     CountOutcome(verdict.outcome, verdict.staleness);
     ApplyReadyUpdates(&ready);
@@ -371,6 +378,15 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
     // A sync barrier every member filled with dropped (stale) gradients: the version moved on,
     // no update to apply.
     if (samples == 0) continue;
+    // A module's buffers (ADR 0018) take the mean of the changes the workers' steps made to them,
+    // not the optimizer's step: their "gradient" is zero to the optimizer (a zero gradient moves
+    // no rule whose state is zero, and theirs stays zero), then the change is added.
+    buffer_change_.clear();
+    for (const auto& [offset, length] : buffer_spans_) {
+      const auto change = mean_gradient_.begin() + offset;
+      buffer_change_.insert(buffer_change_.end(), change, change + length);
+      std::fill(change, change + length, 0.0f);
+    }
     if (update_mode == v1::MODE_SYNC) {
       gradient_statistics_.AddUpdate(mean_gradient_, samples);
     } else {
@@ -380,6 +396,10 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
     const optim::Step step = optimizer_->Apply(
         params_, mean_gradient_,
         static_cast<double>(samples) / static_cast<double>(aggregator_.global_batch()));
+    size_t changed = 0;
+    for (const auto& [offset, length] : buffer_spans_) {
+      for (int64_t i = 0; i < length; ++i) params_[offset + i] += buffer_change_[changed++];
+    }
     published_.reset();  // pullers still sending the old copy keep it alive
     // Lazy: only the rows this update touched move; Adam's bias correction uses the shard's
     // update count (TensorFlow's LazyAdam does the same with the global step).
@@ -765,6 +785,7 @@ v1::ShardCheckpoint ShardCore::CheckpointHeader() const {
   checkpoint.set_shard_id(assignment_.partition().shard_id());
   checkpoint.set_num_shards(assignment_.job().num_shards());
   checkpoint.set_created_unix_millis(absl::ToUnixMillis(clock_->Now()));
+  *checkpoint.mutable_job() = assignment_.job();
   return checkpoint;
 }
 
@@ -776,6 +797,7 @@ std::shared_ptr<const v1::ShardCheckpoint> ShardCore::TakeKeptPoint() {
 v1::ShardCheckpoint ShardCore::PointCheckpoint(const EvalPoint& point) const {
   v1::ShardCheckpoint checkpoint = CheckpointHeader();
   checkpoint.set_version(point.version);
+  checkpoint.set_eval_point(point.number);
   checkpoint.set_mode(aggregator_.mode());
   checkpoint.set_optimizer(kKeptOptimizer);
   for (const v1::TensorSlice& slice : assignment_.partition().slices()) {
@@ -867,11 +889,20 @@ absl::Status ShardCore::Restore(const std::vector<v1::ShardCheckpoint>& sources)
   return absl::OkStatus();
 }
 
+absl::Status ShardCore::WarmStart(const std::vector<v1::ShardCheckpoint>& sources) {
+  SYNCOPATE_ASSIGN_OR_RETURN(checkpoint::RestoredShard restored,
+                             BuildRestored(sources, /*parameters_only=*/true));
+  absl::MutexLock lock(&mu_);
+  Adopt(std::move(restored));
+  return absl::OkStatus();
+}
+
 absl::StatusOr<checkpoint::RestoredShard> ShardCore::BuildRestored(
-    const std::vector<v1::ShardCheckpoint>& sources) const {
+    const std::vector<v1::ShardCheckpoint>& sources, bool parameters_only) const {
   checkpoint::RestoreTarget target;
   target.assignment = &assignment_;
   target.row_rule = row_rule_.get();
+  target.parameters_only = parameters_only;
   {
     absl::MutexLock lock(&mu_);
     target.optimizer = std::string(optimizer_->name());

@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "libs/aggregation/global_batch_aggregator.h"
 #include "libs/aggregation/gradient_statistics.h"
+#include "libs/checkpoint/checkpoint_store.h"
 #include "libs/checkpoint/shard_restore.h"
 #include "libs/common/clock.h"
 #include "libs/embedding/embedding_table.h"
@@ -172,12 +173,16 @@ class ShardCore {
   // kKeptOptimizer, so it never restores as a training state); once: null when none came since
   // the last call. The shard node writes it beside its checkpoints.
   std::shared_ptr<const v1::ShardCheckpoint> TakeKeptPoint();
-  static constexpr char kKeptOptimizer[] = "none (the kept evaluation point's parameters)";
+  static constexpr const char* kKeptOptimizer = checkpoint::kParametersOnly;
   // Restores parameters, optimizer state and version from checkpoints of any partitioning of
   // the same model: each of this shard's slices is filled from the overlapping slices of the
   // sources. FAILED_PRECONDITION (nothing changed) unless the sources cover every element, or
   // when they come from a different optimizer or job. The version becomes the newest source's.
   absl::Status Restore(const std::vector<v1::ShardCheckpoint>& sources);
+  // A warm start (ModelSpec.warm_start): the parameters of `sources` (checkpoints of any job,
+  // optimizer and shard count, or an export as one checkpoint), with fresh optimizer state at
+  // version 0. FAILED_PRECONDITION (nothing changed) unless they cover every parameter.
+  absl::Status WarmStart(const std::vector<v1::ShardCheckpoint>& sources);
 
  private:
   // The rows one pull asked for, validated and unpacked.
@@ -229,7 +234,7 @@ class ShardCore {
   // The shard `sources` restore into (checkpoint::RestoreShard against this shard's
   // assignment and optimizer); shared by Restore and RollBack.
   absl::StatusOr<checkpoint::RestoredShard> BuildRestored(
-      const std::vector<v1::ShardCheckpoint>& sources) const;
+      const std::vector<v1::ShardCheckpoint>& sources, bool parameters_only = false) const;
   // Takes `restored`'s parameters, optimizer state and progress and embedding rows; the caller
   // sets the version.
   void Adopt(checkpoint::RestoredShard restored) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -282,6 +287,10 @@ class ShardCore {
   int64_t membership_generation_ ABSL_GUARDED_BY(mu_) = 0;
   std::vector<float> params_ ABSL_GUARDED_BY(mu_);
   std::vector<float> mean_gradient_ ABSL_GUARDED_BY(mu_);  // scratch for one update
+  // (offset, length) in the shard's range of a PyTorch module's buffers (TensorSlice.buffer;
+  // ADR 0018), fixed at creation, and the scratch that carries their change past the optimizer.
+  std::vector<std::pair<int64_t, int64_t>> buffer_spans_;
+  std::vector<float> buffer_change_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<optim::Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
   // What staleness would cost, measured from the sync updates (reported to the coordinator).
   aggregation::GradientStatistics gradient_statistics_ ABSL_GUARDED_BY(mu_);

@@ -4,10 +4,30 @@
 
 #include "glog/logging.h"
 #include "libs/common/clock.h"
+#include "libs/common/status_macros.h"
+#include "libs/model_export/export_reader.h"
 #include "libs/rpc/client_stream.h"
 #include "libs/rpc/grpc_util.h"
 
 namespace syncopate::shard {
+namespace {
+
+// The parameters of a checkpoint as a kept version of the job's end (no optimizer state, never
+// restored as a training state: ADR 0017).
+v1::ShardCheckpoint FinalPoint(const v1::ShardCheckpoint& snapshot) {
+  v1::ShardCheckpoint kept = snapshot;
+  kept.set_optimizer(checkpoint::kParametersOnly);
+  kept.set_final_point(true);
+  for (v1::CheckpointSlice& slice : *kept.mutable_slices()) slice.clear_optimizer_state();
+  for (v1::EmbeddingSlice& table : *kept.mutable_embeddings()) {
+    table.clear_optimizer_state();
+    table.clear_last_touched();
+    table.clear_admission();
+  }
+  return kept;
+}
+
+}  // namespace
 
 absl::Status ShardNode::Adopt(const v1::ShardAssignment& assignment) {
   absl::StatusOr<std::unique_ptr<ShardCore>> core =
@@ -35,6 +55,16 @@ absl::Status ShardNode::Adopt(const v1::ShardAssignment& assignment) {
     }
   }
   for (const std::string& why : refused) LOG(ERROR) << "refused checkpoint: " << why;
+  const std::string& warm_start = assignment.job().model().warm_start().from();
+  if (sources.empty() && !warm_start.empty()) {
+    // A new job from a trained model: its parameters only (restoring our own checkpoint after a
+    // crash, above, takes precedence: it is this job's own progress).
+    absl::StatusOr<std::vector<v1::ShardCheckpoint>> warm =
+        model_export::LoadParameters(warm_start);
+    if (!warm.ok()) return warm.status();
+    SYNCOPATE_RETURN_IF_ERROR((*core)->WarmStart(*warm));
+    LOG(INFO) << "shard " << options_.shard_id << " warm-started from " << warm_start;
+  }
   if (!sources.empty()) {
     absl::Status restored = (*core)->Restore(sources);
     if (!restored.ok()) return restored;
@@ -48,7 +78,7 @@ absl::Status ShardNode::Adopt(const v1::ShardAssignment& assignment) {
   return absl::OkStatus();
 }
 
-void ShardNode::Checkpoint(const char* why) {
+void ShardNode::Checkpoint(const char* why, bool final_is_kept) {
   std::shared_ptr<ShardCore> core = train_.core();
   if (options_.checkpoint_dir.empty() || core == nullptr) return;
   const v1::ShardCheckpoint snapshot = core->Snapshot();
@@ -58,16 +88,20 @@ void ShardNode::Checkpoint(const char* why) {
     return;
   }
   LOG(INFO) << "checkpoint (" << why << ") at version " << snapshot.version();
-  // The version the job keeps (ADR 0017), if the evaluator released a new one since.
-  if (std::shared_ptr<const v1::ShardCheckpoint> kept = core->TakeKeptPoint()) {
-    const std::string dir = options_.checkpoint_dir + "/" + kKeptDir;
-    std::error_code error;
-    std::filesystem::create_directories(dir, error);
-    if (absl::Status written = checkpoint::CheckpointStore(dir).Save(*kept); !written.ok()) {
-      LOG(ERROR) << "kept version (" << why << ") not written: " << written;
-    } else {
-      LOG(INFO) << "kept version written: the evaluation point at version " << kept->version();
-    }
+  // The version the job keeps (ADR 0017): the evaluation point the evaluator released since, or
+  // at the end, when the job keeps its final evaluation, the parameters it ends with.
+  std::shared_ptr<const v1::ShardCheckpoint> kept = core->TakeKeptPoint();
+  if (final_is_kept) kept = std::make_shared<const v1::ShardCheckpoint>(FinalPoint(snapshot));
+  if (kept == nullptr) return;
+  const std::string dir = options_.checkpoint_dir + "/" + kKeptDir;
+  std::error_code error;
+  std::filesystem::create_directories(dir, error);
+  if (absl::Status written = checkpoint::CheckpointStore(dir).Save(*kept); !written.ok()) {
+    LOG(ERROR) << "kept version (" << why << ") not written: " << written;
+  } else if (kept->final_point()) {
+    LOG(INFO) << "kept version written: the final parameters at version " << kept->version();
+  } else {
+    LOG(INFO) << "kept version written: the evaluation point at version " << kept->version();
   }
 }
 
@@ -108,7 +142,7 @@ void ShardNode::OnCommand(v1::CoordinatorToShard& message) {
       return;
     case v1::CoordinatorToShard::kStop: {
       LOG(INFO) << "coordinator says stop: " << message.stop().reason();
-      Checkpoint("job done");
+      Checkpoint("job done", message.stop().final_is_kept());
       absl::MutexLock lock(&mu_);
       stopped_ = true;
       return;

@@ -50,7 +50,7 @@ class ShardNode {
  private:
   void OnCommand(v1::CoordinatorToShard& message);
   absl::Status Adopt(const v1::ShardAssignment& assignment);
-  void Checkpoint(const char* why);
+  void Checkpoint(const char* why, bool final_is_kept = false);
 
   const ShardNodeOptions options_;
   TrainService& train_;

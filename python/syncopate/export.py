@@ -147,7 +147,8 @@ def read_bundle(directory: str) -> Bundle:
         raise ValueError(f"manifest.json and dense.safetensors disagree on dense tensors "
                          f"(first difference: {missing[0] if missing else 'their order'!r})")
     for entry in listed:
-        if list(dense[entry["name"]].shape) != list(entry["shape"]):
+        # 64-bit integers are JSON strings in the proto3 mapping the C++ side writes.
+        if list(dense[entry["name"]].shape) != [int(d) for d in entry["shape"]]:
             raise ValueError(f"dense tensor {entry['name']!r} has shape "
                              f"{list(dense[entry['name']].shape)}; the manifest says "
                              f"{entry['shape']}")

@@ -198,7 +198,7 @@ class CtrModel(_ClusterDense, torch.nn.Module):
         """From the manifest's ``model`` section: ``kind``, ``embedding_dim``, ``hidden``,
         ``crosses`` (pairs of 0-based fields), ``cross_layers``, ``missing_indicators``."""
         return cls(str(model["kind"]), int(model.get("embedding_dim", 16)),
-                   list(model.get("hidden", [])), [tuple(c) for c in model.get("crosses", [])],
+                   list(model.get("hidden", [])), [_pair(c) for c in model.get("crosses", [])],
                    int(model.get("cross_layers", 0)), bool(model.get("missing_indicators", False)))
 
     def dense_tensors(self) -> List[DenseTensor]:
@@ -293,6 +293,15 @@ class CtrModel(_ClusterDense, torch.nn.Module):
                          wide_rows: torch.Tensor) -> torch.Tensor:
         """:meth:`head`'s sigmoid, in double as ``CtrModel::Predict``: the ONNX graph."""
         return torch.sigmoid(self.head(numeric, deep_rows, wide_rows).double()).float()
+
+
+def _pair(cross) -> Tuple[int, int]:
+    """A cross as the manifest gives it: ``{"first": a, "second": b}`` (the proto3 JSON the
+    C++ side writes) or ``[a, b]``."""
+    if isinstance(cross, Mapping):
+        return int(cross.get("first", 0)), int(cross.get("second", 0))
+    a, b = cross
+    return int(a), int(b)
 
 
 def _check_ctr_options(kind: str, embedding_dim: int, hidden: Sequence[int],

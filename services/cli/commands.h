@@ -43,6 +43,9 @@ ABSL_DECLARE_FLAG(std::string, policy);
 ABSL_DECLARE_FLAG(double, target_accuracy);
 ABSL_DECLARE_FLAG(double, target_auc);
 ABSL_DECLARE_FLAG(std::string, teacher);
+ABSL_DECLARE_FLAG(std::string, from);
+ABSL_DECLARE_FLAG(std::string, module);
+ABSL_DECLARE_FLAG(bool, torch_formats);
 
 namespace syncopate::cli {
 
@@ -52,6 +55,7 @@ int RunStatus();                                 // status_command.cc
 int RunHealth();                                 // health_command.cc
 int RunDatagen(const std::vector<char*>& args);  // datagen_command.cc
 int RunSim();                                    // sim_command.cc
+int RunExport();                                 // export_command.cc
 
 // The --job file (or the built-in default job) with --workers, --shards, --epochs,
 // --global_batch, --train_limit, --test_limit and --mode applied, validated (job_flags.cc).

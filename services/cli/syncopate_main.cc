@@ -5,6 +5,7 @@
 //   syncopate health --address=H:P         exit 0 iff the server's gRPC health check says SERVING
 //   syncopate datagen ctr --rows=N --out=F  a synthetic Criteo-format click file
 //   syncopate sim --sim=SPEC [--job=J]      the job simulated in virtual time (libs/sim)
+//   syncopate export --from=D --out=E       a job's checkpoints as files users load
 #include <string>
 #include <vector>
 
@@ -44,7 +45,15 @@ ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "status: the coordinator's
 ABSL_FLAG(std::string, address, "127.0.0.1:7070", "health: the server to check (host:port)");
 ABSL_FLAG(int, health_timeout_seconds, 3, "health: give up (exit 1) after this long");
 ABSL_FLAG(int64_t, rows, 0, "datagen: number of examples to write (>= 1)");
-ABSL_FLAG(std::string, out, "", "datagen: output file (gzip when it ends in .gz)");
+ABSL_FLAG(std::string, out, "",
+          "datagen: output file (gzip when it ends in .gz); export: the directory to create");
+ABSL_FLAG(std::string, from, "",
+          "export: a checkpoint directory (its newest complete set of shard checkpoints) or its "
+          "kept/ directory (the version the job kept)");
+ABSL_FLAG(std::string, module, "",
+          "export: a PyTorch job's model file, when it is not at the path the job names");
+ABSL_FLAG(bool, torch_formats, true,
+          "export: also write model.pt (and model.onnx for the built-in models) with PyTorch");
 ABSL_FLAG(uint64_t, seed, 1,
           "datagen: sample seed (the rows and labels drawn); sim: the job's seed (initialisation, "
           "data order) and the step-time model's");
@@ -84,6 +93,8 @@ int main(int argc, char** argv) {
       "  datagen ctr  write a synthetic Criteo-format click file: --rows=N --out=FILE[.gz]\n"
       "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments|longtail]\n"
       "               [--churn_period_rows=N [--churn_fraction=F]]\n"
+      "  export  a job's checkpoints as files PyTorch, NumPy and ONNX read:\n"
+      "          --from=CHECKPOINT_DIR[/kept] --out=NEW_DIR [--module=FILE] [--job=SPEC]\n"
       "  sim     simulate the job in virtual time with the real shard, model and mode policy:\n"
       "          --sim=SPEC [--job=JOB] [--seed=N] [--policy=sync|gba|async|auto]\n"
       "          [--target_accuracy=A (MLP) | --target_auc=A (CTR models)]\n"
@@ -96,8 +107,10 @@ int main(int argc, char** argv) {
   if (command == "health") return syncopate::cli::RunHealth();
   if (command == "datagen") return syncopate::cli::RunDatagen(args);
   if (command == "sim") return syncopate::cli::RunSim();
+  if (command == "export") return syncopate::cli::RunExport();
   syncopate::runtime::Die(
       command.empty()
-          ? "missing command: local, status, health, datagen or sim (see --help)"
-          : "unknown command '" + command + "' (expected local, status, health, datagen or sim)");
+          ? "missing command: local, status, health, datagen, sim or export (see --help)"
+          : "unknown command '" + command +
+                "' (expected local, status, health, datagen, sim or export)");
 }

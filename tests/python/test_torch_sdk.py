@@ -54,12 +54,56 @@ class ShardedEmbeddingTest(unittest.TestCase):
             st.ShardedEmbedding("t", 2, features="ids", pooling="max")
 
 
+BN_MODEL = """
+import torch
+
+
+class Data(torch.utils.data.Dataset):
+    def __init__(self, n):
+        g = torch.Generator().manual_seed(n)
+        self.x = torch.randn(n, 4, generator=g)
+        self.y = torch.randint(0, 3, (n,), generator=g)
+
+    def __len__(self):
+        return len(self.y)
+
+    def __getitem__(self, i):
+        return self.x[i], self.y[i]
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(4, 3)
+        self.bn = torch.nn.BatchNorm1d(3)
+
+    def forward(self, x):
+        return self.bn(self.fc(x))
+
+
+def model():
+    return Net()
+
+
+def train_dataset(data):
+    return Data(16)
+
+
+def test_dataset(data):
+    return Data(8)
+
+
+loss = torch.nn.functional.cross_entropy
+"""
+
+
 class HostTest(unittest.TestCase):
     def test_layout_and_initial_values_are_the_modules(self):
         host = Host(TINY, 7, DATA, "describe")
         dense, tables = host.layout()
-        self.assertEqual([name for name, _ in dense],
+        self.assertEqual([d.name for d in dense],
                          ["fc.weight", "fc.bias", "out.weight", "out.bias"])
+        self.assertFalse(any(d.buffer for d in dense))
         self.assertEqual(tables, [("ids", 4, 0.05)])
         torch.manual_seed(7)
         module = load_user_module(TINY).model()
@@ -90,6 +134,71 @@ class HostTest(unittest.TestCase):
         # The parameters are views of the runtime's buffer: a new pull is seen without a copy.
         params *= 0
         self.assertEqual(float(host.model.fc.weight.abs().sum()), 0.0)
+
+    def test_buffers_follow_the_parameters_and_a_step_pushes_their_change(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "bn_model.py")
+            with open(path, "w") as f:
+                f.write(BN_MODEL)
+            host = Host(path, 3, DATA, "train")
+            dense, _ = host.layout()
+            self.assertEqual([(d.name, d.buffer, d.dtype) for d in dense],
+                             [("fc.weight", False, "float32"), ("fc.bias", False, "float32"),
+                              ("bn.weight", False, "float32"), ("bn.bias", False, "float32"),
+                              ("bn.running_mean", True, "float32"),
+                              ("bn.running_var", True, "float32"),
+                              ("bn.num_batches_tracked", True, "int64")])
+            self.assertEqual(host.num_parameters, 12 + 3 + 3 + 3 + 3 + 3 + 1)
+            params = host.initial_values().copy()
+            # The buffers as the module built them: running_var 1, the counter 0.
+            self.assertTrue(np.array_equal(params[24:27], np.ones(3, dtype=np.float32)))
+            self.assertEqual(params[27], 0.0)
+            params[21:24] = 0.5  # a running mean the shards hold
+            host.prepare(np.arange(8, dtype=np.int64))
+            grad = np.zeros_like(params)
+            host.train_step(params, [], grad, [])
+            # The step's change to each buffer, against what was pulled: BatchNorm's update
+            # (1 - 0.1) * 0.5 + 0.1 * batch mean, and one more batch counted.
+            batch = host._batch[0]
+            with torch.no_grad():
+                pre = torch.nn.functional.linear(batch, host.model.fc.weight, host.model.fc.bias)
+            expected = 0.9 * 0.5 + 0.1 * pre.mean(0)
+            self.assertTrue(torch.allclose(torch.from_numpy(params[21:24] + grad[21:24]),
+                                           expected, atol=1e-6))
+            self.assertEqual(grad[27], 1.0)
+            # The evaluator's module reads the buffers it is given.
+            evaluator = Host(path, 3, DATA, "evaluate")
+            evaluator.prepare_eval(0, 4)
+            evaluator.score(params, [])
+            self.assertTrue(torch.equal(evaluator.model.bn.running_mean,
+                                        torch.full((3,), 0.5)))
+            self.assertEqual(evaluator.model.bn.num_batches_tracked.dtype, torch.int64)
+
+    def test_dropout_differs_across_batches_and_repeats_for_the_same_batch(self):
+        with tempfile.TemporaryDirectory() as directory:
+            path = os.path.join(directory, "dropout_model.py")
+            with open(path, "w") as f:
+                f.write(BN_MODEL.replace(
+                    "return self.bn(self.fc(x))",
+                    "self.mask = torch.nn.functional.dropout(torch.ones(x.shape[0], 3), 0.5)\n"
+                    "        return self.fc(x) * self.mask"))
+
+            def mask(host, examples):
+                host.prepare(np.array(examples, dtype=np.int64))
+                params = host.initial_values().copy()
+                host.train_step(params, [], np.zeros_like(params), [])
+                return host.model.mask.clone()
+
+            # Two workers (two hosts, as two processes build them) given the same batch draw the
+            # same dropout mask; given their own batches, different ones (with a job seed given to
+            # every worker, they would all draw the same masks).
+            a, b = Host(path, 3, DATA, "train"), Host(path, 3, DATA, "train")
+            self.assertTrue(torch.equal(mask(a, [0, 1, 2, 3]), mask(b, [0, 1, 2, 3])))
+            self.assertFalse(torch.equal(mask(a, [0, 1, 2, 3]), mask(b, [4, 5, 6, 7])))
+            # The mask is the batch's, not the worker's history: a worker that ran another batch
+            # first still draws the same mask for this one.
+            mask(a, [8, 9, 10, 11])
+            self.assertTrue(torch.equal(mask(a, [4, 5, 6, 7]), mask(b, [4, 5, 6, 7])))
 
     def test_a_module_without_the_four_names_is_refused(self):
         with tempfile.TemporaryDirectory() as directory:

@@ -8,12 +8,14 @@ to the network or knows a protocol rule.
 """
 import importlib.util
 import os
+import random
 import sys
-from typing import List, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence
 
 import numpy as np
 import torch
 
+from syncopate import keys
 from syncopate.torch.data import DataSpec, collate
 from syncopate.torch.embedding import ShardedEmbedding, TableRows
 
@@ -40,14 +42,53 @@ def load_user_module(path: str):
     return module
 
 
-class _Dense:
-    """One dense parameter's place in the flat vector."""
+class TensorRecord(NamedTuple):
+    """One dense tensor of the flat vector, as the C++ side reads it (by attribute)."""
+    name: str
+    shape: List[int]
+    buffer: bool  # a buffer (ADR 0018), not a parameter
+    dtype: str    # the module's own dtype, e.g. "float32", "int64"
 
-    def __init__(self, name: str, parameter: torch.nn.Parameter, offset: int) -> None:
+
+class TableRecord(NamedTuple):
+    """One embedding table: its rows start U(-init_scale, +init_scale) (zeros for 0)."""
+    name: str
+    dim: int
+    init_scale: float
+
+
+class Layout(NamedTuple):
+    """What the shards hold for a module: its dense tensors (the flat vector's order: parameters,
+    then buffers) and its tables (table-id order)."""
+    dense: List[TensorRecord]
+    tables: List[TableRecord]
+
+
+# Buffers the shards can hold: float32 on the shards, the module's dtype in the module. A value of
+# an integer or bool buffer survives float32 exactly below 2**24 (counters such as BatchNorm's
+# num_batches_tracked, position ids, masks).
+_BUFFER_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
+                  torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
+
+
+class _Dense:
+    """One dense tensor's place in the flat vector: a parameter, or a buffer (ADR 0018)."""
+
+    def __init__(self, name: str, tensor: torch.Tensor, offset: int, buffer: bool,
+                 owner: Optional[torch.nn.Module] = None, attribute: str = "") -> None:
         self.name = name
-        self.parameter = parameter
+        self.parameter = tensor
         self.offset = offset
-        self.size = parameter.numel()
+        self.size = tensor.numel()
+        self.buffer = buffer
+        self.owner = owner          # buffers: the module holding it, and its attribute name
+        self.attribute = attribute
+        self.shape = tuple(tensor.shape)
+        self.dtype = tensor.dtype
+
+    def current(self) -> torch.Tensor:
+        """A buffer's tensor as the module holds it now (a module may rebind it in forward)."""
+        return self.owner._buffers[self.attribute]
 
 
 class Host:
@@ -58,6 +99,7 @@ class Host:
             raise ValueError(f"unknown purpose {purpose!r}")
         user = load_user_module(module_path)
         self.path = module_path
+        self.seed = int(seed)
         # Every process builds the same initial module; the shards start from the coordinator's.
         torch.manual_seed(seed)
         self.model = user.model()
@@ -71,9 +113,21 @@ class Host:
             if parameter.dtype != torch.float32:
                 raise TypeError(f"parameter {name} is {parameter.dtype}; Syncopate's shards hold "
                                 "float32 parameters")
-            self.dense.append(_Dense(name, parameter, offset))
+            self.dense.append(_Dense(name, parameter, offset, buffer=False))
             offset += parameter.numel()
-        self.num_parameters = offset
+        # Buffers (BatchNorm's running statistics, registered masks): the shards hold them too,
+        # so the evaluator, checkpoints and exports see what training made of them (ADR 0018).
+        self.buffers: List[_Dense] = []
+        for name, owner, attribute, buffer in _named_buffers(self.model):
+            if buffer.dtype not in _BUFFER_DTYPES:
+                raise TypeError(f"buffer {name} is {buffer.dtype}; Syncopate's shards hold buffers "
+                                "of real, integer or bool dtypes only")
+            dense = _Dense(name, buffer, offset, buffer=True, owner=owner, attribute=attribute)
+            self.dense.append(dense)
+            self.buffers.append(dense)
+            offset += buffer.numel()
+        self.parameters_only = [d for d in self.dense if not d.buffer]
+        self.num_parameters = offset  # the flat vector's length: parameters and buffers
         # Tables in first-seen order; modules naming the same table share its rows.
         self.tables: List[ShardedEmbedding] = []
         self.slots: List[TableRows] = []
@@ -105,18 +159,21 @@ class Host:
         self._batch = None
 
     # --- what the coordinator reads once: the layout the shards hold -------------------------
-    def layout(self):
-        """([(name, shape)], [(table, dim, init_scale)]): the module's parameters and tables."""
-        dense = [(d.name, list(d.parameter.shape)) for d in self.dense]
-        tables = [(t.table, t.dim, t.init_scale) for t in self.tables]
-        return dense, tables
+    def layout(self) -> Layout:
+        """The module's parameters, buffers and tables, as the shards hold them."""
+        dense = [TensorRecord(d.name, list(d.shape), d.buffer, str(d.dtype).replace("torch.", ""))
+                 for d in self.dense]
+        tables = [TableRecord(t.table, t.dim, t.init_scale) for t in self.tables]
+        return Layout(dense, tables)
 
     def initial_values(self) -> np.ndarray:
-        """The module's parameters as built, concatenated: what the shards start from."""
+        """The module's parameters and buffers as built, concatenated: what the shards start
+        from."""
         if not self.dense:
             return np.zeros(0, dtype=np.float32)
         with torch.no_grad():
-            return torch.cat([d.parameter.detach().reshape(-1) for d in self.dense]).numpy()
+            return torch.cat([d.parameter.detach().reshape(-1).to(torch.float32)
+                              for d in self.dense]).numpy()
 
     def train_size(self) -> int:
         return len(self.train_data)
@@ -145,7 +202,13 @@ class Host:
 
     # --- training ----------------------------------------------------------------------------
     def prepare(self, examples: np.ndarray) -> List[np.ndarray]:
-        """Reads the batch of these example numbers; returns each table's distinct keys."""
+        """Reads the batch of these example numbers; returns each table's distinct keys.
+
+        Seeds torch's, NumPy's and Python's generators from the job's seed and the batch's own
+        examples first (:func:`batch_seed`), so the randomness of a batch (the dataset's
+        augmentation here, dropout in its step) differs from worker to worker and batch to batch,
+        and is the same whichever worker runs the batch, in a rerun too."""
+        _seed_everything(batch_seed(self.seed, examples))
         self._batch = collate(self.train_data, examples.tolist())
         return self._collect_keys(self._batch)
 
@@ -157,18 +220,30 @@ class Host:
         for t, slot in enumerate(self.slots):
             slot.rows = self._view(rows[t], self.tables[t].dim).requires_grad_(True)
         self.model.train()
-        for d in self.dense:
+        for d in self.parameters_only:
             d.parameter.grad = None
         inputs, target = self._batch
         loss = self.loss(self.model(inputs), target)
         loss.backward()
         flat_grad = self._view(grad)
-        for d in self.dense:
+        for d in self.parameters_only:
             out = flat_grad[d.offset:d.offset + d.size]
             if d.parameter.grad is None:  # not in the graph, or frozen
                 out.zero_()
             else:
                 out.copy_(d.parameter.grad.reshape(-1))
+        # A buffer's "gradient" is the change this step made to it; the shards add the global
+        # batch's mean change (ADR 0018).
+        flat = self._view(params)
+        with torch.no_grad():
+            for d in self.buffers:
+                now = d.current()
+                if now.numel() != d.size:
+                    raise ValueError(f"buffer {d.name} changed its size from {d.size} to "
+                                     f"{now.numel()} during a step; the shards hold buffers of a "
+                                     "fixed shape")
+                torch.sub(now.reshape(-1).to(torch.float32), flat[d.offset:d.offset + d.size],
+                          out=flat_grad[d.offset:d.offset + d.size])
         for t, slot in enumerate(self.slots):
             out = self._view(row_grads[t], self.tables[t].dim)
             if slot.rows.grad is None:
@@ -229,11 +304,17 @@ class Host:
         return keys
 
     def _bind(self, params) -> None:
-        """Makes the module's parameters views of the runtime's flat buffer (no copy)."""
+        """Makes the module's parameters views of the runtime's flat buffer (no copy), and sets
+        its buffers from it (copies in the module's dtype: forward may change them in place, and
+        the step's change is measured against the pulled values)."""
         flat = self._view(params)
+        with torch.no_grad():
+            for d in self.buffers:
+                values = flat[d.offset:d.offset + d.size].view(d.shape)
+                d.owner._buffers[d.attribute] = values.to(d.dtype, copy=True)
         if self._bound == flat.data_ptr():
             return
-        for d in self.dense:
+        for d in self.parameters_only:
             d.parameter.data = flat[d.offset:d.offset + d.size].view(d.parameter.shape)
         self._bound = flat.data_ptr()
 
@@ -245,3 +326,32 @@ class Host:
         else:
             flat = torch.frombuffer(buffer, dtype=torch.float32)
         return flat if dim is None else flat.view(-1, dim)
+
+
+def _named_buffers(model: torch.nn.Module):
+    """(name, owning module, attribute, tensor) of every buffer, in ``named_buffers()`` order,
+    each once (a buffer shared by two modules is held once, like a shared parameter)."""
+    seen = set()
+    for prefix, module in model.named_modules():
+        for attribute, buffer in module._buffers.items():
+            if buffer is None or id(buffer) in seen:
+                continue
+            seen.add(id(buffer))
+            yield (f"{prefix}.{attribute}" if prefix else attribute), module, attribute, buffer
+
+
+def batch_seed(job_seed: int, examples: np.ndarray) -> int:
+    """A seed for a training batch: the job's seed mixed with every example number of the batch,
+    in order (splitmix64, as the cluster derives every seed: ``syncopate.keys``). Workers train
+    disjoint examples, so their dropout masks and augmentations differ, unlike a job seed given to
+    every worker; a batch sees the same randomness whichever worker runs it."""
+    positions = np.arange(len(examples), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+    mixed = keys.splitmix64(np.asarray(examples).astype(np.int64).view(np.uint64) + positions)
+    folded = np.bitwise_xor.reduce(mixed) if len(mixed) else np.uint64(0)
+    return int(keys.derive_seed(job_seed, folded)) & ((1 << 63) - 1)
+
+
+def _seed_everything(seed: int) -> None:
+    torch.manual_seed(seed)
+    np.random.seed(seed & 0xFFFFFFFF)
+    random.seed(seed)

@@ -4,8 +4,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <numeric>
+#include <random>
 
 #include "gtest/gtest.h"
+#include "libs/tensor/packed.h"
 
 namespace syncopate::checkpoint {
 namespace {
@@ -91,6 +94,127 @@ TEST(CheckpointStore, LatestLayoutNeedsEveryShardOfIt) {
   ASSERT_TRUE(layout.ok()) << layout.status();
   ASSERT_EQ(layout->size(), 2u);
   EXPECT_EQ((*layout)[1].shard_id(), 1);
+}
+
+TEST(CheckpointStore, ReadsTheFormatOfEarlierReleases) {
+  const std::string dir = TempDir("format1");
+  std::filesystem::create_directories(dir);
+  v1::ShardCheckpoint old = Checkpoint(0, 1, 3);
+  v1::EmbeddingSlice* table = old.add_embeddings();
+  table->set_table("deep");
+  table->set_dim(1);
+  const std::vector<uint64_t> keys = {9, 2};
+  table->set_keys(tensor::PackKeys(keys));
+  table->set_values(tensor::PackFloats(std::vector<float>{0.5f, -0.5f}));
+  // Format 1: the whole message framed once (what WriteCheckpointFile wrote before issue 41).
+  ASSERT_TRUE(WriteFramedFile(dir + "/old.ckpt", old.SerializeAsString()).ok());
+  auto read = ReadCheckpointFile(dir + "/old.ckpt");
+  ASSERT_TRUE(read.ok()) << read.status();
+  EXPECT_EQ(read->slices(0).values(), old.slices(0).values());
+  EXPECT_EQ(read->embeddings(0).keys(), old.embeddings(0).keys());
+  auto reader = CheckpointReader::Open(dir + "/old.ckpt");
+  ASSERT_TRUE(reader.ok());
+  EXPECT_EQ((*reader)->format(), 1);
+  ASSERT_EQ((*reader)->header().table_rows_size(), 1);
+  EXPECT_EQ((*reader)->header().table_rows(0).rows(), 2);
+}
+
+// A table of 400k rows (over kRecordBytes of rows and Adagrad state) in two unsorted slices and a
+// dense tensor of 5M floats: written as several records, each table's rows in key order, read
+// back whole and fragment by fragment.
+TEST(CheckpointStore, WritesLargeStateInSortedRecordsAndReadsItBack) {
+  const std::string dir = TempDir("large");
+  std::filesystem::create_directories(dir);
+  v1::ShardCheckpoint c = Checkpoint(0, 1, 4);
+  v1::CheckpointSlice* dense = c.mutable_slices(0);
+  std::vector<float> weights(5'000'000);
+  std::iota(weights.begin(), weights.end(), 0.0f);
+  dense->set_length(static_cast<int64_t>(weights.size()));
+  dense->set_values(tensor::PackFloats(weights));
+  dense->add_optimizer_state(tensor::PackFloats(weights));
+  std::mt19937_64 random(7);
+  constexpr int kDim = 4;
+  std::vector<uint64_t> all_keys;
+  for (int part = 0; part < 2; ++part) {
+    std::vector<uint64_t> keys;
+    std::vector<float> values, state;
+    for (int i = 0; i < 200'000; ++i) {
+      const uint64_t key = random();
+      keys.push_back(key);
+      all_keys.push_back(key);
+      for (int j = 0; j < kDim; ++j) {
+        values.push_back(static_cast<float>(key % 1000) + static_cast<float>(j));
+        state.push_back(static_cast<float>(j));
+      }
+    }
+    v1::EmbeddingSlice* slice = c.add_embeddings();
+    slice->set_table("deep");
+    slice->set_dim(kDim);
+    slice->set_keys(tensor::PackKeys(keys));
+    slice->set_values(tensor::PackFloats(values));
+    slice->add_optimizer_state(tensor::PackFloats(state));
+  }
+  const std::string path = dir + "/large.ckpt";
+  ASSERT_TRUE(WriteCheckpointFile(path, c).ok());
+
+  auto reader = CheckpointReader::Open(path);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  EXPECT_EQ((*reader)->format(), 2);
+  ASSERT_EQ((*reader)->header().table_rows_size(), 1);
+  EXPECT_EQ((*reader)->header().table_rows(0).rows(), 400'000);
+  int dense_records = 0, table_records = 0;
+  std::vector<uint64_t> streamed;
+  std::vector<uint64_t> keys;
+  std::vector<float> row(kDim);
+  v1::ShardCheckpoint fragment;
+  while (true) {
+    auto more = (*reader)->Next(fragment);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+    dense_records += fragment.slices_size();
+    for (const v1::EmbeddingSlice& chunk : fragment.embeddings()) {
+      ++table_records;
+      EXPECT_LE(static_cast<int64_t>(chunk.values().size()), kRecordBytes);
+      ASSERT_TRUE(tensor::UnpackKeys(chunk.keys(), keys).ok());
+      // Rows travel with their keys.
+      ASSERT_TRUE(tensor::UnpackFloatsInto(chunk.values().substr(0, kDim * 4), row).ok());
+      EXPECT_EQ(row[1], static_cast<float>(keys[0] % 1000) + 1.0f);
+      streamed.insert(streamed.end(), keys.begin(), keys.end());
+    }
+  }
+  EXPECT_GE(dense_records, 2);
+  EXPECT_GE(table_records, 2);
+  std::sort(all_keys.begin(), all_keys.end());
+  EXPECT_EQ(streamed, all_keys);
+
+  auto read = ReadCheckpointFile(path);
+  ASSERT_TRUE(read.ok()) << read.status();
+  std::vector<float> values(weights.size());
+  int64_t covered = 0;
+  for (const v1::CheckpointSlice& slice : read->slices()) {
+    std::vector<float> part(static_cast<size_t>(slice.length()));
+    ASSERT_TRUE(tensor::UnpackFloatsInto(slice.values(), part).ok());
+    std::copy(part.begin(), part.end(), values.begin() + slice.tensor_offset());
+    covered += slice.length();
+  }
+  EXPECT_EQ(covered, static_cast<int64_t>(weights.size()));
+  EXPECT_EQ(values, weights);
+}
+
+TEST(CheckpointStore, RefusesToWriteAKeyTwice) {
+  const std::string dir = TempDir("twice");
+  std::filesystem::create_directories(dir);
+  v1::ShardCheckpoint c = Checkpoint(0, 1, 1);
+  for (int part = 0; part < 2; ++part) {
+    v1::EmbeddingSlice* slice = c.add_embeddings();
+    slice->set_table("deep");
+    slice->set_dim(1);
+    slice->set_keys(tensor::PackKeys(std::vector<uint64_t>{5}));
+    slice->set_values(tensor::PackFloats(std::vector<float>{1.0f}));
+  }
+  const absl::Status written = WriteCheckpointFile(dir + "/twice.ckpt", c);
+  EXPECT_EQ(written.code(), absl::StatusCode::kInternal);
+  EXPECT_FALSE(std::filesystem::exists(dir + "/twice.ckpt"));
 }
 
 }  // namespace

@@ -704,5 +704,35 @@ TEST_F(ShardCoreTest, OversizePushIsRejectedAsResourceExhaustedAndCounted) {
             absl::StatusCode::kInvalidArgument);
 }
 
+// --- A module's buffers (ADR 0018) ---------------------------------------------------------
+
+// "b" as a buffer: with momentum 0.9 the parameters "w" move by the optimizer (-lr * mean g),
+// the buffer by the mean of the workers' changes (no learning rate, no velocity), in sync and gba.
+TEST_F(ShardCoreTest, ABufferMovesByTheMeanChangeNotByTheOptimizer) {
+  for (const v1::Mode mode : {v1::MODE_SYNC, v1::MODE_GBA}) {
+    v1::ShardAssignment assignment = Assignment(mode);
+    assignment.mutable_job()->mutable_optimizer()->set_kind(v1::OptimizerSpec::MOMENTUM);
+    assignment.mutable_job()->mutable_optimizer()->set_momentum(0.9f);
+    assignment.mutable_partition()->mutable_slices(1)->set_buffer(true);
+    auto core = ShardCore::Create(assignment, &clock_, nullptr);
+    ASSERT_TRUE(core.ok()) << core.status();
+    // Worker 1's step moved the buffer by +1.0, worker 2's by +3.0: the mean change is +2.
+    EXPECT_EQ((*core)->Push(1, Gradient(0, 2, {1, 0, 0, 1.0f})).outcome(), v1::PUSH_APPLIED);
+    EXPECT_EQ((*core)->Push(2, Gradient(0, 2, {1, 0, 0, 3.0f})).outcome(), v1::PUSH_APPLIED);
+    EXPECT_THAT((*core)->Parameters(), ElementsAre(-0.5f, 0.0f, 0.0f, 2.0f)) << v1::Mode_Name(mode);
+    // The second update: the parameter's velocity carries it further (-0.5 - 0.95), the buffer
+    // only its own new mean change (+0.5), however many updates came before.
+    EXPECT_EQ((*core)->Push(1, Gradient(1, 2, {1, 0, 0, 0.5f})).outcome(), v1::PUSH_APPLIED);
+    EXPECT_EQ((*core)->Push(2, Gradient(1, 2, {1, 0, 0, 0.5f})).outcome(), v1::PUSH_APPLIED);
+    EXPECT_THAT((*core)->Parameters(),
+                ElementsAre(::testing::FloatEq(-1.45f), 0.0f, 0.0f, ::testing::FloatEq(2.5f)))
+        << v1::Mode_Name(mode);
+    // Its optimizer state stays zero (checkpointed as such).
+    const v1::ShardCheckpoint snapshot = (*core)->Snapshot();
+    ASSERT_EQ(snapshot.slices(1).optimizer_state_size(), 1);
+    EXPECT_THAT(Unpack(snapshot.slices(1).optimizer_state(0)), ElementsAre(0.0f));
+  }
+}
+
 }  // namespace
 }  // namespace syncopate::shard

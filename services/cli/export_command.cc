@@ -1,0 +1,60 @@
+// `syncopate export --from=DIR --out=DIR`: a job's checkpoints (the latest set, or kept/) as one
+// directory tools outside the cluster read (docs/export-format.md; libs/model_export).
+#include <cstdio>
+#include <string>
+
+#include "absl/flags/flag.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "libs/job/job_spec.h"
+#include "libs/model_export/exporter.h"
+#include "libs/runtime/process_runtime.h"
+#include "services/cli/commands.h"
+#ifdef SYNCOPATE_WITH_TORCH
+#include "libs/pytorch/torch_export.h"
+#endif
+
+namespace syncopate::cli {
+
+int RunExport() {
+  const std::string from = absl::GetFlag(FLAGS_from);
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (from.empty()) {
+    runtime::Die("export: --from is required (a checkpoint directory, or its kept/ directory)");
+  }
+  if (out.empty()) runtime::Die("export: --out is required (a new directory)");
+  model_export::ExportRequest request{.from = from};
+  v1::JobSpec job;
+  if (const std::string path = absl::GetFlag(FLAGS_job); !path.empty()) {
+    absl::StatusOr<v1::JobSpec> loaded = job::LoadJobSpecFile(path);
+    if (!loaded.ok()) runtime::Die(absl::StrCat("export: ", loaded.status().message()));
+    job = *std::move(loaded);
+    request.job = &job;
+  }
+  model_export::FormatWriter formats;
+  std::string note = " (model.pt and model.onnx need a build with PyTorch)";
+#ifdef SYNCOPATE_WITH_TORCH
+  if (absl::GetFlag(FLAGS_torch_formats)) {
+    const std::string module = absl::GetFlag(FLAGS_module);
+    formats = [module](const std::string& dir, const v1::ExportManifest& manifest) {
+      return pytorch::WriteTorchFormats(dir, manifest, module);
+    };
+    note.clear();
+  } else {
+    note = " (--notorch_formats: no model.pt or model.onnx)";
+  }
+#endif
+  absl::StatusOr<v1::ExportManifest> manifest = model_export::ExportTo(request, out, formats);
+  if (!manifest.ok()) runtime::Die(absl::StrCat("export: ", manifest.status().message()), 1);
+  std::vector<std::string> tables;
+  for (const v1::ExportTable& table : manifest->tables()) {
+    tables.push_back(absl::StrCat(table.name(), " ", table.count(), " rows"));
+  }
+  printf("syncopate export: %s job '%s' (%s, version %s) -> %s: %d dense tensors%s%s%s\n",
+         manifest->model_kind().c_str(), manifest->job_id().c_str(), manifest->source().c_str(),
+         absl::StrJoin(manifest->versions(), ",").c_str(), out.c_str(), manifest->dense_size(),
+         tables.empty() ? "" : ", tables: ", absl::StrJoin(tables, ", ").c_str(), note.c_str());
+  return 0;
+}
+
+}  // namespace syncopate::cli
