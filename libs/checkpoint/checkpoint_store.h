@@ -44,6 +44,9 @@ absl::StatusOr<std::string> ReadFramedFile(const std::string& path);
 // restores as a training state, and an export or a warm start reads its values alone.
 inline constexpr char kParametersOnly[] = "none (the kept evaluation point's parameters)";
 
+// Where a shard writes the version the job keeps (ADR 0017): <checkpoint_dir>/kept.
+inline constexpr char kKeptDir[] = "kept";
+
 // A record's target size: a dense slice or a table chunk is cut so its values and optimizer
 // state stay near this (a row is never cut), which keeps a reader's memory per file small.
 inline constexpr int64_t kRecordBytes = int64_t{16} << 20;

@@ -842,10 +842,22 @@ v1::JobState CoordinatorCore::WaitUntilDone(absl::Duration timeout) const {
   return state;
 }
 
+absl::Time CoordinatorCore::DrainingSince() const {
+  absl::MutexLock lock(&mu_);
+  return phase_ == JobPhase::kDraining || phase_ == JobPhase::kDone ? draining_since_
+                                                                    : absl::InfiniteFuture();
+}
+
+void CoordinatorCore::SetLatestExport(const v1::ExportRecord& record) {
+  absl::MutexLock lock(&mu_);
+  latest_export_ = record;
+}
+
 v1::ClusterStatus CoordinatorCore::Status() const {
   absl::MutexLock lock(&mu_);
   v1::ClusterStatus status;
   status.set_job_id(options_.job.job_id());
+  if (!latest_export_.path().empty()) *status.mutable_latest_export() = latest_export_;
   status.set_state(ToJobState(phase_));
   status.set_job_mode(options_.job.mode());
   status.set_elapsed_seconds(Elapsed());

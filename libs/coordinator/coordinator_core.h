@@ -99,6 +99,12 @@ class CoordinatorCore {
   void Tick();
 
   v1::ClusterStatus Status() const;
+  // The newest model export published as the job runs (model_export::LiveExporter); the status
+  // names it.
+  void SetLatestExport(const v1::ExportRecord& record);
+  // When the shards were told to stop (and so to write their last checkpoints): InfiniteFuture
+  // before the job drains.
+  absl::Time DrainingSince() const;
   v1::JobState state() const;
   // Waits (real time) until the job is DONE or `timeout` passes; the state then.
   v1::JobState WaitUntilDone(absl::Duration timeout) const;
@@ -235,6 +241,7 @@ class CoordinatorCore {
   std::string done_reason_ ABSL_GUARDED_BY(mu_);
   // Why training ended before its target (EvalSpec.early_stop; EarlyStopReason), if it did.
   std::string early_stop_reason_ ABSL_GUARDED_BY(mu_);
+  v1::ExportRecord latest_export_ ABSL_GUARDED_BY(mu_);  // SetLatestExport
   data::LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, Shard> shards_ ABSL_GUARDED_BY(mu_);

@@ -130,6 +130,18 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
   if (!v1::WirePrecision_IsValid(spec.wire_precision())) {
     return bad("wire_precision", "must be WIRE_FLOAT32 or WIRE_BFLOAT16");
   }
+  for (const int trigger : spec.export_().on()) {
+    if (trigger == v1::ExportSpec::TRIGGER_UNSPECIFIED ||
+        !v1::ExportSpec::Trigger_IsValid(trigger)) {
+      return bad("export.on", "must be KEPT, CHECKPOINT or END");
+    }
+    if (trigger == v1::ExportSpec::KEPT && spec.dataset().validation_path().empty()) {
+      return bad("export.on",
+                 "KEPT needs dataset.validation_path (a job without one keeps no "
+                 "version)");
+    }
+  }
+  if (spec.export_().keep() < 0) return bad("export.keep", "must be >= 0 (0: 3)");
   absl::StatusOr<std::unique_ptr<optim::Optimizer>> optimizer =
       optim::CreateOptimizer(spec.optimizer(), 1);
   if (!optimizer.ok()) {

@@ -7,6 +7,7 @@
 #include "absl/synchronization/mutex.h"
 #include "libs/common/status_macros.h"
 #include "libs/job/builtin_model_kinds.h"
+#include "libs/pytorch/torch_export.h"
 #include "libs/pytorch/torch_model.h"
 
 namespace syncopate::job {
@@ -83,6 +84,8 @@ absl::StatusOr<ModelLayout> TorchModelKind::Layout(const v1::JobSpec& job) const
   }
   ApplyEmbeddingMemory(job.model(), layout);
   layout.initial_values = description.initial_values;
+  // A job that exports as it runs: a module that cannot export fails it now, not hours later.
+  if (job.export_().on_size() > 0) SYNCOPATE_RETURN_IF_ERROR(pytorch::CheckExportable(job));
   return layout;
 }
 

@@ -105,10 +105,13 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
   const std::string bin = o.bin_dir + "/";
   SYNCOPATE_ASSIGN_OR_RETURN(
       int coordinator_port,
-      cluster->StartChild("coordinator",
-                          {bin + "syncopate-coordinator", "--job=" + job_path,
-                           "--listen=127.0.0.1:0", "--state_dir=" + o.run_dir + "/coordinator"},
-                          "grpc_port", /*essential=*/true));
+      cluster->StartChild(
+          "coordinator",
+          {bin + "syncopate-coordinator", "--job=" + job_path, "--listen=127.0.0.1:0",
+           "--state_dir=" + o.run_dir + "/coordinator",
+           "--checkpoint_dir=" +
+               (o.checkpoint_dir.empty() ? o.run_dir + "/checkpoints" : o.checkpoint_dir)},
+          "grpc_port", /*essential=*/true));
   cluster->coordinator_address_ = absl::StrCat("127.0.0.1:", coordinator_port);
   cluster->stub_ =
       v1::Coordinator::NewStub(rpc::CreateChannel(cluster->coordinator_address_, security));

@@ -482,6 +482,19 @@ absl::StatusOr<v1::ExportManifest> WriteExport(const ExportRequest& request,
   return manifest;
 }
 
+absl::StatusOr<SourceSummary> SummarizeSource(const std::string& from) {
+  SYNCOPATE_ASSIGN_OR_RETURN(const std::vector<ShardFile> files, OpenLatestSet(from));
+  SourceSummary summary;
+  std::set<int64_t> versions;
+  for (const ShardFile& file : files) {
+    versions.insert(file.header().version());
+    summary.files.push_back(file.reader->path());
+    summary.kept = summary.kept || file.header().optimizer() == checkpoint::kParametersOnly;
+  }
+  summary.versions.assign(versions.begin(), versions.end());
+  return summary;
+}
+
 absl::StatusOr<v1::ExportManifest> ExportTo(const ExportRequest& request, const std::string& out,
                                             const FormatWriter& formats) {
   std::error_code error;

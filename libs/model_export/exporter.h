@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "libs/model_export/manifest.h"
@@ -44,6 +45,16 @@ struct ExportRequest {
 // writes into a temporary directory and renames it into place only on success.
 absl::StatusOr<v1::ExportManifest> WriteExport(const ExportRequest& request,
                                                const std::string& dir);
+
+// What a checkpoint directory holds, from its files' headers alone: whether it is a kept
+// version, and the versions of its newest complete set (ascending). FAILED_PRECONDITION as
+// WriteExport's for a directory without a complete set.
+struct SourceSummary {
+  bool kept = false;
+  std::vector<int64_t> versions;
+  std::vector<std::string> files;  // the set's files, in shard order
+};
+absl::StatusOr<SourceSummary> SummarizeSource(const std::string& from);
 
 // What adds the formats the Python package writes (model.pt, model.onnx) to a complete export
 // directory: libs/pytorch's WriteTorchFormats in a build with PyTorch.

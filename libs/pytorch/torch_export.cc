@@ -25,4 +25,17 @@ absl::Status WriteTorchFormats(const std::string& dir, const v1::ExportManifest&
   return absl::OkStatus();
 }
 
+absl::Status CheckExportable(const v1::JobSpec& job) {
+  SYNCOPATE_RETURN_IF_ERROR(EnsurePython());
+  py::gil_scoped_acquire gil;
+  try {
+    py::module_::import("syncopate.export")
+        .attr("check_exportable")(job.model().torch().module(), job.seed());
+  } catch (py::error_already_set& e) {
+    return StatusFromPython(
+        e, absl::StrCat("job spec: export.on: ", job.model().torch().module(), " cannot export"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace syncopate::pytorch

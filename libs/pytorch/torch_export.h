@@ -10,6 +10,7 @@
 
 #include "absl/status/status.h"
 #include "syncopate/v1/export.pb.h"
+#include "syncopate/v1/job.pb.h"
 
 namespace syncopate::pytorch {
 
@@ -22,6 +23,11 @@ inline constexpr char kOnnxFile[] = "model.onnx";
 // last line (a module that does not build, a parameter the export lacks).
 absl::Status WriteTorchFormats(const std::string& dir, const v1::ExportManifest& manifest,
                                const std::string& module = "");
+
+// For a TORCH job that exports as it runs (ExportSpec): OK when its module's state dict can be
+// written and loaded back strictly (syncopate.export.check_exportable), so a module that cannot
+// export fails the job at start. INVALID_ARGUMENT with the Python error's last line.
+absl::Status CheckExportable(const v1::JobSpec& job);
 
 }  // namespace syncopate::pytorch
 

@@ -59,6 +59,7 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
   report.set_wire_bytes_per_example(WorkersWireBytesPerExample(status));
   *report.mutable_eval_history() = status.eval_history();
   if (status.has_kept_eval()) *report.mutable_kept_eval() = status.kept_eval();
+  if (status.has_latest_export()) *report.mutable_latest_export() = status.latest_export();
   report.set_early_stop_reason(status.early_stop_reason());
   for (const v1::RunReport::Sample& sample : timeline) *report.add_timeline() = sample;
   return report;
@@ -132,6 +133,9 @@ std::string RunReportMarkdown(const v1::RunReport& report) {
   }
   if (!report.early_stop_reason().empty()) {
     absl::StrAppend(&md, "| stopped early | ", report.early_stop_reason(), " |\n");
+  }
+  if (report.has_latest_export()) {
+    absl::StrAppend(&md, "| latest export | ", ExportSummary(report.latest_export()), " |\n");
   }
   absl::StrAppend(&md, absl::StrFormat("| wall time | %.1f s (training %.1f s) |\n",
                                        report.wall_seconds(), report.training_seconds()));

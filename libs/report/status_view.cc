@@ -97,6 +97,9 @@ std::string StatusText(const v1::ClusterStatus& s) {
   if (!s.early_stop_reason().empty()) {
     absl::StrAppend(&out, "stopped early: ", s.early_stop_reason(), "\n");
   }
+  if (s.has_latest_export()) {
+    absl::StrAppend(&out, "latest export: ", ExportSummary(s.latest_export()), "\n");
+  }
   return out;
 }
 
@@ -107,6 +110,11 @@ std::string KeptVersionSummary(const v1::EvalStatus& kept) {
       100 * kept.accuracy(), kept.auc(), kept.loss(),
       kept.final() ? "the final parameters" : absl::StrCat("point ", kept.point()),
       kept.examples_at_eval(), kept.validation().auc(), 100 * kept.validation().accuracy());
+}
+
+std::string ExportSummary(const v1::ExportRecord& record) {
+  return absl::StrCat(record.path(), " (", record.source(), ", version ",
+                      absl::StrJoin(record.versions(), ","), ")");
 }
 
 }  // namespace syncopate::report

@@ -24,6 +24,10 @@ std::string StatusText(const v1::ClusterStatus& status);
 // evaluation is the kept one).
 std::string KeptVersionSummary(const v1::EvalStatus& kept);
 
+// A published export (ClusterStatus.latest_export), as status and report.md show it:
+// "/runs/x/checkpoints/exports/000003-kept-v000000000744 (kept, version 744)".
+std::string ExportSummary(const v1::ExportRecord& record);
+
 }  // namespace syncopate::report
 
 #endif  // SYNCOPATE_LIBS_REPORT_STATUS_VIEW_H_

@@ -21,7 +21,7 @@
 namespace syncopate::shard {
 
 // The subdirectory of checkpoint_dir that holds the version the job keeps (ADR 0017).
-inline constexpr char kKeptDir[] = "kept";
+inline constexpr const char* kKeptDir = checkpoint::kKeptDir;
 
 struct ShardNodeOptions {
   int shard_id = 0;

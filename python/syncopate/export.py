@@ -281,6 +281,43 @@ def _load_tables(model, bundle: Bundle) -> None:
         module.use_local_table(local[module.table])
 
 
+def check_exportable(module_path: str, seed: int) -> None:
+    """Raises, naming the problem, when a job's module could not be exported: the model() a worker
+    builds, its ShardedEmbeddings in local mode over empty tables, gives a state dict that
+    ``torch.save`` writes and a second fresh model() takes with ``load_state_dict(strict=True)``.
+    The coordinator runs it at start for a job that exports as it runs, so a module that cannot
+    export fails the job then, not hours later (TorchEasyRec's trial export)."""
+    import io
+
+    import torch
+
+    from syncopate.keys import Initializer
+    from syncopate.torch._host import load_user_module
+    from syncopate.torch.embedding import LocalTable, ShardedEmbedding
+
+    user = load_user_module(module_path)
+
+    def build():
+        torch.manual_seed(seed)
+        return user.model()
+
+    model = build()
+    tables: Dict[str, LocalTable] = {}
+    for module in model.modules():
+        if isinstance(module, ShardedEmbedding) and module.table not in tables:
+            init = (Initializer("UNIFORM", scale=module.init_scale) if module.init_scale > 0
+                    else Initializer("ZEROS"))
+            tables[module.table] = LocalTable(
+                name=module.table, keys=torch.zeros(0, dtype=torch.int64),
+                rows=torch.zeros(0, module.dim), init=init, seed=seed)
+        if isinstance(module, ShardedEmbedding):
+            module.use_local_table(tables[module.table])
+    buffer = io.BytesIO()
+    torch.save(model.state_dict(), buffer)
+    buffer.seek(0)
+    build().load_state_dict(torch.load(buffer), strict=True)
+
+
 # --- the outputs ----------------------------------------------------------------------------
 
 def write_state_dict(bundle_dir: str, out_path: str, module_path: Optional[str] = None) -> None:

@@ -46,6 +46,8 @@ ABSL_DECLARE_FLAG(std::string, teacher);
 ABSL_DECLARE_FLAG(std::string, from);
 ABSL_DECLARE_FLAG(std::string, module);
 ABSL_DECLARE_FLAG(bool, torch_formats);
+ABSL_DECLARE_FLAG(std::string, into);
+ABSL_DECLARE_FLAG(int, keep);
 
 namespace syncopate::cli {
 

@@ -8,6 +8,7 @@
 #include "absl/strings/str_join.h"
 #include "libs/job/job_spec.h"
 #include "libs/model_export/exporter.h"
+#include "libs/model_export/publisher.h"
 #include "libs/runtime/process_runtime.h"
 #include "services/cli/commands.h"
 #ifdef SYNCOPATE_WITH_TORCH
@@ -19,10 +20,14 @@ namespace syncopate::cli {
 int RunExport() {
   const std::string from = absl::GetFlag(FLAGS_from);
   const std::string out = absl::GetFlag(FLAGS_out);
+  const std::string into = absl::GetFlag(FLAGS_into);
   if (from.empty()) {
     runtime::Die("export: --from is required (a checkpoint directory, or its kept/ directory)");
   }
-  if (out.empty()) runtime::Die("export: --out is required (a new directory)");
+  if (out.empty() == into.empty()) {
+    runtime::Die("export: give --out (a new directory) or --into (a directory of versions)");
+  }
+  if (absl::GetFlag(FLAGS_keep) < 1) runtime::Die("export: --keep must be >= 1");
   model_export::ExportRequest request{.from = from};
   v1::JobSpec job;
   if (const std::string path = absl::GetFlag(FLAGS_job); !path.empty()) {
@@ -44,6 +49,15 @@ int RunExport() {
     note = " (--notorch_formats: no model.pt or model.onnx)";
   }
 #endif
+  if (!into.empty()) {
+    absl::StatusOr<v1::ExportRecord> record = model_export::PublishVersion(
+        request, {.dir = into, .keep = absl::GetFlag(FLAGS_keep), .formats = formats});
+    if (!record.ok()) runtime::Die(absl::StrCat("export: ", record.status().message()), 1);
+    printf("syncopate export: %s (%s, version %s) published; %s/current points at it%s\n",
+           record->path().c_str(), record->source().c_str(),
+           absl::StrJoin(record->versions(), ",").c_str(), into.c_str(), note.c_str());
+    return 0;
+  }
   absl::StatusOr<v1::ExportManifest> manifest = model_export::ExportTo(request, out, formats);
   if (!manifest.ok()) runtime::Die(absl::StrCat("export: ", manifest.status().message()), 1);
   std::vector<std::string> tables;

@@ -2,6 +2,7 @@
 // with a progress line every 2 s (libs/launch/run_loop.h), optionally scraped by Prometheus
 // (libs/launch/local_prometheus.h), and the run report at the end (libs/report: report.json,
 // report.md and report.html, whose curves come from the status sampled along the way).
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -147,7 +148,21 @@ int RunLocal() {
   };
   loop.print_error = [](const std::string& line) { fprintf(stderr, "%s\n", line.c_str()); };
   const launch::RunLoopResult run = launch::SuperviseRun(loop, supervisor, prometheus);
-  const v1::ClusterStatus& last = run.last;
+  v1::ClusterStatus last = run.last;
+  const bool exports_at_end = std::find(job->export_().on().begin(), job->export_().on().end(),
+                                        v1::ExportSpec::END) != job->export_().on().end();
+  if (run.end == launch::RunEnd::kDone && exports_at_end) {
+    // The coordinator publishes the final export once the shards' last checkpoints are on disk:
+    // wait for it (bounded) before stopping the cluster, so the report names it.
+    const int64_t ended = absl::ToUnixMillis(absl::Now());
+    const absl::Time deadline = absl::Now() + absl::Seconds(90);
+    while (absl::Now() < deadline && last.latest_export().unix_millis() < ended) {
+      absl::SleepFor(absl::Milliseconds(200));
+      if (absl::StatusOr<v1::ClusterStatus> status = (*cluster)->Status(); status.ok()) {
+        last = *std::move(status);
+      }
+    }
+  }
   int exit_code = 0;
   switch (run.end) {
     case launch::RunEnd::kDone:
@@ -190,6 +205,9 @@ int RunLocal() {
            last.early_stop_reason().empty()
                ? ""
                : absl::StrCat("; stopped early: ", last.early_stop_reason()).c_str());
+  }
+  if (last.has_latest_export()) {
+    printf("export: %s\n", report::ExportSummary(last.latest_export()).c_str());
   }
   return exit_code;
 }

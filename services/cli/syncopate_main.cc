@@ -52,6 +52,10 @@ ABSL_FLAG(std::string, from, "",
           "kept/ directory (the version the job kept)");
 ABSL_FLAG(std::string, module, "",
           "export: a PyTorch job's model file, when it is not at the path the job names");
+ABSL_FLAG(std::string, into, "",
+          "export: publish the export as the next version of this directory (<seq>-<source>-v"
+          "<version>/ with a READY file) and point its `current` symlink at it");
+ABSL_FLAG(int, keep, 3, "export --into: versions kept (the oldest beyond are removed)");
 ABSL_FLAG(bool, torch_formats, true,
           "export: also write model.pt (and model.onnx for the built-in models) with PyTorch");
 ABSL_FLAG(uint64_t, seed, 1,
@@ -94,7 +98,8 @@ int main(int argc, char** argv) {
       "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments|longtail]\n"
       "               [--churn_period_rows=N [--churn_fraction=F]]\n"
       "  export  a job's checkpoints as files PyTorch, NumPy and ONNX read:\n"
-      "          --from=CHECKPOINT_DIR[/kept] --out=NEW_DIR [--module=FILE] [--job=SPEC]\n"
+      "          --from=CHECKPOINT_DIR[/kept] --out=NEW_DIR | --into=VERSIONS_DIR [--keep=3]\n"
+      "          [--module=FILE] [--job=SPEC]\n"
       "  sim     simulate the job in virtual time with the real shard, model and mode policy:\n"
       "          --sim=SPEC [--job=JOB] [--seed=N] [--policy=sync|gba|async|auto]\n"
       "          [--target_accuracy=A (MLP) | --target_auc=A (CTR models)]\n"

@@ -13,10 +13,14 @@
 #include "libs/job/job_spec.h"
 #include "libs/job/model_kind.h"
 #include "libs/metrics/metrics_server.h"
+#include "libs/model_export/live_exporter.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/security.h"
 #include "libs/runtime/process_runtime.h"
 #include "services/common/security_flags.h"
+#ifdef SYNCOPATE_WITH_TORCH
+#include "libs/pytorch/torch_export.h"
+#endif
 
 ABSL_FLAG(std::string, job, "", "Job spec (protobuf text format); empty = the built-in default");
 ABSL_FLAG(std::string, listen, "0.0.0.0:7070", "gRPC listen address; port 0 picks a free port");
@@ -30,6 +34,10 @@ ABSL_FLAG(int, startup_grace_seconds, 60,
 ABSL_FLAG(int, exit_after_done_seconds, -1,
           "Once the job is done, keep serving its final status this long, then exit 0 (a batch "
           "system's job then completes); -1 = serve until stopped");
+ABSL_FLAG(std::string, checkpoint_dir, "",
+          "The shards' checkpoint directory (a volume they share with the coordinator): a job "
+          "that exports as it runs (ExportSpec) reads its checkpoints here and publishes its "
+          "exports in <dir>/exports unless the job names another directory");
 ABSL_FLAG(std::string, final_status_file, "",
           "When exiting after the job is done, write a one-paragraph summary here (Kubernetes: "
           "/dev/termination-log, shown by kubectl describe pod)");
@@ -44,6 +52,11 @@ int Main() {
   absl::StatusOr<v1::JobSpec> job =
       job_path.empty() ? job::ParseJobSpec(job::DefaultJobText()) : job::LoadJobSpecFile(job_path);
   if (!job.ok()) runtime::Die(std::string(job.status().message()));
+  if (job->export_().on_size() > 0 && absl::GetFlag(FLAGS_checkpoint_dir).empty()) {
+    runtime::Die(
+        "the job exports as it runs (export.on): --checkpoint_dir must name the shards' "
+        "checkpoint directory");
+  }
   absl::StatusOr<int64_t> train_examples = job::CountTrainExamples(*job);
   if (!train_examples.ok()) runtime::Die(std::string(train_examples.status().message()));
 
@@ -71,6 +84,22 @@ int Main() {
   }
   CoordinatorCore& core = (*server)->core();
   const int port = (*server)->port();
+  // Exports as the job runs (ExportSpec): published from the shards' checkpoint directory.
+  std::unique_ptr<model_export::LiveExporter> exporter;
+  if (job->export_().on_size() > 0) {
+    model_export::LiveExporterOptions live{.spec = job->export_(),
+                                           .checkpoint_dir = absl::GetFlag(FLAGS_checkpoint_dir)};
+    live.published = [&core](const v1::ExportRecord& record) { core.SetLatestExport(record); };
+#ifdef SYNCOPATE_WITH_TORCH
+    live.formats = [](const std::string& dir, const v1::ExportManifest& manifest) {
+      return pytorch::WriteTorchFormats(dir, manifest);
+    };
+#endif
+    exporter = std::make_unique<model_export::LiveExporter>(std::move(live));
+    LOG(INFO) << "exports published in "
+              << model_export::LiveExporter::Directory(job->export_(),
+                                                       absl::GetFlag(FLAGS_checkpoint_dir));
+  }
   LOG(INFO) << "coordinator for job " << job->job_id() << " serving on port " << port
             << ", metrics on " << (*metrics_server)->port() << "; " << *train_examples
             << " training examples; " << (security->transport.tls() ? "mTLS" : "plaintext")
@@ -94,6 +123,11 @@ int Main() {
   while (!done && !runtime::ShutdownRequested()) {
     done = (*server)->Wait(absl::Milliseconds(200)) == v1::JOB_DONE;
   }
+  if (done && exporter != nullptr) {
+    // The shards write their last checkpoints as they stop: END publishes those.
+    exporter->Finish(core.DrainingSince(), absl::Seconds(60));
+  }
+  exporter.reset();
   if (done) {
     LOG(INFO) << JobSummary(core.Status());
     runtime::WaitForShutdown(linger >= 0 ? absl::Seconds(linger) : absl::InfiniteDuration());

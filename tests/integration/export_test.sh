@@ -118,4 +118,21 @@ expect_refusal "keys-00000.npy" "" "$bin/syncopate" local --job="$tmp/warm.textp
 sed -i "s|from: \"$tmp/no-table\"|from: \"$tmp/torch-export\"|" "$tmp/warm.textproto"
 expect_refusal "holds tensor" "" "$bin/syncopate" local --job="$tmp/warm.textproto" --epochs=1 \
   --workers=1 --shards=1 --run_dir="$tmp/other-run"
+# A module whose state dict does not load back cannot export: a job that exports as it runs is
+# refused at start, with the reason.
+sed -e 's|^def model():|class Unloadable(torch.nn.Module):\n    pass\n\n\ndef model():|' \
+    "$src/tests/integration/testdata/ctr_bn_model.py" >"$tmp/unloadable.py"
+cat >>"$tmp/unloadable.py" <<'PY'
+
+
+def _refuse(self, *args, **kwargs):
+    raise RuntimeError("this module's state cannot be loaded back")
+
+
+Tower.load_state_dict = _refuse
+PY
+sed -e "s|$src/tests/integration/testdata/ctr_bn_model.py|$tmp/unloadable.py|" \
+    -e 's|^seed: 3$|seed: 3\nexport { on: END }|' "$tmp/torch.textproto" >"$tmp/unloadable.textproto"
+expect_refusal "cannot export.*this module's state cannot be loaded back" "" "$bin/syncopate" local \
+  --job="$tmp/unloadable.textproto" --run_dir="$tmp/unloadable-run"
 echo "export_test: passed"
