@@ -108,6 +108,13 @@ double GlobalBatchAggregator::PredictedStaleness(int32_t worker) const {
   return sum / static_cast<double>(it->second.size());
 }
 
+bool GlobalBatchAggregator::BufferedMean(std::span<float> out) const {
+  if (!dense_sum_holds_pushes_ || buffered_samples_ <= 0) return false;
+  kernels_.divide_into(out.data(), weighted_sum_.data(), static_cast<size_t>(dim_),
+                       static_cast<float>(buffered_samples_));
+  return true;
+}
+
 void GlobalBatchAggregator::Accumulate(const GradientPush& push, double weight) {
   // Gradients arrive as means over b samples; the buffer holds sums so that any mix of batch
   // sizes normalises by the total sample count.

@@ -150,6 +150,12 @@ class GlobalBatchAggregator {
   // The shard extrapolates gba pulls by it (UpdateRule::LookAhead).
   double PredictedStaleness(int32_t worker) const;
 
+  // The mean of the gradients buffered for the pending update so far, sum w * b * g / n over the
+  // n samples buffered (the update will divide by G instead), written into `out` (size dim):
+  // false, `out` untouched, when nothing is buffered. The buffer-aware look-ahead's estimate of
+  // the pending update's gradient (ADR 0007).
+  bool BufferedMean(std::span<float> out) const;
+
  private:
   // The rows of one table buffered since the last update: row i of `sums` (dim floats) belongs
   // to the key whose index entry is i.

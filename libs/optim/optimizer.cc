@@ -1,5 +1,6 @@
 #include "libs/optim/optimizer.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "libs/common/status_macros.h"
@@ -27,6 +28,32 @@ Step Optimizer::NextStep() const { return Step{steps_ + 1, schedule_.At(progress
 
 void Optimizer::LookAhead(std::span<const float> params, double delay, std::span<float> out) const {
   rule_->LookAhead(params, slot_spans_, NextStep(), delay, out);
+}
+
+void Optimizer::LookAheadPending(std::span<const float> params, std::span<const float> pending,
+                                 int64_t landing, std::span<float> out) {
+  if (landing < 1) {
+    std::copy(params.begin(), params.end(), out.begin());
+    return;
+  }
+  const Step step = NextStep();
+  if (pending.empty()) {
+    rule_->LookAhead(params, slot_spans_, step, static_cast<double>(landing), out);
+    return;
+  }
+  scratch_slots_.resize(slots_.size());
+  scratch_spans_.clear();
+  for (size_t k = 0; k < slots_.size(); ++k) {
+    scratch_slots_[k] = slots_[k];
+    scratch_spans_.emplace_back(scratch_slots_[k]);
+  }
+  std::copy(params.begin(), params.end(), out.begin());
+  rule_->Apply(out, pending, scratch_spans_, step);
+  // Beyond the pending update, the velocity's drift (rules that look ahead; Nesterov does not,
+  // ADR 0007). In place: each element reads only its own value.
+  if (landing > 1 && rule_->looks_ahead()) {
+    rule_->LookAhead(out, scratch_spans_, step, static_cast<double>(landing - 1), out);
+  }
 }
 
 int64_t Optimizer::state_bytes() const {

@@ -38,6 +38,13 @@ class Optimizer {
   // The parameters after `delay` more updates without a new gradient (UpdateRule::LookAhead at
   // the next step's rate), written into `out` (params.size() elements).
   void LookAhead(std::span<const float> params, double delay, std::span<float> out) const;
+  // The buffer-aware look-ahead (ADR 0007, "The pending update"): the parameters the pending
+  // update will produce if its gradient is `pending` (the mean of the gradients buffered for it
+  // so far), i.e. the rule's own step applied to copies of the parameters and slots, then
+  // `landing - 1` more updates of the velocity's drift (LookAhead). With `pending` empty, the
+  // drift alone for `landing` updates. landing < 1: out = params. Uses scratch of its own.
+  void LookAheadPending(std::span<const float> params, std::span<const float> pending,
+                        int64_t landing, std::span<float> out);
   bool looks_ahead() const { return rule_->looks_ahead(); }
   double velocity_decay() const { return rule_->velocity_decay(); }
   std::string_view name() const { return rule_->name(); }
@@ -60,7 +67,9 @@ class Optimizer {
   const std::unique_ptr<UpdateRule> rule_;
   const LearningRateSchedule schedule_;
   std::vector<std::vector<float>> slots_;
-  std::vector<std::span<float>> slot_spans_;  // views of slots_, built once
+  std::vector<std::span<float>> slot_spans_;       // views of slots_, built once
+  std::vector<std::vector<float>> scratch_slots_;  // LookAheadPending's copies of the slots
+  std::vector<std::span<float>> scratch_spans_;
   int64_t steps_ = 0;
   double progress_ = 0;
 };

@@ -295,6 +295,7 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push,
       gradient_statistics_.AddPush(std::max(0.0, squared_norm), push.samples());
     }
     CountOutcome(verdict.outcome, verdict.staleness);
+    cadence_.Record(worker, push.samples(), clock_->Now());
     ApplyReadyUpdates(&ready);
     ack.set_version(aggregator_.version());
   }
@@ -439,21 +440,34 @@ PullReply ShardCore::MakeResponse(int64_t request_id, const std::vector<RowReque
   response.set_request_id(request_id);
   response.set_version(aggregator_.version());
   response.set_mode(aggregator_.mode());
-  // Look-ahead (ADR 0007): in gba a worker's gradient lands d updates after the version it was
-  // computed on, and with momentum those d updates carry the parameters along the velocity
-  // whatever the gradient says. Computing it where the parameters will be removes the implicit
-  // extra momentum staleness adds; d = 0 (sync, a first push, the evaluator) changes nothing.
-  const double delay =
-      puller.trains && aggregator_.mode() == v1::MODE_GBA && optimizer_->looks_ahead()
-          ? aggregator_.PredictedStaleness(puller.worker)
-          : 0.0;
-  if (delay > 0) {
-    // Each puller's delay is its own: these values are written for this reply alone.
+  // The buffer-aware look-ahead (ADR 0007, "The pending update"): in gba a worker's gradient
+  // lands `landing` updates after the version it pulls, predicted from the buffer's fill and the
+  // workers' push cadence (aggregation::PushCadence). Sync would have computed it on the
+  // parameters the pending update produces; the shard knows most of that update already (the
+  // mean of the gradients buffered for it), so it serves those parameters, plus the velocity's
+  // drift for any further updates. Rules with a velocity only (momentum, Nesterov, Adam: where
+  // staleness costs most, as implicit extra momentum); SGD and Adagrad serve the parameters as
+  // they are. landing = 0 (sync, a fresh gradient, the evaluator) changes nothing.
+  const int64_t landing =
+      puller.trains && aggregator_.mode() == v1::MODE_GBA && optimizer_->velocity_decay() > 0
+          ? cadence_.LandingUpdates(puller.worker, aggregator_.buffered_samples(),
+                                    aggregator_.global_batch(), aggregator_.members())
+          : 0;
+  if (landing > 0) {
+    // Each puller's landing is its own: these values are written for this reply alone.
     auto look_ahead = std::make_shared<std::vector<float>>(params_.size());
-    optimizer_->LookAhead(params_, delay, *look_ahead);
+    pending_gradient_.resize(params_.size());
+    const bool pending = aggregator_.BufferedMean(pending_gradient_);
+    // A module's buffers move by their pushed change, not by a rule (ADR 0018): served as they are.
+    for (const auto& [offset, length] : buffer_spans_) {
+      std::fill_n(pending_gradient_.begin() + offset, length, 0.0f);
+    }
+    optimizer_->LookAheadPending(
+        params_, pending ? std::span<const float>(pending_gradient_) : std::span<const float>(),
+        landing, *look_ahead);
     reply.values = std::move(look_ahead);
-    response.set_look_ahead_updates(delay);
-    metrics_->ObserveLookAhead(delay);
+    response.set_look_ahead_updates(static_cast<double>(landing));
+    metrics_->ObserveLookAhead(static_cast<double>(landing));
   } else {
     if (published_ == nullptr) published_ = std::make_shared<const std::vector<float>>(params_);
     reply.values = published_;
@@ -664,6 +678,8 @@ void ShardCore::SetMode(v1::Mode mode) {
   {
     absl::MutexLock lock(&mu_);
     if (!IsShardMode(mode)) return;
+    // A new regime's cadence: a sync barrier paces every worker alike.
+    if (mode != aggregator_.mode()) cadence_.Reset();
     aggregator_.SetMode(mode);
     metrics_->SetMode(mode);
     ApplyReadyUpdates(&ready);     // gba->sync flushes the old buffer as one update
@@ -926,6 +942,7 @@ void ShardCore::Adopt(checkpoint::RestoredShard restored) {
   }
   PublishTables();
   gradient_statistics_.Reset();
+  cadence_.Reset();
   // The kept points' copies of rows were taken against the outgoing tables.
   eval_points_.clear();
   eval_point_reading_ = 0;

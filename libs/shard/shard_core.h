@@ -34,6 +34,7 @@
 #include "absl/time/time.h"
 #include "libs/aggregation/global_batch_aggregator.h"
 #include "libs/aggregation/gradient_statistics.h"
+#include "libs/aggregation/push_cadence.h"
 #include "libs/checkpoint/checkpoint_store.h"
 #include "libs/checkpoint/shard_restore.h"
 #include "libs/common/clock.h"
@@ -291,6 +292,9 @@ class ShardCore {
   // ADR 0018), fixed at creation, and the scratch that carries their change past the optimizer.
   std::vector<std::pair<int64_t, int64_t>> buffer_spans_;
   std::vector<float> buffer_change_ ABSL_GUARDED_BY(mu_);
+  // The workers' push intervals, for the look-ahead's landing prediction (gba).
+  aggregation::PushCadence cadence_ ABSL_GUARDED_BY(mu_);
+  std::vector<float> pending_gradient_ ABSL_GUARDED_BY(mu_);  // MakeResponse's scratch
   std::unique_ptr<optim::Optimizer> optimizer_ ABSL_GUARDED_BY(mu_);
   // What staleness would cost, measured from the sync updates (reported to the coordinator).
   aggregation::GradientStatistics gradient_statistics_ ABSL_GUARDED_BY(mu_);
