@@ -147,6 +147,7 @@ void CoordinatorCore::RestoreProgress() {
     worker.wire.Restore(saved.wire());
     worker.departed_reason =
         saved.departed_reason().empty() ? "coordinator_restarted" : saved.departed_reason();
+    worker.failure = saved.failure();
   }
   modes_.RestoreModes({progress.shard_modes().begin(), progress.shard_modes().end()});
   evals_.assign(progress.evals().begin(), progress.evals().end());
@@ -207,6 +208,7 @@ void CoordinatorCore::SaveProgress(Outbox& out) {
     saved->set_steps(worker.steps);
     saved->set_last_loss(worker.last_loss);
     saved->set_departed_reason(worker.departed_reason);
+    saved->set_failure(worker.failure);
     *saved->mutable_wire() = worker.wire.total();
   }
   for (const auto& [id, mode] : modes_.Modes()) (*progress.mutable_shard_modes())[id] = mode;
@@ -452,6 +454,10 @@ void CoordinatorCore::WorkerMessage(int32_t worker_id, const v1::WorkerMessage& 
       }
       case v1::WorkerMessage::kEval:
         HandleEval(message.eval(), out);
+        break;
+      case v1::WorkerMessage::kGoodbye:
+        worker.failure = message.goodbye().reason().substr(0, 1024);
+        LOG(WARNING) << worker.name << " failed: " << worker.failure;
         break;
       default:
         break;
@@ -879,6 +885,7 @@ v1::ClusterStatus CoordinatorCore::Status() const {
     w->set_last_loss(worker.last_loss);
     w->set_local_batch(worker.local_batch);
     w->set_departed_reason(worker.departed_reason);
+    w->set_failure(worker.failure);
     *w->mutable_wire() = worker.wire.total();
   }
   ApplyAssessment(modes_.Assess(), status);

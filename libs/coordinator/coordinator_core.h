@@ -130,6 +130,7 @@ class CoordinatorCore {
     absl::Time last_step = absl::InfiniteFuture();
     std::deque<double> compute_seconds;  // recent steps, for the median and the timeout
     std::string departed_reason;
+    std::string failure;       // its own reason when it failed for good (WorkerStatus.failure)
     rpc::WireBytesTally wire;  // its step reports' bytes, across its restarts
   };
   struct Shard {

@@ -84,6 +84,9 @@ std::string StatusText(const v1::ClusterStatus& s) {
                                       sh.last_switch().explanation()));
     }
   }
+  for (const v1::WorkerStatus& w : s.workers()) {
+    if (!w.failure().empty()) absl::StrAppend(&out, w.name(), " failed: ", w.failure(), "\n");
+  }
   if (s.has_last_eval()) {
     absl::StrAppend(&out,
                     absl::StrFormat("\nlast evaluation: accuracy %.2f%%, AUC %.4f, loss %.4f%s\n",

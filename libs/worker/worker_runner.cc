@@ -68,6 +68,13 @@ WorkerExit WorkerRunner::Run(v1::WorkerHello hello) {
     hello.set_job_id(channel->welcome().job().job_id());
     const absl::Time life_start = clock.Now();
     const absl::Status status = role_(*channel);
+    if (!status.ok() && !rpc::IsRetryable(status) && !ShuttingDown()) {
+      // Failing for good: the coordinator's status (and so `syncopate status` and a Kubernetes
+      // user's view of the job) carries the reason, not only this process's log.
+      v1::WorkerMessage goodbye;
+      goodbye.mutable_goodbye()->set_reason(status.ToString());
+      channel->Send(goodbye);
+    }
     channel.reset();  // ends the session (and its heartbeat) before a rejoin opens the next
     if (ShuttingDown()) {
       if (!status.ok()) LOG(INFO) << "shutting down (" << status << ")";

@@ -84,6 +84,15 @@ TEST(TorchFaults, AWorkerWhoseCodeRaisesExitsWithOneLineAndTheJobGoesOn) {
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_GT(done->last_eval().accuracy(), 0.7);
   EXPECT_GE(done->examples(), 12000);
+  // The coordinator's status names the failure with the worker's own reason.
+  int reported = 0;
+  for (const v1::WorkerStatus& worker : done->workers()) {
+    if (worker.failure().empty()) continue;
+    ++reported;
+    EXPECT_THAT(worker.failure(),
+                ::testing::HasSubstr("RuntimeError: simulated data error in this worker"));
+  }
+  EXPECT_EQ(reported, 1);
   int failed = 0;
   for (const launch::Exit& exit : (*cluster)->Stop()) {
     if (!WIFEXITED(exit.status) || WEXITSTATUS(exit.status) == 0) continue;
