@@ -17,6 +17,7 @@
 {{- end -}}
 
 {{- define "syncopate.coordinator" -}}{{ include "syncopate.fullname" . | trunc 51 }}-coordinator{{- end -}}
+{{- define "syncopate.sharedCheckpoints" -}}{{ include "syncopate.fullname" . | trunc 51 }}-checkpoints{{- end -}}
 {{- define "syncopate.shard" -}}{{ include "syncopate.fullname" . | trunc 53 }}-shard{{- end -}}
 {{- define "syncopate.worker" -}}{{ include "syncopate.fullname" . | trunc 56 }}-worker{{- end -}}
 {{- define "syncopate.evaluator" -}}{{ include "syncopate.fullname" . | trunc 53 }}-evaluator{{- end -}}
