@@ -1,11 +1,17 @@
 """How each conformance model is trained: one table for the cluster's job (run.py) and the plain
 PyTorch loop (plain.py), so the two cannot drift apart.
 
-A recipe is the job's optimizer, schedule, global batch, epochs and data sizes; ``floor`` is the
-quick check's bound (run.py --check: one seed through the cluster must reach it) and
-``tolerance`` the multi-seed comparison's (run.py --seeds=N: the cluster's mean may trail plain
-PyTorch's by at most this). docs/measurements/pytorch-conformance.md derives both from the
-seed-to-seed spread measured on 2026-12-02.
+A recipe is the job's optimizer, schedule, global batch, epochs and data sizes, and two bounds
+derived from the seed-to-seed spread measured on 2026-12-02 (5 seeds each of the cluster, 4
+workers and 2 shards in sync, and of plain PyTorch; docs/measurements/pytorch-conformance.md):
+
+- ``floor``, the quick check's (run.py --check: one cluster run must reach it): plain PyTorch's
+  mean minus 4 standard deviations of a single run (the larger of the two sides'), rounded down
+  to 0.01. Were the spread normal, a correct cluster would fall below it about once in 30,000
+  runs; a model that does not train, or trains something else (a broken tie, buffers that never
+  move, a wrong batch), lands far below.
+- ``tolerance``, the comparison's (run.py --seeds=5: |cluster mean - plain mean| must not
+  exceed it): 3 standard errors of the difference of two 5-seed means, rounded up to 0.005.
 """
 import dataclasses
 import os
@@ -42,21 +48,21 @@ def _fashion(**kw) -> Recipe:
 
 RECIPES: Dict[str, Recipe] = {
     "cnn_batchnorm": _fashion(epochs=3, train_limit=3000, test_limit=1000,
-                              floor=0.70, tolerance=0.03),
+                              floor=0.76, tolerance=0.01),
     "lstm_classifier": Recipe(model="lstm_classifier", optimizer="ADAM", learning_rate=0.01,
-                              epochs=4, global_batch=128, floor=0.80, tolerance=0.05),
+                              epochs=4, global_batch=128, floor=0.90, tolerance=0.01),
     "transformer_encoder": Recipe(model="transformer_encoder", optimizer="ADAM",
                                   learning_rate=0.003, decay="COSINE", warmup_fraction=0.1,
-                                  epochs=6, global_batch=128, floor=0.80, tolerance=0.05),
+                                  epochs=6, global_batch=128, floor=0.82, tolerance=0.025),
     "frozen": Recipe(model="frozen", optimizer="MOMENTUM", learning_rate=0.05, momentum=0.9,
-                     epochs=5, global_batch=128, floor=0.80, tolerance=0.03),
+                     epochs=5, global_batch=128, floor=0.78, tolerance=0.02),
     "sometimes_unused": Recipe(model="sometimes_unused", optimizer="MOMENTUM",
                                learning_rate=0.05, momentum=0.9, epochs=5, global_batch=128,
                                floor=0.80, tolerance=0.03),
     "two_tables": Recipe(model="two_tables", optimizer="ADAGRAD", learning_rate=0.3, epochs=8,
-                         global_batch=128, metric="AUC", floor=0.70, tolerance=0.02),
+                         global_batch=128, metric="AUC", floor=0.78, tolerance=0.01),
     "dict_collate": Recipe(model="dict_collate", optimizer="SGD", learning_rate=0.5, epochs=5,
-                           global_batch=128, floor=0.80, tolerance=0.03),
+                           global_batch=128, floor=0.95, tolerance=0.015),
     # Issue 42 item 1: the BatchNorm CNN on all of Fashion-MNIST, the default job's recipe.
     "cnn_batchnorm_full": _fashion(epochs=3, tolerance=0.003),
 }

@@ -7,7 +7,8 @@ data, global batch, optimizer, schedule and epochs in one process).
   run.py --check [--bin_dir=DIR] [--models=a,b]
       ctest's quick check: every model once (seed 1) through the cluster; each must reach its
       recipe's ``floor`` (recipes.py). Exit 0 when all do.
-  run.py --seeds=N [--models=a,b] [--mode=sync|gba|auto] [--bin_dir=DIR] [--out=DIR]
+  run.py --seeds=N [--first_seed=1] [--models=a,b] [--mode=sync|gba|auto] [--bin_dir=DIR]
+         [--out=DIR]
       The comparison: N seeds of each model through the cluster and through plain PyTorch,
       alternated by seed; per-run lines in OUT/runs.tsv, then syncopate-seed-stats' means, 95%
       intervals and Welch's 95% interval of each cluster-minus-plain difference. A model passes
@@ -94,7 +95,7 @@ def compare(args, names: List[str]) -> int:
         f.write("model\tseed\tconfig\tmetric\tseconds\n")
     with tempfile.TemporaryDirectory(prefix="conformance-") as tmp:
         for name in names:
-            for seed in range(1, args.seeds + 1):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
                 for config in ("syncopate", "plain"):
                     began = time.monotonic()
                     if config == "plain":
@@ -149,6 +150,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true")
     parser.add_argument("--seeds", type=int, default=0)
+    parser.add_argument("--first_seed", type=int, default=1)
     parser.add_argument("--models", default="")
     parser.add_argument("--mode", default="sync", choices=sorted(MODES))
     parser.add_argument("--workers", type=int, default=4)
