@@ -57,6 +57,10 @@ def cluster_run(bin_dir: str, name: str, seed: int, mode: str, workers: int, sha
         return None
     with open(report) as f:
         result = json.load(f)
+    shard_modes = ", ".join(str(s.get("mode")) for s in result.get("shards", []))
+    print(f"conformance: {name} seed {seed}: mode {result.get('mode')} (shards at the end: "
+          f"{shard_modes}), {result.get('examples_per_second', 0):.0f} examples/s training",
+          file=sys.stderr, flush=True)
     return float(result["final_auc" if recipe.metric == "AUC" else "final_accuracy"])
 
 
