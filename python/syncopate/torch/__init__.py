@@ -8,10 +8,28 @@ defines, at its top level:
     shards' ranges; its :class:`ShardedEmbedding` tables keep their rows on the shards.
 ``train_dataset(data) -> Dataset`` and ``test_dataset(data) -> Dataset``
     Datasets indexable by example number (``__len__`` and ``__getitem__``, optionally
-    ``__getitems__`` for a whole batch); the coordinator's leases cut the training set. ``data``
-    is the job's ``dataset`` section (:class:`DataSpec`). An example is ``(input, target)``.
+    ``__getitems__(indices)``); the coordinator's leases cut the training set. ``data`` is the
+    job's ``dataset`` section (:class:`DataSpec`).
 ``loss(output, target) -> Tensor``
     The batch's mean loss (e.g. ``torch.nn.functional.cross_entropy``).
+
+and, optionally:
+
+``collate(examples) -> (input, target)``
+    Makes a batch of a list of examples (whatever ``__getitem__`` returns: dicts, sequences of
+    different lengths), as ``DataLoader(dataset, collate_fn=collate)`` would; if the dataset has
+    ``__getitems__``, it gets what that returns, as in a DataLoader. Without it, a batch is
+    ``__getitems__``'s if that returns anything but a list (Syncopate's datasets return a whole
+    batch), else torch's ``default_collate`` of the examples.
+
+A batch is ``(input, target)``: ``input`` is what ``model`` takes (a tensor, or a mapping whose
+entries the :class:`ShardedEmbedding` tables read by feature name), ``target`` what ``loss``
+takes.
+
+Not every module fits the shards: float32 parameters with dense gradients, buffers of real,
+integer or bool dtypes whose values float32 holds exactly, no two tensors sharing memory (tie
+parameters by assigning the same ``Parameter``), no lazy modules. Anything else is refused when
+the job starts, with one line naming the parameter or buffer and why.
 
 The cluster does the rest: every worker runs Syncopate's C++ worker runtime with this module
 hosted in it (leases, pulls, pushes, modes, faults, metrics are the runtime's), so the module sees

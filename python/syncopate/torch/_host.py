@@ -16,10 +16,12 @@ import numpy as np
 import torch
 
 from syncopate import keys
+from syncopate.torch import _support
 from syncopate.torch.data import DataSpec, collate
 from syncopate.torch.embedding import ShardedEmbedding, TableRows
 
 REQUIRED = ("model", "train_dataset", "test_dataset", "loss")
+OPTIONAL = ("collate",)  # collate(examples) -> (input, target), as DataLoader's collate_fn
 
 
 def load_user_module(path: str):
@@ -39,6 +41,11 @@ def load_user_module(path: str):
         raise AttributeError(
             f"{path} defines no {', '.join(missing)}: a PyTorch job's module defines model(), "
             "train_dataset(data), test_dataset(data) and loss(output, target)")
+    for name in OPTIONAL:
+        if hasattr(module, name) and not callable(getattr(module, name)):
+            raise TypeError(f"{path}: {name} is {type(getattr(module, name)).__name__}, not a "
+                            "function (collate(examples) -> (input, target), as DataLoader's "
+                            "collate_fn)")
     return module
 
 
@@ -62,13 +69,6 @@ class Layout(NamedTuple):
     then buffers) and its tables (table-id order)."""
     dense: List[TensorRecord]
     tables: List[TableRecord]
-
-
-# Buffers the shards can hold: float32 on the shards, the module's dtype in the module. A value of
-# an integer or bool buffer survives float32 exactly below 2**24 (counters such as BatchNorm's
-# num_batches_tracked, position ids, masks).
-_BUFFER_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.int64,
-                  torch.int32, torch.int16, torch.int8, torch.uint8, torch.bool)
 
 
 class _Dense:
@@ -107,26 +107,27 @@ class Host:
             raise TypeError(f"{module_path}: model() returned {type(self.model).__name__}, "
                             "not a torch.nn.Module")
         self.loss = user.loss
+        self.collate_fn = getattr(user, "collate", None)
+        # What the shards cannot hold is refused here, one line naming it (_support.py).
+        _support.check_sparse_modules(self.model)
         self.dense: List[_Dense] = []
         offset = 0
         for name, parameter in self.model.named_parameters():
-            if parameter.dtype != torch.float32:
-                raise TypeError(f"parameter {name} is {parameter.dtype}; Syncopate's shards hold "
-                                "float32 parameters")
+            _support.check_parameter(name, parameter)
             self.dense.append(_Dense(name, parameter, offset, buffer=False))
             offset += parameter.numel()
         # Buffers (BatchNorm's running statistics, registered masks): the shards hold them too,
         # so the evaluator, checkpoints and exports see what training made of them (ADR 0018).
         self.buffers: List[_Dense] = []
         for name, owner, attribute, buffer in _named_buffers(self.model):
-            if buffer.dtype not in _BUFFER_DTYPES:
-                raise TypeError(f"buffer {name} is {buffer.dtype}; Syncopate's shards hold buffers "
-                                "of real, integer or bool dtypes only")
+            _support.check_buffer(name, buffer)
             dense = _Dense(name, buffer, offset, buffer=True, owner=owner, attribute=attribute)
             self.dense.append(dense)
             self.buffers.append(dense)
             offset += buffer.numel()
         self.parameters_only = [d for d in self.dense if not d.buffer]
+        _support.check_no_shared_memory(
+            [("buffer" if d.buffer else "parameter", d.name, d.parameter) for d in self.dense])
         self.num_parameters = offset  # the flat vector's length: parameters and buffers
         # Tables in first-seen order; modules naming the same table share its rows.
         self.tables: List[ShardedEmbedding] = []
@@ -187,16 +188,18 @@ class Host:
         loss that cannot train fails the job at start, with its traceback, not on the workers.
         Returns the task the output shows: "classification" (N x C logits, C > 1) or "binary"
         (one logit per example)."""
-        batch = collate(self.train_data, list(range(min(2, len(self.train_data)))))
+        batch = self._read(self.train_data, list(range(min(2, len(self.train_data)))))
         self._collect_keys(batch)
         for t, slot in enumerate(self.slots):
             slot.rows = torch.zeros(len(slot.keys), self.tables[t].dim, requires_grad=True)
+        self.model.train()
         output = self.model(batch[0])
         loss = self.loss(output, batch[1])
         if not isinstance(loss, torch.Tensor) or loss.dim() != 0:
             raise TypeError("loss(output, target) must return the batch's mean loss as a scalar "
                             "tensor")
         loss.backward()
+        _support.check_sparse_gradients((d.name, d.parameter) for d in self.parameters_only)
         self.model.zero_grad(set_to_none=True)
         return "classification" if output.dim() == 2 and output.shape[1] > 1 else "binary"
 
@@ -209,7 +212,7 @@ class Host:
         augmentation here, dropout in its step) differs from worker to worker and batch to batch,
         and is the same whichever worker runs the batch, in a rerun too."""
         _seed_everything(batch_seed(self.seed, examples))
-        self._batch = collate(self.train_data, examples.tolist())
+        self._batch = self._read(self.train_data, examples.tolist())
         return self._collect_keys(self._batch)
 
     def train_step(self, params, rows: Sequence, grad, row_grads: Sequence) -> float:
@@ -230,6 +233,8 @@ class Host:
             out = flat_grad[d.offset:d.offset + d.size]
             if d.parameter.grad is None:  # not in the graph, or frozen
                 out.zero_()
+            elif d.parameter.grad.layout != torch.strided:
+                raise TypeError(f"parameter {d.name} {_support.SPARSE_GRADIENT}")
             else:
                 out.copy_(d.parameter.grad.reshape(-1))
         # A buffer's "gradient" is the change this step made to it; the shards add the global
@@ -255,7 +260,7 @@ class Host:
 
     # --- evaluation --------------------------------------------------------------------------
     def prepare_eval(self, begin: int, end: int) -> List[np.ndarray]:
-        self._batch = collate(self.test_data, list(range(begin, end)))
+        self._batch = self._read(self.test_data, list(range(begin, end)))
         return self._collect_keys(self._batch)
 
     def score(self, params, rows: Sequence):
@@ -286,6 +291,15 @@ class Host:
             return loss_sum, correct, count, probability.numpy(), labels.numpy(), 0
 
     # --- plumbing ----------------------------------------------------------------------------
+    def _read(self, dataset, indices: List[int]):
+        """The batch of ``indices`` (the module's ``collate`` if it has one), as (input, target)."""
+        batch = collate(dataset, indices, self.collate_fn)
+        if not isinstance(batch, (tuple, list)) or len(batch) != 2:
+            source = "collate(examples)" if self.collate_fn is not None else "the dataset's batch"
+            raise TypeError(f"{source} gave {type(batch).__name__}, not (input, target): an "
+                            "example and a batch are (input, target) pairs")
+        return batch
+
     def _collect_keys(self, batch) -> List[np.ndarray]:
         inputs = batch[0]
         keys = []

@@ -10,7 +10,7 @@ that give the same tensors, so an exported model is scored on exactly the exampl
 evaluated on in the cluster.
 """
 import dataclasses
-from typing import Dict, List, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import numpy as np
 import torch
@@ -125,9 +125,21 @@ class _CriteoInMemory:
         return self._numeric[index], self._keys[index], self._labels[index]
 
 
-def collate(dataset: torch.utils.data.Dataset, indices: List[int]):
-    """The batch of ``indices``: the dataset's ``__getitems__``, else torch's default collate."""
+def collate(dataset: torch.utils.data.Dataset, indices: List[int],
+            collate_fn: Optional[Callable[[Any], Any]] = None):
+    """The batch of ``indices``, as torch's ``DataLoader`` makes it.
+
+    The examples are the dataset's ``__getitems__(indices)`` if it has one, else the list of
+    ``dataset[i]``. With the module's ``collate_fn`` (its ``collate(examples)``) the batch is
+    ``collate_fn(examples)``: what ``DataLoader(dataset, collate_fn=collate_fn)`` makes. Without
+    one, a list (torch's ``__getitems__`` contract: one example per index) goes through torch's
+    default collate, and anything else ``__getitems__`` returns is already the batch (Syncopate's
+    datasets return ``(input, target)`` of the whole batch: one call into C++ per batch).
+    """
     getitems = getattr(dataset, "__getitems__", None)
-    if getitems is not None:
-        return getitems(indices)
-    return torch.utils.data.default_collate([dataset[i] for i in indices])
+    examples = getitems(indices) if getitems is not None else [dataset[i] for i in indices]
+    if collate_fn is not None:
+        return collate_fn(examples)
+    if isinstance(examples, list):
+        return torch.utils.data.default_collate(examples)
+    return examples
