@@ -10,9 +10,12 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "libs/checkpoint/checkpoint_store.h"
+#include "libs/common/clock.h"
 #include "libs/embedding/owner_shard.h"
 #include "libs/job/partitioner.h"
 #include "libs/model_export/array_files.h"
+#include "libs/model_export/export_reader.h"
+#include "libs/shard/shard_core.h"
 #include "libs/tensor/packed.h"
 
 namespace syncopate::model_export {
@@ -262,6 +265,78 @@ TEST(Export, BadSourcesAreOneLineEach) {
   std::filesystem::create_directories(dir + "/out");
   auto with_job = WriteExport({.from = dir + "/old", .job = &job}, dir + "/out");
   EXPECT_TRUE(with_job.ok()) << with_job.status();
+}
+
+// A warm start from an export of 2 shards' checkpoints onto 3 shards with another optimizer holds
+// exactly the exported parameters, rows and buffers at version 0, with fresh optimizer state:
+// evaluated before its first update it scores what the source scored.
+TEST(Export, AWarmStartHoldsTheExportedParametersExactly) {
+  v1::JobSpec job = Job();
+  const std::string dir = TempDir("warm");
+  WriteSet(job, 2, dir + "/ckpt", 40, 500);
+  std::filesystem::create_directories(dir + "/out");
+  ASSERT_TRUE(WriteExport({.from = dir + "/ckpt"}, dir + "/out").ok());
+  auto exported = ExportedModel::Open(dir + "/out");
+  ASSERT_TRUE(exported.ok()) << exported.status();
+  auto sources = LoadParameters(dir + "/out");
+  ASSERT_TRUE(sources.ok()) << sources.status();
+
+  job.set_num_shards(3);
+  job.mutable_optimizer()->set_kind(v1::OptimizerSpec::ADAGRAD);
+  job.mutable_optimizer()->set_learning_rate(0.1f);
+  job.set_global_batch(4);
+  job.set_mode(v1::MODE_SYNC);
+  std::vector<model::DenseTensorSpec> tensors;
+  v1::Initializer zeros;
+  zeros.set_kind(v1::Initializer::ZEROS);
+  for (const v1::TensorShape& t : job.model().layout().dense()) {
+    int64_t size = 1;
+    for (int64_t d : t.shape()) size *= d;
+    tensors.push_back(
+        {.name = t.name(), .rows = size, .cols = 1, .init = zeros, .buffer = t.buffer()});
+  }
+  auto partitions = job::PartitionDense(tensors, 3);
+  ASSERT_TRUE(partitions.ok());
+  FakeClock clock;
+  for (int s = 0; s < 3; ++s) {
+    v1::ShardAssignment assignment;
+    *assignment.mutable_job() = job;
+    *assignment.mutable_partition() = (*partitions)[s];
+    for (const v1::TableShape& t : job.model().layout().tables()) {
+      v1::EmbeddingTableSpec* table = assignment.mutable_partition()->add_tables();
+      table->set_name(t.name());
+      table->set_dim(t.dim());
+      *table->mutable_init() = t.init();
+      table->set_admit_after_count(t.admit_after_count());
+    }
+    assignment.mutable_membership()->add_worker_ids(1);
+    assignment.mutable_membership()->set_local_batch(4);
+    assignment.set_mode(v1::MODE_SYNC);
+    auto core = shard::ShardCore::Create(assignment, &clock, nullptr);
+    ASSERT_TRUE(core.ok()) << core.status();
+    ASSERT_TRUE((*core)->WarmStart(*sources).ok());
+    const v1::ShardPartition& p = (*partitions)[s];
+    const std::vector<float> expected(exported->dense().begin() + p.flat_begin(),
+                                      exported->dense().begin() + p.flat_end());
+    EXPECT_EQ((*core)->Parameters(), expected) << "shard " << s;
+    EXPECT_EQ((*core)->Stats().version, 0);
+    // The rows this shard owns: the export's, bit for bit.
+    int owned = 0;
+    for (uint64_t k = 1; k <= 500; ++k) {
+      const uint64_t key = k * 0x9e3779b97f4a7c15ull;
+      if (embedding::OwnerShard(key, 3) != s) continue;
+      ++owned;
+      std::vector<float> row(4);
+      ASSERT_TRUE(exported->LookUp(0, std::span<const uint64_t>(&key, 1), row).ok());
+      EXPECT_EQ((*core)->EmbeddingRow(0, key), row);
+    }
+    EXPECT_GT(owned, 100);
+    // Fresh Adagrad state: every slot at the initial accumulator.
+    const v1::ShardCheckpoint snapshot = (*core)->Snapshot();
+    std::vector<float> slot(static_cast<size_t>(snapshot.slices(0).length()));
+    ASSERT_TRUE(tensor::UnpackFloatsInto(snapshot.slices(0).optimizer_state(0), slot).ok());
+    EXPECT_EQ(slot.front(), 0.1f);
+  }
 }
 
 }  // namespace
