@@ -38,10 +38,10 @@ void RemoveStale(const std::string& dir) {
   std::error_code error;
   for (const auto& entry : fs::directory_iterator(dir, error)) {
     const std::string name = entry.path().filename().string();
+    // ".<version>.partial-<pid>" (ExportTo's) and ".current.<pid>" (a link not yet renamed).
     if (name.empty() || name[0] != '.') continue;
-    const size_t at = name.rfind('-');
-    if (at == std::string::npos) continue;
     if (name.find(".partial-") == std::string::npos && name.find(".current.") != 0) continue;
+    const size_t at = name.find_last_of(".-");
     pid_t pid = 0;
     if (std::sscanf(name.c_str() + at + 1, "%d", &pid) != 1 || Alive(pid)) continue;
     fs::remove_all(entry.path(), error);
