@@ -124,18 +124,18 @@ check "deploy/kubernetes is what generate.sh makes from the chart" bash -c \
 check "docker-compose config" docker-compose -f "$ROOT/docker/docker-compose.yml" config -q
 check "docker-compose --profile monitoring config" \
   docker-compose -f "$ROOT/docker/docker-compose.yml" --profile monitoring config -q
-check "compose: 4 workers, stable shard ids, checkpoint volumes, init" bash -c \
+check "compose: 4 workers, stable shard ids, the shared checkpoint volume, init" bash -c \
   "docker-compose -f '$ROOT/docker/docker-compose.yml' config >'$tmp/compose.yaml' \
    && grep -q 'replicas: 4' '$tmp/compose.yaml' && grep -q -- '--shard_id=1' '$tmp/compose.yaml' \
-   && grep -q 'checkpoints-shard-1:/var/lib/syncopate/checkpoints' '$tmp/compose.yaml' \
+   && [[ \$(grep -c 'checkpoints:/var/lib/syncopate/checkpoints' '$tmp/compose.yaml') == 3 ]] \
    && [[ \$(grep -c 'init: true' '$tmp/compose.yaml') -ge 5 ]]"
 check "compose: every Syncopate process reads the generated join token from its volume" bash -c \
   "[[ \$(grep -c -- '--join_token_file=/var/lib/syncopate/secrets/join_token' '$tmp/compose.yaml') == 5 ]] \
    && [[ \$(grep -c 'join-token:/var/lib/syncopate/secrets:ro' '$tmp/compose.yaml') == 5 ]] \
    && [[ \$(grep -c 'condition: service_completed_successfully' '$tmp/compose.yaml') == 5 ]]"
-check "compose: coordinator progress and shard checkpoints in volumes" bash -c \
+check "compose: coordinator progress and shard checkpoints in volumes (the coordinator reads them to export)" bash -c \
   "grep -q -- '--state_dir=/var/lib/syncopate/coordinator' '$tmp/compose.yaml' \
-   && [[ \$(grep -c -- '--checkpoint_dir=/var/lib/syncopate/checkpoints' '$tmp/compose.yaml') == 2 ]]"
+   && [[ \$(grep -c -- '--checkpoint_dir=/var/lib/syncopate/checkpoints' '$tmp/compose.yaml') == 3 ]]"
 check "compose + docker-compose.ctr.yml: CTR job, generated data mounted where the job reads it" bash -c \
   "docker-compose -f '$ROOT/docker/docker-compose.yml' -f '$ROOT/docker/docker-compose.ctr.yml' config >'$tmp/ctr-compose.yaml' \
    && python3 - '$tmp/compose.yaml' '$tmp/ctr-compose.yaml' <<'PY'
