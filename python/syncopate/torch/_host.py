@@ -6,6 +6,7 @@ flat float32 buffers it owns (memoryviews, no copies on the way in): the paramet
 the rows of the batch's keys it pulled, and the gradient buffers it will push. Nothing here talks
 to the network or knows a protocol rule.
 """
+import hashlib
 import importlib.util
 import os
 import random
@@ -15,7 +16,6 @@ from typing import List, NamedTuple, Optional, Sequence
 import numpy as np
 import torch
 
-from syncopate import keys
 from syncopate.torch import _support
 from syncopate.torch.data import DataSpec, collate
 from syncopate.torch.embedding import ShardedEmbedding, TableRows
@@ -355,17 +355,34 @@ def _named_buffers(model: torch.nn.Module):
 
 
 def batch_seed(job_seed: int, examples: np.ndarray) -> int:
-    """A seed for a training batch: the job's seed mixed with every example number of the batch,
-    in order (splitmix64, as the cluster derives every seed: ``syncopate.keys``). Workers train
-    disjoint examples, so their dropout masks and augmentations differ, unlike a job seed given to
-    every worker; a batch sees the same randomness whichever worker runs it."""
-    positions = np.arange(len(examples), dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
-    mixed = keys.splitmix64(np.asarray(examples).astype(np.int64).view(np.uint64) + positions)
-    folded = np.bitwise_xor.reduce(mixed) if len(mixed) else np.uint64(0)
-    return int(keys.derive_seed(job_seed, folded)) & ((1 << 63) - 1)
+    """A seed for a training batch: the job's seed mixed with a 64-bit digest of every example
+    number of the batch, in order (BLAKE2b, then splitmix64 as the cluster derives every seed).
+    Workers train disjoint examples, so their dropout masks and augmentations differ, unlike a job
+    seed given to every worker; a batch sees the same randomness whichever worker runs it. ~3 us
+    a step (the numpy version of this took 29 us of a ~1 ms step)."""
+    data = np.ascontiguousarray(examples, dtype=np.int64).tobytes()
+    digest = int.from_bytes(hashlib.blake2b(data, digest_size=8).digest(), "little")
+    return _derive_seed(int(job_seed), digest) & ((1 << 63) - 1)
+
+
+_MASK = (1 << 64) - 1
+
+
+def _splitmix64(x: int) -> int:
+    """libs/common/splitmix64.h on Python ints (one value: no numpy call overhead)."""
+    x = (x + 0x9E3779B97F4A7C15) & _MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & _MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & _MASK
+    return x ^ (x >> 31)
+
+
+def _derive_seed(parent: int, value: int) -> int:
+    """DeriveSeed: splitmix64(parent ^ splitmix64(value))."""
+    return _splitmix64((parent & _MASK) ^ _splitmix64(value & _MASK))
 
 
 def _seed_everything(seed: int) -> None:
-    torch.manual_seed(seed)
+    # The CPU generator directly: torch.manual_seed also walks every other backend's (25 us).
+    torch.default_generator.manual_seed(seed)
     np.random.seed(seed & 0xFFFFFFFF)
     random.seed(seed)
