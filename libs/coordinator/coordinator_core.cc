@@ -859,11 +859,17 @@ void CoordinatorCore::SetLatestExport(const v1::ExportRecord& record) {
   latest_export_ = record;
 }
 
+void CoordinatorCore::SetExportsFinished() {
+  absl::MutexLock lock(&mu_);
+  exports_finished_ = true;
+}
+
 v1::ClusterStatus CoordinatorCore::Status() const {
   absl::MutexLock lock(&mu_);
   v1::ClusterStatus status;
   status.set_job_id(options_.job.job_id());
   if (!latest_export_.path().empty()) *status.mutable_latest_export() = latest_export_;
+  status.set_exports_finished(exports_finished_);
   status.set_state(ToJobState(phase_));
   status.set_job_mode(options_.job.mode());
   status.set_elapsed_seconds(Elapsed());

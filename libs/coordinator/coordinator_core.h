@@ -102,6 +102,8 @@ class CoordinatorCore {
   // The newest model export published as the job runs (model_export::LiveExporter); the status
   // names it.
   void SetLatestExport(const v1::ExportRecord& record);
+  // The job's last exports are published (or abandoned): the status says exports_finished.
+  void SetExportsFinished();
   // When the shards were told to stop (and so to write their last checkpoints): InfiniteFuture
   // before the job drains.
   absl::Time DrainingSince() const;
@@ -243,6 +245,7 @@ class CoordinatorCore {
   // Why training ended before its target (EvalSpec.early_stop; EarlyStopReason), if it did.
   std::string early_stop_reason_ ABSL_GUARDED_BY(mu_);
   v1::ExportRecord latest_export_ ABSL_GUARDED_BY(mu_);  // SetLatestExport
+  bool exports_finished_ ABSL_GUARDED_BY(mu_) = false;   // SetExportsFinished
   data::LeaseTable leases_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, Worker> workers_ ABSL_GUARDED_BY(mu_);
   std::map<int32_t, Shard> shards_ ABSL_GUARDED_BY(mu_);

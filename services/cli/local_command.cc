@@ -152,11 +152,11 @@ int RunLocal() {
   const bool exports_at_end = std::find(job->export_().on().begin(), job->export_().on().end(),
                                         v1::ExportSpec::END) != job->export_().on().end();
   if (run.end == launch::RunEnd::kDone && exports_at_end) {
-    // The coordinator publishes the final export once the shards' last checkpoints are on disk:
-    // wait for it (bounded) before stopping the cluster, so the report names it.
-    const int64_t ended = absl::ToUnixMillis(absl::Now());
+    // The coordinator publishes the final export once the shards' last checkpoints are on disk
+    // (it waits up to 60 s for them): wait for that (bounded) before stopping the cluster, so
+    // the report names it. Not by time: an in-run export may be published after the job ended.
     const absl::Time deadline = absl::Now() + absl::Seconds(90);
-    while (absl::Now() < deadline && last.latest_export().unix_millis() < ended) {
+    while (absl::Now() < deadline && !last.exports_finished()) {
       absl::SleepFor(absl::Milliseconds(200));
       if (absl::StatusOr<v1::ClusterStatus> status = (*cluster)->Status(); status.ok()) {
         last = *std::move(status);

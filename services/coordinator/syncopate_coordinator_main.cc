@@ -126,6 +126,7 @@ int Main() {
   if (done && exporter != nullptr) {
     // The shards write their last checkpoints as they stop: END publishes those.
     exporter->Finish(core.DrainingSince(), absl::Seconds(60));
+    core.SetExportsFinished();
   }
   exporter.reset();
   if (done) {

@@ -10,9 +10,10 @@
 #   control_plane.sh start DIR    start etcd + the three on loopback ports (state, logs and a
 #                                 kubeconfig under DIR); ready in ~6 s; prints the kubeconfig path
 #   control_plane.sh stop DIR     stop what `start DIR` started (SIGTERM, then SIGKILL after 10 s)
-#   control_plane.sh storage DIR CLASS SIZE COUNT [--default]
+#   control_plane.sh storage DIR CLASS SIZE COUNT [--default] [--rwx]
 #                                 a StorageClass without a provisioner and COUNT hostPath
-#                                 PersistentVolumes of SIZE in it (under DIR/volumes), for claims
+#                                 PersistentVolumes of SIZE in it (under DIR/volumes), for claims;
+#                                 --rwx makes them ReadWriteMany (one node: a hostPath is shared)
 #   control_plane.sh install PACKAGE...   install missing Debian packages (used by node.sh)
 #
 # Cache: ${SYNCOPATE_CACHE:-/var/cache/syncopate}/kubernetes-<Debian source version>/bin; never in
@@ -238,15 +239,23 @@ stop() {
 }
 
 storage() {
-  local dir="${1:?}" class="${2:?}" size="${3:?}" count="${4:?}" default="${5:-}" i
-  local kubectl
+  local dir="${1:?}" class="${2:?}" size="${3:?}" count="${4:?}" default=false access=ReadWriteOnce i
+  local kubectl flag
+  shift 4
+  for flag in "$@"; do
+    case "$flag" in
+      --default) default=true ;;
+      --rwx) access=ReadWriteMany ;;
+      *) echo "control_plane.sh storage: unknown flag $flag" >&2; return 2 ;;
+    esac
+  done
   kubectl="$("$(dirname "${BASH_SOURCE[0]}")/k8s_tools.sh")/layer/kubectl/kubectl"
   "$kubectl" --kubeconfig="$dir/kubeconfig" apply -f - >/dev/null <<YAML
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
 metadata:
   name: $class
-  annotations: {storageclass.kubernetes.io/is-default-class: "$([[ $default == --default ]] && echo true || echo false)"}
+  annotations: {storageclass.kubernetes.io/is-default-class: "$default"}
 provisioner: kubernetes.io/no-provisioner
 volumeBindingMode: Immediate
 YAML
@@ -259,7 +268,7 @@ kind: PersistentVolume
 metadata: {name: $class-$i}
 spec:
   capacity: {storage: $size}
-  accessModes: [ReadWriteOnce]
+  accessModes: [$access]
   storageClassName: $class
   persistentVolumeReclaimPolicy: Retain
   hostPath: {path: $dir/volumes/$class-$i}

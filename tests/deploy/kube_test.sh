@@ -279,7 +279,8 @@ spec:
       schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 EOF
 wait_for 30 k get servicemonitors -A || fail "ServiceMonitor CRD not served"
-"$CP" storage "$tmp/cp" fast-ssd 5Gi 3
+# export.enabled: every shard and the coordinator share one ReadWriteMany claim (no per-shard ones).
+"$CP" storage "$tmp/cp" shared-nfs 20Gi 1 --rwx
 say "helm install with every option on ($rel in $ns)"
 helm install "$rel" "$CHART" -n "$ns" -f "$ROOT/tests/deploy/values-all-on.yaml" --dry-run=server >/dev/null ||
   fail "dry-run=server refused the all-on values"
@@ -299,8 +300,12 @@ for flag in --tls_server_name=syncopate.training.svc --join_token_file=/etc/sync
 done
 pdbs="$(kn get pdb -o jsonpath='{range .items[*]}{.metadata.name}={.spec.minAvailable} {end}')"
 [[ $pdbs == *"sync-shard=2"* && $pdbs == *"sync-worker=6"* ]] || fail "all-on PDBs: $pdbs"
-wait_for 60 claims_bound "Bound Bound Bound" ||
-  fail "fast-ssd claims not bound: $(kn get pvc)"
+wait_for 60 claims_bound "Bound" ||
+  fail "the shared-nfs checkpoints claim is not bound: $(kn get pvc)"
+for job in sync-coordinator sync-shard-0 sync-shard-2; do
+  [[ $(kn get job "$job" -o jsonpath='{.spec.template.spec.volumes[?(@.name=="checkpoints")].persistentVolumeClaim.claimName}') == sync-checkpoints ]] ||
+    fail "$job does not mount the shared checkpoints claim"
+done
 wait_for 60 pods_on_node 13 ||
   fail "not all 13 pods scheduled (the all-on tolerations/affinity must still fit $node): $(kn get pods -o wide)"
 helm uninstall "$rel" -n "$ns" --wait >/dev/null || fail "helm uninstall (all-on)"
@@ -310,5 +315,5 @@ left_all_on() { kn get all,configmap,networkpolicy,pdb,servicemonitor -l "app.ku
                 k -n monitoring get configmap -l "app.kubernetes.io/instance=$rel" -o name; }
 all_on_gone() { confirm_deletions; [[ -z $(left_all_on) ]]; }
 wait_for 30 all_on_gone || fail "left after uninstall (all-on): $(left_all_on)"
-say "all-on: accepted (ServiceMonitor, dashboards in monitoring, LoadBalancer, TLS and token flags, CTR job with generated data, PDBs 2/6), 13 pods scheduled, uninstalled"
+say "all-on: accepted (ServiceMonitor, dashboards in monitoring, LoadBalancer, TLS and token flags, CTR job with generated data, PDBs 2/6, one shared checkpoints claim), 13 pods scheduled, uninstalled"
 say "PASS"

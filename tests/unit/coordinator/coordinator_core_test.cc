@@ -1046,5 +1046,21 @@ TEST_F(CoordinatorCoreTest, ThroughputIsMeasuredOnTheFakeClock) {
   EXPECT_EQ(core_->Status().examples_per_second(), 4.0);
 }
 
+
+TEST_F(CoordinatorCoreTest, StatusNamesTheLatestExportAndWhenExportsAreFinal) {
+  Create();
+  EXPECT_FALSE(core_->Status().has_latest_export());
+  v1::ExportRecord record;
+  record.set_path("/exports/000001-latest-v000000000079");
+  record.set_source("latest");
+  core_->SetLatestExport(record);
+  EXPECT_EQ(core_->Status().latest_export().path(), record.path());
+  // An in-run export is not the last one until the coordinator says so (syncopate local waits
+  // for this, not for a time, before it names the job's export).
+  EXPECT_FALSE(core_->Status().exports_finished());
+  core_->SetExportsFinished();
+  EXPECT_TRUE(core_->Status().exports_finished());
+}
+
 }  // namespace
 }  // namespace syncopate::coordinator
