@@ -1046,7 +1046,6 @@ TEST_F(CoordinatorCoreTest, ThroughputIsMeasuredOnTheFakeClock) {
   EXPECT_EQ(core_->Status().examples_per_second(), 4.0);
 }
 
-
 TEST_F(CoordinatorCoreTest, StatusNamesTheLatestExportAndWhenExportsAreFinal) {
   Create();
   EXPECT_FALSE(core_->Status().has_latest_export());
