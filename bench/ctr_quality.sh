@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # CTR quality against a practitioner's PyTorch recipe, teacher by teacher (issue 33; numbers in
-# docs/operations.md, "CTR quality against a practitioner's recipe"). For each planted teacher it
+# docs/measurements/ctr-quality.md). For each planted teacher it
 # writes (once, kept under bench-results/ctr_quality/data) a training file (--seed 1), a test file
 # (--seed 2) and a validation file (--seed 3), then for each seed runs
 #   - the CTR job (default examples/ctr_deepfm.textproto) with only its data paths and `seed:`

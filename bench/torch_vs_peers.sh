@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The default job's MLP four ways, seed by seed in one run (issue 30 items 3 and 6; numbers in
-# docs/operations.md, "PyTorch models"): Syncopate with PyTorch workers (examples/torch/mlp.py),
+# docs/measurements/pytorch-workers.md): Syncopate with PyTorch workers (examples/torch/mlp.py),
 # Syncopate with its built-in C++ MLP (the default job), one PyTorch process and PyTorch DDP over
 # gloo with as many processes as the job has workers (bench/torch_peers.py: the same module,
 # optimizer, schedule and global batch). Prints each one's final test accuracy and training

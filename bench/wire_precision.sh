@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bfloat16 wire against float32 on one job, seed by seed in one run (issue 32 item 2; numbers in
-# docs/operations.md, "Wire precision"): the same job file with wire_precision WIRE_FLOAT32 and
+# docs/measurements/wire-precision.md): the same job file with wire_precision WIRE_FLOAT32 and
 # WIRE_BFLOAT16, alternated per seed. Prints each one's final test accuracy and AUC, training
 # examples/s and wire bytes per example (mean and 95% interval over the seeds) and, against
 # float32, Welch intervals of the differences and ratios paired by seed.
