@@ -22,8 +22,8 @@
 // of the time to target, right-censored runs counted as such), and gba − and sync − each async
 // policy per N are read from Welch's interval of the difference (libs/stats): the GBA paper's claim
 // is gba ≥ async + 0.2 points. Never part of `./dev test`: one N = 1,000 MLP run takes 45-95 s of
-// real time here; a wide & deep epoch at N = 64 takes minutes (docs/simulation.md gives the
-// measured times).
+// real time here; a wide & deep epoch at N = 64 takes minutes
+// (docs/measurements/sim-policies-at-scale.md gives the measured times).
 #include <cstdio>
 #include <string>
 #include <vector>

@@ -12,9 +12,9 @@ namespace syncopate::sim {
 // The shard's async mode applies each push as one update of its own b samples (the schedule
 // advances by b/G: ADR 0007). At the rate tuned for G, every b = G/N samples move the
 // parameters as far as a whole global batch should: N times sync's step per sample. The default
-// MLP diverges to chance from N = 16 on (docs/simulation.md). An async PS user scales the rate
-// with the batch: the linear scaling rule (Goyal et al. 2017, "Accurate, Large Minibatch SGD",
-// §2.1: batch k times larger, rate k times larger), here from G down to b.
+// MLP diverges to chance from N = 16 on (docs/measurements/sim-policies-at-scale.md). An async PS
+// user scales the rate with the batch: the linear scaling rule (Goyal et al. 2017, "Accurate, Large
+// Minibatch SGD", §2.1: batch k times larger, rate k times larger), here from G down to b.
 //
 // Momentum and Nesterov are kept as the job has them: that is the linear scaling rule as
 // written, and what the baseline stands for (the job's hyperparameters, only the rate scaled).
@@ -26,10 +26,11 @@ namespace syncopate::sim {
 //   lr/(1 - μ) per G samples.
 // - It is not the best async: asynchrony adds implicit momentum of about 1 - 1/N per update
 //   (Mitliagkas et al. 2016, "Asynchrony begets momentum"), on top of the explicit one. Measured
-//   in docs/simulation.md (N = 64, G = 1,024, 3 seeds): plain SGD at the same lr/(1 - μ)
-//   (10·lr·b/G, no momentum) ends +0.64 [+0.15, +1.13] points above async-scaled; scaling 1 - μ
-//   with the batch as well (the SDE scaling rule, Malladi et al. 2022) ends 4.3 points below.
-//   So gba's margin over async-scaled is an upper bound on its margin over a tuned async.
+//   in docs/measurements/sim-policies-at-scale.md (N = 64, G = 1,024, 3 seeds): plain SGD at the
+//   same lr/(1 - μ) (10·lr·b/G, no momentum) ends +0.64 [+0.15, +1.13] points above async-scaled;
+//   scaling 1 - μ with the batch as well (the SDE scaling rule, Malladi et al. 2022) ends 4.3
+//   points below. So gba's margin over async-scaled is an upper bound on its margin over a tuned
+//   async.
 // The schedule (warmup, cosine) is keyed on global batches, so it reads the same per sample in
 // every policy, and the look-ahead of gba pulls does not apply to async.
 float FairAsyncLearningRate(const v1::JobSpec& job) {

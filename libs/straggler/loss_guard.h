@@ -3,10 +3,10 @@
 // long as the run had lasted.
 //
 // Why: at large global batches gba's one-version staleness can destabilise momentum at the
-// schedule's peak learning rate (docs/simulation.md, "Where gba's gap at G = 1,024 comes from":
-// simulated, N = 16, G = 1,024, gba's test loss climbs from 2.3 to 3.1 within ~20 updates and the
-// run never recovers). Throughput and the staleness-cost model cannot see it coming (the
-// efficiency measured in gba reads 0.80-1.0 there, as at G = 256 where gba is fine); the loss
+// schedule's peak learning rate (docs/measurements/auto-at-scale.md, "Where gba's gap at G = 1,024
+// comes from": simulated, N = 16, G = 1,024, gba's test loss climbs from 2.3 to 3.1 within ~20
+// updates and the run never recovers). Throughput and the staleness-cost model cannot see it coming
+// (the efficiency measured in gba reads 0.80-1.0 there, as at G = 256 where gba is fine); the loss
 // sees it as it happens. Switching later works: a forced switch at >= 40% of the run ended at
 // sync's accuracy in 67-73% of sync's time, one before ~30% never recovered.
 //
