@@ -9,6 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "libs/common/status_macros.h"
 #include "libs/model/auc.h"
+#include "libs/pytorch/python_call.h"
 #include "libs/pytorch/python_runtime.h"
 #include "pybind11/numpy.h"
 #include "pybind11/pybind11.h"
@@ -138,16 +139,10 @@ class TorchWorkload final : public workload::Workload {
 
   int64_t train_size() const override { return size_; }
   absl::Status PrepareTrain(std::span<const int64_t> examples) override {
-    py::gil_scoped_acquire gil;
-    try {
+    return CallPython("reading a training batch", [&] {
       py::array_t<int64_t> batch(static_cast<py::ssize_t>(examples.size()), examples.data());
       CopyKeys(host_.attr("prepare")(batch), keys_);
-    } catch (py::error_already_set& e) {
-      return StatusFromPython(e, "reading a training batch");
-    } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
-      return absl::InvalidArgumentError(absl::StrCat("reading a training batch", ": ", e.what()));
-    }
-    return absl::OkStatus();
+    });
   }
   absl::StatusOr<float> TrainStep(std::span<const float> params, const workload::TableRows& rows,
                                   std::span<float> dense_grad,
@@ -155,37 +150,23 @@ class TorchWorkload final : public workload::Workload {
     SYNCOPATE_RETURN_IF_ERROR(CheckBuffers(params, rows));
     row_grads.resize(dims_.size());
     for (size_t t = 0; t < dims_.size(); ++t) row_grads[t].resize(rows[t].size());
-    py::gil_scoped_acquire gil;
-    try {
+    return CallPython("a training step of the model", [&] {
       return host_
           .attr("train_step")(View(params.data(), params.size_bytes()), RowViews(rows),
                               View(dense_grad.data(), dense_grad.size_bytes()), RowViews(row_grads))
           .cast<float>();
-    } catch (py::error_already_set& e) {
-      return StatusFromPython(e, "a training step of the model");
-    } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
-      return absl::InvalidArgumentError(
-          absl::StrCat("a training step of the model", ": ", e.what()));
-    }
+    });
   }
 
   int64_t eval_size() const override { return size_; }
   int64_t eval_chunk() const override { return kEvalChunk; }
   absl::Status PrepareEval(int64_t begin, int64_t end) override {
-    py::gil_scoped_acquire gil;
-    try {
-      CopyKeys(host_.attr("prepare_eval")(begin, end), keys_);
-    } catch (py::error_already_set& e) {
-      return StatusFromPython(e, "reading test examples");
-    } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
-      return absl::InvalidArgumentError(absl::StrCat("reading test examples", ": ", e.what()));
-    }
-    return absl::OkStatus();
+    return CallPython("reading test examples",
+                      [&] { CopyKeys(host_.attr("prepare_eval")(begin, end), keys_); });
   }
   absl::Status ScoreEval(std::span<const float> params, const workload::TableRows& rows) override {
     SYNCOPATE_RETURN_IF_ERROR(CheckBuffers(params, rows));
-    py::gil_scoped_acquire gil;
-    try {
+    return CallPython("scoring test examples", "the model's scores", [&] {
       const py::tuple scored =
           host_.attr("score")(View(params.data(), params.size_bytes()), RowViews(rows));
       loss_sum_ += scored[0].cast<double>();
@@ -206,12 +187,7 @@ class TorchWorkload final : public workload::Workload {
         class_scores_.insert(class_scores_.end(), scores.data(), scores.data() + scores.size());
         class_labels_.insert(class_labels_.end(), labels.data(), labels.data() + labels.size());
       }
-    } catch (py::error_already_set& e) {
-      return StatusFromPython(e, "scoring test examples");
-    } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
-      return absl::InvalidArgumentError(absl::StrCat("the model's scores: ", e.what()));
-    }
-    return absl::OkStatus();
+    });
   }
   absl::StatusOr<model::Evaluation> FinishEval() override {
     if (examples_ == 0) return absl::FailedPreconditionError("nothing was scored");
@@ -272,9 +248,8 @@ class TorchWorkload final : public workload::Workload {
 
 absl::StatusOr<TorchModelDescription> DescribeTorchModel(const v1::JobSpec& job) {
   SYNCOPATE_RETURN_IF_ERROR(EnsurePython());
-  py::gil_scoped_acquire gil;
-  TorchModelDescription description;
-  try {
+  return CallPython(job.model().torch().module(), [&] {
+    TorchModelDescription description;
     py::object host = NewHost(job, "describe");
     const py::object layout = host.attr("layout")();
     for (py::handle entry : py::list(layout.attr("dense"))) {
@@ -296,33 +271,27 @@ absl::StatusOr<TorchModelDescription> DescribeTorchModel(const v1::JobSpec& job)
     description.initial_values.assign(initial.data(), initial.data() + initial.size());
     description.train_examples = host.attr("train_size")().cast<int64_t>();
     description.task = host.attr("check")().cast<std::string>();
-  } catch (py::error_already_set& e) {
-    return StatusFromPython(e, job.model().torch().module());
-  } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
-    return absl::InvalidArgumentError(absl::StrCat(job.model().torch().module(), ": ", e.what()));
-  }
-  return description;
+    return description;
+  });
 }
 
 absl::StatusOr<std::unique_ptr<workload::Workload>> NewTorchWorkload(const v1::JobSpec& job,
                                                                      workload::Purpose purpose) {
   SYNCOPATE_RETURN_IF_ERROR(EnsurePython());
-  py::gil_scoped_acquire gil;
-  try {
-    const bool train = purpose == workload::Purpose::kTrain;
-    py::object host = NewHost(job, train ? "train" : "evaluate");
-    SYNCOPATE_RETURN_IF_ERROR(MatchRecordedLayout(host.attr("layout")(), job.model().layout(),
-                                                  job.model().torch().module()));
-    std::vector<int32_t> dims;
-    for (const v1::TableShape& table : job.model().layout().tables()) dims.push_back(table.dim());
-    const int64_t parameters = host.attr("num_parameters").cast<int64_t>();
-    const int64_t size = host.attr(train ? "train_size" : "eval_size")().cast<int64_t>();
-    return std::make_unique<TorchWorkload>(std::move(host), parameters, std::move(dims), size);
-  } catch (py::error_already_set& e) {
-    return StatusFromPython(e, job.model().torch().module());
-  } catch (const std::exception& e) {  // a value of the wrong type (py::cast_error)
-    return absl::InvalidArgumentError(absl::StrCat(job.model().torch().module(), ": ", e.what()));
-  }
+  return CallPython(
+      job.model().torch().module(), [&]() -> absl::StatusOr<std::unique_ptr<workload::Workload>> {
+        const bool train = purpose == workload::Purpose::kTrain;
+        py::object host = NewHost(job, train ? "train" : "evaluate");
+        SYNCOPATE_RETURN_IF_ERROR(MatchRecordedLayout(host.attr("layout")(), job.model().layout(),
+                                                      job.model().torch().module()));
+        std::vector<int32_t> dims;
+        for (const v1::TableShape& table : job.model().layout().tables()) {
+          dims.push_back(table.dim());
+        }
+        const int64_t parameters = host.attr("num_parameters").cast<int64_t>();
+        const int64_t size = host.attr(train ? "train_size" : "eval_size")().cast<int64_t>();
+        return std::make_unique<TorchWorkload>(std::move(host), parameters, std::move(dims), size);
+      });
 }
 
 }  // namespace syncopate::pytorch
