@@ -167,22 +167,26 @@ class TorchWorkload final : public workload::Workload {
   absl::Status ScoreEval(std::span<const float> params, const workload::TableRows& rows) override {
     SYNCOPATE_RETURN_IF_ERROR(CheckBuffers(params, rows));
     return CallPython("scoring test examples", "the model's scores", [&] {
-      const py::tuple scored =
+      // A Scores record (python/syncopate/torch/_host.py).
+      const py::object scored =
           host_.attr("score")(View(params.data(), params.size_bytes()), RowViews(rows));
-      loss_sum_ += scored[0].cast<double>();
-      correct_ += scored[1].cast<int64_t>();
-      examples_ += scored[2].cast<int64_t>();
-      const int classes = scored[5].cast<int>();
+      loss_sum_ += scored.attr("loss_sum").cast<double>();
+      correct_ += scored.attr("correct").cast<int64_t>();
+      examples_ += scored.attr("examples").cast<int64_t>();
+      const int classes = scored.attr("classes").cast<int>();
       const auto scores =
-          scored[3].cast<py::array_t<float, py::array::c_style | py::array::forcecast>>();
+          scored.attr("probabilities")
+              .cast<py::array_t<float, py::array::c_style | py::array::forcecast>>();
       if (classes == 0) {
         const auto labels =
-            scored[4].cast<py::array_t<float, py::array::c_style | py::array::forcecast>>();
+            scored.attr("labels")
+                .cast<py::array_t<float, py::array::c_style | py::array::forcecast>>();
         auc_.Add({scores.data(), static_cast<size_t>(scores.size())},
                  {labels.data(), static_cast<size_t>(labels.size())});
       } else {
         const auto labels =
-            scored[4].cast<py::array_t<int32_t, py::array::c_style | py::array::forcecast>>();
+            scored.attr("labels")
+                .cast<py::array_t<int32_t, py::array::c_style | py::array::forcecast>>();
         classes_ = classes;
         class_scores_.insert(class_scores_.end(), scores.data(), scores.data() + scores.size());
         class_labels_.insert(class_labels_.end(), labels.data(), labels.data() + labels.size());

@@ -135,6 +135,20 @@ class HostTest(unittest.TestCase):
         params *= 0
         self.assertEqual(float(host.model.fc.weight.abs().sum()), 0.0)
 
+    def test_scores_are_a_record_the_runtime_reads_by_name(self):
+        host = Host(TINY, 7, DATA, "evaluate")
+        keys = host.prepare_eval(0, 4)
+        params = host.initial_values().copy()
+        rows = np.full(len(keys[0]) * 4, 0.01, dtype=np.float32)
+        scored = host.score(params, [rows])
+        # libs/pytorch/torch_model.cc reads these attributes, not positions.
+        self.assertEqual(scored._fields, ("loss_sum", "correct", "examples", "probabilities",
+                                          "labels", "classes"))
+        self.assertEqual((scored.examples, scored.classes), (4, 3))
+        self.assertEqual(scored.probabilities.shape, (4, 3))
+        self.assertEqual(scored.labels.dtype, np.int32)
+        self.assertGreater(scored.loss_sum, 0)
+
     def test_buffers_follow_the_parameters_and_a_step_pushes_their_change(self):
         with tempfile.TemporaryDirectory() as directory:
             path = os.path.join(directory, "bn_model.py")

@@ -1,6 +1,6 @@
 """The worker runtime's side of a user's PyTorch model (private to Syncopate).
 
-The C++ worker runtime (libs/pytorch/torch_workload.cc) owns the protocol: leases, pulls, pushes,
+The C++ worker runtime (libs/pytorch/torch_model.cc) owns the protocol: leases, pulls, pushes,
 tokens, modes, retries. It hosts one :class:`Host` per worker or evaluator and calls it with
 flat float32 buffers it owns (memoryviews, no copies on the way in): the parameters it pulled,
 the rows of the batch's keys it pulled, and the gradient buffers it will push. Nothing here talks
@@ -69,6 +69,17 @@ class Layout(NamedTuple):
     then buffers) and its tables (table-id order)."""
     dense: List[TensorRecord]
     tables: List[TableRecord]
+
+
+class Scores(NamedTuple):
+    """A scored evaluation chunk, as the C++ side reads it (by attribute): sums and counts, and
+    the scores and labels the runtime computes the AUCs of (libs/model/auc.h)."""
+    loss_sum: float             # the chunk's mean loss times its examples
+    correct: int
+    examples: int
+    probabilities: np.ndarray   # float32: N x C softmax (a classifier) or N sigmoids (binary)
+    labels: np.ndarray          # int32 class ids (a classifier) or float32 0/1 (binary)
+    classes: int                # C for a classifier, 0 for a binary model
 
 
 class _Dense:
@@ -263,8 +274,8 @@ class Host:
         self._batch = self._read(self.test_data, list(range(begin, end)))
         return self._collect_keys(self._batch)
 
-    def score(self, params, rows: Sequence):
-        """(loss sum, correct, examples, probabilities, labels, classes) of the prepared chunk.
+    def score(self, params, rows: Sequence) -> Scores:
+        """The prepared chunk's :class:`Scores`.
 
         A classifier (N x C logits, C > 1) gives its softmax (N x C) and int32 labels, and
         ``classes`` = C: accuracy counts argmax hits, the AUC is one-vs-rest. A binary model (one
@@ -283,12 +294,12 @@ class Host:
             if output.dim() == 2 and output.shape[1] > 1:
                 correct = int((output.argmax(dim=1) == target).sum())
                 probability = torch.softmax(output.float(), dim=1)
-                return (loss_sum, correct, count, probability.numpy(),
-                        target.to(torch.int32).numpy(), output.shape[1])
+                return Scores(loss_sum, correct, count, probability.numpy(),
+                              target.to(torch.int32).numpy(), output.shape[1])
             probability = torch.sigmoid(output.reshape(-1).float())
             labels = target.reshape(-1).float()
             correct = int(((probability > 0.5) == (labels > 0.5)).sum())
-            return loss_sum, correct, count, probability.numpy(), labels.numpy(), 0
+            return Scores(loss_sum, correct, count, probability.numpy(), labels.numpy(), 0)
 
     # --- plumbing ----------------------------------------------------------------------------
     def _read(self, dataset, indices: List[int]):
