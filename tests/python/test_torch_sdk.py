@@ -1,5 +1,6 @@
 """syncopate.torch's Python side on its own (no cluster): ShardedEmbedding's lookups and errors,
 and the Host the C++ worker runtime drives, on tests/unit/pytorch/testdata/tiny_model.py."""
+import importlib.util
 import os
 import tempfile
 import unittest
@@ -8,7 +9,7 @@ import numpy as np
 import torch
 
 import syncopate.torch as st
-from syncopate.torch._host import Host, load_user_module
+from syncopate.torch._host import REQUIRED, Host, load_user_module
 
 TINY = os.path.join(os.path.dirname(__file__), "..", "unit", "pytorch", "testdata",
                     "tiny_model.py")
@@ -222,6 +223,20 @@ class HostTest(unittest.TestCase):
                         "def test_dataset(d): pass\n")
             with self.assertRaisesRegex(AttributeError, "defines no loss"):
                 load_user_module(path)
+            self.assertFalse(isinstance(_import(path), st.ModuleFile))
+
+    def test_a_model_file_is_a_module_file(self):
+        self.assertIsInstance(load_user_module(TINY), st.ModuleFile)
+        # The names the runtime requires are the protocol's members.
+        self.assertEqual(sorted(REQUIRED),
+                         sorted(n for n in vars(st.ModuleFile) if not n.startswith("_")))
+
+
+def _import(path):
+    spec = importlib.util.spec_from_file_location("syncopate_test_module_file", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 if __name__ == "__main__":

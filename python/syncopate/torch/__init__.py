@@ -34,8 +34,13 @@ the job starts, with one line naming the parameter or buffer and why.
 The cluster does the rest: every worker runs Syncopate's C++ worker runtime with this module
 hosted in it (leases, pulls, pushes, modes, faults, metrics are the runtime's), so the module sees
 only ``torch`` objects. See README "Your own model" and docs/decisions/0013-your-own-model.md.
+
+:class:`ModuleFile` is this contract as a :class:`typing.Protocol` (the four functions; a protocol
+cannot state ``collate``, which is optional), for type checkers and editors: annotate with it
+what loads a model file, or check a file with ``isinstance(module, ModuleFile)``.
 """
 from syncopate.torch.data import Criteo, DataSpec, FashionMnist
 from syncopate.torch.embedding import ShardedEmbedding
+from syncopate.torch.module_file import ModuleFile
 
-__all__ = ["Criteo", "DataSpec", "FashionMnist", "ShardedEmbedding"]
+__all__ = ["Criteo", "DataSpec", "FashionMnist", "ModuleFile", "ShardedEmbedding"]

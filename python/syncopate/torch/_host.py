@@ -11,7 +11,7 @@ import importlib.util
 import os
 import random
 import sys
-from typing import List, NamedTuple, Optional, Sequence
+from typing import List, NamedTuple, Optional, Sequence, cast
 
 import numpy as np
 import torch
@@ -19,13 +19,16 @@ import torch
 from syncopate.torch import _support
 from syncopate.torch.data import DataSpec, collate
 from syncopate.torch.embedding import ShardedEmbedding, TableRows
+from syncopate.torch.module_file import Collate, ModuleFile
 
-REQUIRED = ("model", "train_dataset", "test_dataset", "loss")
+REQUIRED = ("model", "train_dataset", "test_dataset", "loss")  # ModuleFile's members
 OPTIONAL = ("collate",)  # collate(examples) -> (input, target), as DataLoader's collate_fn
 
 
-def load_user_module(path: str):
-    """Imports the job's model file; its directory is importable, as for ``python3 file.py``."""
+def load_user_module(path: str) -> ModuleFile:
+    """Imports the job's model file; its directory is importable, as for ``python3 file.py``.
+    Refuses a file that lacks one of :class:`ModuleFile`'s functions or whose ``collate`` is not
+    callable."""
     if not os.path.isfile(path):
         raise FileNotFoundError(f"model.torch.module {path!r} is not a file")
     directory = os.path.dirname(os.path.abspath(path))
@@ -46,7 +49,7 @@ def load_user_module(path: str):
             raise TypeError(f"{path}: {name} is {type(getattr(module, name)).__name__}, not a "
                             "function (collate(examples) -> (input, target), as DataLoader's "
                             "collate_fn)")
-    return module
+    return cast(ModuleFile, module)
 
 
 class TensorRecord(NamedTuple):
@@ -118,7 +121,7 @@ class Host:
             raise TypeError(f"{module_path}: model() returned {type(self.model).__name__}, "
                             "not a torch.nn.Module")
         self.loss = user.loss
-        self.collate_fn = getattr(user, "collate", None)
+        self.collate_fn: Optional[Collate] = getattr(user, "collate", None)
         # What the shards cannot hold is refused here, one line naming it (_support.py).
         _support.check_sparse_modules(self.model)
         self.dense: List[_Dense] = []
