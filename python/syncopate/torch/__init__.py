@@ -37,7 +37,8 @@ only ``torch`` objects. See README "Your own model" and docs/decisions/0013-your
 
 :class:`ModuleFile` is this contract as a :class:`typing.Protocol` (the four functions; a protocol
 cannot state ``collate``, which is optional), for type checkers and editors: annotate with it
-what loads a model file, or check a file with ``isinstance(module, ModuleFile)``.
+what loads a model file, or check a file with ``isinstance(module, ModuleFile)``. The package is
+typed (``py.typed``); python/pyproject.toml makes it installable without the cluster.
 """
 from syncopate.torch.data import Criteo, DataSpec, FashionMnist
 from syncopate.torch.embedding import ShardedEmbedding
