@@ -16,6 +16,12 @@ train file and reports the test AUC after every epoch. Two recipes:
   row per column, which unseen test values read too; a missing-value indicator per numeric
   column next to its log1p.
 
+In both, DeepFM's factorization machine pairs the 26 categorical fields only, and the numerics
+reach the linear part and the MLP (ADR 0020: a heavy-tailed count scaling a learned vector makes
+every FM pair with it as noisy as the count). --fm_numeric adds the numeric inputs as FM fields
+x_j n_j, the layout of Syncopate's DeepFM before ADR 0020 (model.fm_fields
+CATEGORICAL_AND_NUMERIC).
+
 With --val=PATH the epoch with the best validation AUC is the one reported ("kept"), as a
 training system that keeps its best checkpoint would report it; the test set never chooses.
 
@@ -24,7 +30,7 @@ reading and evaluations excluded), one process with one thread, as bench/torch_p
 
 Not a runtime dependency: Debian's python3-torch (`./dev reference` installs it).
 Usage: bench/reference_ctr.py TRAIN TEST [--val=VAL] [--recipe=syncopate|standard]
-       [--models=lr,wdl,deepfm,dcn] [--epochs=3] [--seed=1]
+       [--models=lr,wdl,deepfm,dcn] [--epochs=3] [--seed=1] [--fm_numeric]
 """
 import argparse
 import gzip
@@ -104,9 +110,11 @@ def auc(scores, labels):
 
 
 class CtrNet(nn.Module):
-    def __init__(self, kind, sizes, numeric=NUMERIC, dim=16, hidden=(64, 32), cross_layers=2):
+    def __init__(self, kind, sizes, numeric=NUMERIC, dim=16, hidden=(64, 32), cross_layers=2,
+                 fm_numeric=False):
         super().__init__()
         self.kind = kind
+        self.fm_numeric_fields = kind == "deepfm" and fm_numeric
         self.offsets = torch.tensor(np.concatenate([[0], np.cumsum(sizes)[:-1]]), dtype=torch.int64)
         total = int(sum(sizes))
         self.wide = nn.Embedding(total, 1, sparse=True)
@@ -119,7 +127,7 @@ class CtrNet(nn.Module):
         self.emb = nn.Embedding(total, dim, sparse=True)
         nn.init.uniform_(self.emb.weight, -0.05, 0.05)
         width = CATEGORICAL * dim + numeric
-        if kind == "deepfm":
+        if self.fm_numeric_fields:
             self.fm_numeric = nn.Parameter(torch.empty(numeric, dim).uniform_(-0.05, 0.05))
         self.cross = nn.ModuleList()
         if kind == "dcn":
@@ -153,7 +161,9 @@ class CtrNet(nn.Module):
             x = x0 * layer(x) + x
         logit = logit + self.mlp(x).squeeze(1)
         if self.kind == "deepfm":
-            u = torch.cat([e, numeric.unsqueeze(2) * self.fm_numeric], dim=1)
+            u = e
+            if self.fm_numeric_fields:
+                u = torch.cat([e, numeric.unsqueeze(2) * self.fm_numeric], dim=1)
             fm = 0.5 * (u.sum(1).pow(2) - u.pow(2).sum(1)).sum(1)
             logit = logit + fm
         return logit
@@ -180,6 +190,8 @@ def main():
                         help="default: 0.3 (syncopate recipe, Adagrad), 1e-3 (standard, Adam)")
     parser.add_argument("--min_count", type=int, default=10)
     parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--fm_numeric", action="store_true",
+                        help="DeepFM: the numeric inputs are FM fields too (before ADR 0020)")
     args = parser.parse_args()
     standard = args.recipe == "standard"
     lr = args.lr if args.lr is not None else (1e-3 if standard else 0.3)
@@ -200,7 +212,7 @@ def main():
           f"{sum(sizes)} rows per table ({args.recipe} recipe)", flush=True)
     for kind in args.models.split(","):
         torch.manual_seed(args.seed)
-        model = CtrNet(kind, sizes, numeric=xn.shape[1])
+        model = CtrNet(kind, sizes, numeric=xn.shape[1], fm_numeric=args.fm_numeric)
         if standard:
             sparse = [p for n, p in model.named_parameters() if n in ("wide.weight", "emb.weight")]
             dense = [p for n, p in model.named_parameters()
@@ -233,7 +245,8 @@ def main():
                 line += f" validation AUC {val_aucs[-1]:.4f}"
             print(f"{line} ({time.time() - start:.0f} s)", flush=True)
         kept = int(np.argmax(val_aucs)) if args.val else len(aucs) - 1
-        print(f"RESULT model={kind} recipe={args.recipe} final_auc={aucs[-1]:.4f} "
+        fm = " fm_numeric=1" if model.kind == "deepfm" and args.fm_numeric else ""
+        print(f"RESULT model={kind} recipe={args.recipe}{fm} final_auc={aucs[-1]:.4f} "
               f"kept_auc={aucs[kept]:.4f} kept_epoch={kept + 1} best_auc={max(aucs):.4f} "
               f"best_epoch={int(np.argmax(aucs)) + 1} seconds={time.time() - start:.0f} "
               f"training_examples_per_second={args.epochs * len(y) / training_seconds:.0f}",

@@ -71,6 +71,29 @@ absl::Status RestoreDense(const v1::ShardCheckpoint& source, const v1::ShardPart
   return absl::OkStatus();
 }
 
+// A checkpoint whose dense tensors the job's model lacks was written for another layout: restoring
+// the rest would silently drop those tensors' part of the model (a DeepFM checkpoint from before
+// ADR 0020 holds "fm/numeric", which the default FM no longer has). Checked against the job's
+// layout record when the coordinator filled it in.
+absl::Status CheckTensorsKnown(const v1::ShardCheckpoint& source, const v1::JobSpec& job) {
+  const v1::ModelLayoutRecord& layout = job.model().layout();
+  if (layout.dense_size() == 0) return absl::OkStatus();
+  for (const v1::CheckpointSlice& slice : source.slices()) {
+    const bool known = std::any_of(
+        layout.dense().begin(), layout.dense().end(),
+        [&slice](const v1::TensorShape& tensor) { return tensor.name() == slice.tensor(); });
+    if (!known) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint holds tensor '", slice.tensor(),
+          "', which the job's model does not have: it was written for another model layout",
+          slice.tensor() == "fm/numeric"
+              ? " (a DeepFM checkpoint from before model.fm_fields needs CATEGORICAL_AND_NUMERIC)"
+              : ""));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // Sets the source's embedding rows that the target shard owns into the fresh tables, with their
 // idle time, and merges the source's admission sketch into the table's (ADR 0010).
 absl::Status RestoreRows(const v1::ShardCheckpoint& source, const RestoreTarget& target,
@@ -186,6 +209,7 @@ absl::StatusOr<RestoredShard> RestoreShard(const RestoreTarget& target,
     }
   }
   for (const v1::ShardCheckpoint& source : sources) {
+    SYNCOPATE_RETURN_IF_ERROR(CheckTensorsKnown(source, assignment.job()));
     if (target.parameters_only) {
       SYNCOPATE_RETURN_IF_ERROR(CheckSlices(source, /*with_state=*/false));
       SYNCOPATE_RETURN_IF_ERROR(RestoreDense(source, partition, true, out, covered));

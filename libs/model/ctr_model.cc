@@ -105,6 +105,9 @@ absl::StatusOr<CtrModel> CtrModel::Create(CtrModelOptions options) {
   if (!dcn && options.cross_layers != 0) {
     return absl::InvalidArgumentError("cross_layers is only for DCN");
   }
+  if (options.fm_numeric && options.architecture != CtrArchitecture::kDeepFm) {
+    return absl::InvalidArgumentError("fm_numeric is only for DeepFM");
+  }
   std::vector<int> widths = options.hidden;
   widths.push_back(1);
   int64_t offset = 0;
@@ -140,7 +143,7 @@ CtrModel::CtrModel(const CtrModelOptions& options, std::vector<DenseLayer> layer
   }
   tensors_.push_back({.name = "wide/numeric", .rows = 1, .cols = numeric_inputs_, .init = zeros});
   int64_t offset = wide_offset_ + numeric_inputs_;
-  if (architecture_ == CtrArchitecture::kDeepFm) {
+  if (architecture_ == CtrArchitecture::kDeepFm && options.fm_numeric) {
     // The numeric fields' FM vectors start like the embedding rows they meet in the FM.
     Initializer fm_init;
     fm_init.set_kind(Initializer::UNIFORM);
@@ -272,7 +275,9 @@ void CtrModel::ForwardFm(const float* params, const BatchKeys& keys, const float
                          int64_t n) {
   const int e = embedding_dim_;
   fm_sum_.resize(static_cast<size_t>(e) * n);
-  const ConstMatrixMap numeric_vectors(params + fm_offset_, e, numeric_inputs_);
+  const bool numeric_fields = fm_offset_ >= 0;
+  const ConstMatrixMap numeric_vectors(params + std::max<int64_t>(fm_offset_, 0), e,
+                                       numeric_fields ? numeric_inputs_ : 0);
   for (int64_t j = 0; j < n; ++j) {
     // sum_(i<j) <u_i, u_j> = 1/2 (|sum_i u_i|^2 - sum_i |u_i|^2) (Rendle, 2010, lemma 3).
     VectorMap sum(fm_sum_.data() + j * e, e);
@@ -284,10 +289,12 @@ void CtrModel::ForwardFm(const float* params, const BatchKeys& keys, const float
       sum += u;
       squares += u.squaredNorm();
     }
-    const ConstVectorMap x(numeric_.data() + j * numeric_inputs_, numeric_inputs_);
-    sum += numeric_vectors * x;
-    squares +=
-        (numeric_vectors.colwise().squaredNorm().transpose().array() * x.array().square()).sum();
+    if (numeric_fields) {
+      const ConstVectorMap x(numeric_.data() + j * numeric_inputs_, numeric_inputs_);
+      sum += numeric_vectors * x;
+      squares +=
+          (numeric_vectors.colwise().squaredNorm().transpose().array() * x.array().square()).sum();
+    }
     logits_[j] += static_cast<float>(0.5 * (static_cast<double>(sum.squaredNorm()) - squares));
   }
 }
@@ -298,15 +305,17 @@ void CtrModel::BackwardFm(const float* params, const BatchKeys& keys, const floa
   // dFM/du_i = sum_k u_k - u_i; the numeric fields' vectors are x_j n_j, so dFM/dn_j is x_j
   // times that.
   const int e = embedding_dim_;
-  const ConstMatrixMap numeric_vectors(params + fm_offset_, e, numeric_inputs_);
-  MatrixMap d_numeric_vectors(dense_grad + fm_offset_, e, numeric_inputs_);
+  const int numeric_fields = fm_offset_ >= 0 ? numeric_inputs_ : 0;
+  const ConstMatrixMap numeric_vectors(params + std::max<int64_t>(fm_offset_, 0), e,
+                                       numeric_fields);
+  MatrixMap d_numeric_vectors(dense_grad + std::max<int64_t>(fm_offset_, 0), e, numeric_fields);
   for (int64_t j = 0; j < n; ++j) {
     const ConstVectorMap sum(fm_sum_.data() + j * e, e);
     for (int f = 0; f < kCtrCategorical; ++f) {
       const ptrdiff_t p = keys.position[j * kCtrCategorical + f];
       VectorMap(deep_grad + p * e, e) += d_logit[j] * (sum - ConstVectorMap(deep_rows + p * e, e));
     }
-    for (int i = 0; i < numeric_inputs_; ++i) {
+    for (int i = 0; i < numeric_fields; ++i) {
       const float x = numeric_[j * numeric_inputs_ + i];
       if (x == 0.0f) continue;
       d_numeric_vectors.col(i) += (d_logit[j] * x) * (sum - x * numeric_vectors.col(i));

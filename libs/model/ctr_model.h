@@ -7,8 +7,8 @@
 //   linear = sum_i w(f_i) + sum_(a,b) w(f_a x f_b) + v . x      w: rows of the "wide" table
 //   WDL    (Cheng et al., 2016):  logit = MLP(x0) + linear
 //   DEEPFM (Guo et al., 2017):    logit = MLP(x0) + linear + FM
-//          FM = sum_(i<j) <u_i, u_j> over the 26 field vectors u_i = e_i and the 13 numeric
-//          fields' u_(26+j) = x_j * n_j (n_j dense), computed as
+//          FM = sum_(i<j) <u_i, u_j> over the 26 field vectors u_i = e_i (and, with fm_numeric,
+//          the numeric inputs' u_(26+j) = x_j * n_j, n_j dense: ADR 0020), computed as
 //          1/2 sum_k [(sum_i u_ik)^2 - sum_i u_ik^2], O(fields * dim) instead of O(fields^2 * dim)
 //   DCN    (DCN-v2, Wang et al., 2021, "stacked"): x_(l+1) = x0 (.) (W_l x_l + b_l) + x_l for
 //          l < cross_layers, W_l full rank; logit = MLP(x_L) + linear
@@ -18,7 +18,7 @@
 // f_b are the optional hand-picked crosses (CrossKey; linear part only, as in the WDL paper) and
 // x = log1p(max(numeric, 0)) with missing numerics as 0, followed, with missing_indicators, by
 // one indicator per column that is 1 when the value is missing (x is then 26 wide, and so are
-// v and the FM's numeric fields: a missing column gets a learned weight and FM vector). The
+// v and the FM's numeric fields: a missing column gets a learned weight, and FM vector). The
 // dense parameters (MLP, v, the FM's numeric vectors, the cross layers) form one flat vector like
 // the Mlp's; the table rows live on the shards and only the rows a batch touches are pulled.
 // Thread-safety: thread-compatible; use one instance per thread.
@@ -80,6 +80,9 @@ struct CtrModelOptions {
   // Thirteen more numeric inputs, one per column, 1 when the value is missing and 0 otherwise:
   // without them a missing count reads exactly like a count of 0 (ADR 0016).
   bool missing_indicators = false;
+  // kDeepFm: the numeric inputs join the FM as fields x_j n_j ("fm/numeric"). Off: the FM pairs
+  // the categorical fields only (ADR 0020: a heavy-tailed count makes its pairs as noisy as it).
+  bool fm_numeric = false;
 };
 
 class CtrModel {
@@ -93,10 +96,10 @@ class CtrModel {
   static absl::StatusOr<CtrModel> Create(CtrModelOptions options);
 
   // The dense tensors in flat-vector order: "deep<i>/w", "deep<i>/b" per hidden layer,
-  // "deep_out/w", "deep_out/b", "wide/numeric"; then "fm/numeric" (kDeepFm, dim x numeric
-  // inputs) or "cross<l>/w", "cross<l>/b" per cross layer (kDcn). Without missing_indicators a
-  // WDL's layout is the same as before the other architectures existed, so its checkpoints stay
-  // readable.
+  // "deep_out/w", "deep_out/b", "wide/numeric"; then "fm/numeric" (kDeepFm with fm_numeric, dim x
+  // numeric inputs) or "cross<l>/w", "cross<l>/b" per cross layer (kDcn). Without
+  // missing_indicators a WDL's layout is the same as before the other architectures existed, so its
+  // checkpoints stay readable.
   const std::vector<DenseTensorSpec>& tensors() const { return tensors_; }
   // "deep" (width embedding_dim, U(-0.05, 0.05)) and "wide" (width 1, zeros), in table-id order.
   std::vector<v1::EmbeddingTableSpec> tables() const;
@@ -149,7 +152,7 @@ class CtrModel {
   int input_dim_;                   // 26 * embedding_dim + numeric_inputs_
   std::vector<DenseLayer> layers_;  // hidden layers, then the output layer (1 unit)
   int64_t wide_offset_;             // of "wide/numeric"
-  int64_t fm_offset_ = -1;          // of "fm/numeric" (kDeepFm)
+  int64_t fm_offset_ = -1;          // of "fm/numeric" (kDeepFm with fm_numeric); -1 without
   std::vector<DenseLayer> cross_;   // input_dim -> input_dim each (kDcn)
   std::vector<FieldPair> crosses_;
   std::vector<DenseTensorSpec> tensors_;

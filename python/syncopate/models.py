@@ -21,7 +21,7 @@ PyTorch                    C++ (export shape)       meaning
 ``deep_out.weight``        ``deep_out/w`` [in, 1]    CTR deep MLP output unit (linear)
 ``deep_out.bias``          ``deep_out/b`` [1, 1]
 ``wide_numeric.weight``    ``wide/numeric`` [u, 1]   v, the numerics' linear weights
-``fm_numeric``             ``fm/numeric`` [u, e]     DEEPFM: row j is numeric field j's vector
+``fm_numeric``             ``fm/numeric`` [u, e]     DEEPFM: row j is numeric field j's vector, with fm_numeric
 ``cross.<l>.weight``       ``cross<l>/w`` [d, d]     DCN cross layer l's W_l (transposed)
 ``cross.<l>.bias``         ``cross<l>/b`` [1, d]
 ``embedding``              table ``deep`` (dim e)    CTR field embeddings, U(-0.05, 0.05)
@@ -167,7 +167,7 @@ class CtrModel(_ClusterDense, torch.nn.Module):
 
     def __init__(self, kind: str, embedding_dim: int = 16, hidden: Sequence[int] = (),
                  crosses: Sequence[Sequence[int]] = (), cross_layers: int = 0,
-                 missing_indicators: bool = False) -> None:
+                 missing_indicators: bool = False, fm_numeric: bool = False) -> None:
         super().__init__()
         _check_ctr_options(kind, embedding_dim, hidden, crosses, cross_layers)
         self.kind = kind
@@ -176,6 +176,11 @@ class CtrModel(_ClusterDense, torch.nn.Module):
         self.crosses = tuple((int(a), int(b)) for a, b in crosses)
         self.cross_layers = int(cross_layers)
         self.missing_indicators = bool(missing_indicators)
+        # DEEPFM: the numeric inputs are FM fields too (model.fm_fields CATEGORICAL_AND_NUMERIC,
+        # the layout before ADR 0020); by default the FM pairs the categorical fields only.
+        if fm_numeric and kind != "DEEPFM":
+            raise ValueError("fm_numeric is only for DEEPFM")
+        self.fm_numeric_fields = bool(fm_numeric)
         self.numeric_inputs = 2 * CTR_NUMERIC if missing_indicators else CTR_NUMERIC
         self.input_dim = CTR_CATEGORICAL * self.embedding_dim + self.numeric_inputs
         # Both tables are read with the fields' keys; "wide" also with the crosses' keys.
@@ -187,7 +192,7 @@ class CtrModel(_ClusterDense, torch.nn.Module):
             torch.nn.Linear(a, b) for a, b in zip(widths[:-1], widths[1:]))
         self.deep_out = torch.nn.Linear(widths[-1], 1)
         self.wide_numeric = torch.nn.Linear(self.numeric_inputs, 1, bias=False)
-        if kind == "DEEPFM":
+        if self.fm_numeric_fields:
             self.fm_numeric = torch.nn.Parameter(
                 torch.zeros(self.numeric_inputs, self.embedding_dim))
         self.cross = torch.nn.ModuleList(
@@ -196,10 +201,12 @@ class CtrModel(_ClusterDense, torch.nn.Module):
     @classmethod
     def from_manifest(cls, model: Mapping[str, Any]) -> "CtrModel":
         """From the manifest's ``model`` section: ``kind``, ``embedding_dim``, ``hidden``,
-        ``crosses`` (pairs of 0-based fields), ``cross_layers``, ``missing_indicators``."""
+        ``crosses`` (pairs of 0-based fields), ``cross_layers``, ``missing_indicators``,
+        ``fm_numeric``."""
         return cls(str(model["kind"]), int(model.get("embedding_dim", 16)),
                    list(model.get("hidden", [])), [_pair(c) for c in model.get("crosses", [])],
-                   int(model.get("cross_layers", 0)), bool(model.get("missing_indicators", False)))
+                   int(model.get("cross_layers", 0)), bool(model.get("missing_indicators", False)),
+                   bool(model.get("fm_numeric", False)))
 
     def dense_tensors(self) -> List[DenseTensor]:
         # CtrModel::tensors()' order: the deep MLP, "wide/numeric", then "fm/numeric" or the
@@ -211,7 +218,7 @@ class CtrModel(_ClusterDense, torch.nn.Module):
         specs += _linear_tensors("deep_out", "deep_out", self.deep_out.in_features, 1)
         # "wide/numeric" is [1 x u]: export [u, 1], the transpose of Linear(u, 1)'s [1, u].
         specs.append(DenseTensor("wide/numeric", "wide_numeric.weight", (self.numeric_inputs, 1)))
-        if self.kind == "DEEPFM":
+        if self.fm_numeric_fields:
             # "fm/numeric" is [e x u], column j numeric field j's vector: export [u, e], row j.
             specs.append(DenseTensor("fm/numeric", "fm_numeric",
                                      (self.numeric_inputs, self.embedding_dim), transpose=False))
@@ -274,10 +281,14 @@ class CtrModel(_ClusterDense, torch.nn.Module):
 
     def _fm(self, x: torch.Tensor, deep_rows: torch.Tensor) -> torch.Tensor:
         """sum_(i<j) <u_i, u_j> = 1/2 (|sum_i u_i|^2 - sum_i |u_i|^2) (Rendle, 2010) over the 26
-        field rows and the numeric fields' x_j n_j (``CtrModel::ForwardFm``)."""
-        total = deep_rows.sum(dim=1) + x @ self.fm_numeric
-        squares = deep_rows.pow(2).sum(dim=2).double().sum(dim=1) + \
-            (self.fm_numeric.pow(2).sum(dim=1) * x.pow(2)).sum(dim=1).double()
+        field rows and, with ``fm_numeric``, the numeric fields' x_j n_j
+        (``CtrModel::ForwardFm``)."""
+        total = deep_rows.sum(dim=1)
+        squares = deep_rows.pow(2).sum(dim=2).double().sum(dim=1)
+        if self.fm_numeric_fields:
+            total = total + x @ self.fm_numeric
+            squares = squares + \
+                (self.fm_numeric.pow(2).sum(dim=1) * x.pow(2)).sum(dim=1).double()
         return (0.5 * (total.pow(2).sum(dim=1).double() - squares)).float()
 
     def forward(self, batch: Mapping[str, Any]) -> torch.Tensor:

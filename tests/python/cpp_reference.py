@@ -26,7 +26,7 @@ def mlp_tensors(input_dim: int, hidden: Sequence[int], classes: int) -> List[Spe
 
 
 def ctr_tensors(kind: str, e: int, hidden: Sequence[int], cross_layers: int,
-                indicators: bool) -> List[Spec]:
+                indicators: bool, fm_numeric: bool = False) -> List[Spec]:
     """CtrModel::CtrModel's tensors() in flat-vector order."""
     u = 26 if indicators else 13
     d = 26 * e + u
@@ -37,7 +37,7 @@ def ctr_tensors(kind: str, e: int, hidden: Sequence[int], cross_layers: int,
         specs += [(f"{name}/w", outputs, inputs), (f"{name}/b", outputs, 1)]
         inputs = outputs
     specs.append(("wide/numeric", 1, u))
-    if kind == "DEEPFM":
+    if fm_numeric:
         specs.append(("fm/numeric", e, u))
     for l in range(cross_layers):
         specs += [(f"cross{l}/w", d, d), (f"cross{l}/b", d, 1)]
@@ -118,8 +118,10 @@ def ctr_logits(kind: str, e: int, hidden: Sequence[int], crosses: Sequence[Tuple
             wide += float(wide_row(int(keys.cross_key(c, values[j, a], values[j, b]))))
         logit = deep + wide
         if kind == "DEEPFM":
-            vectors = flat.matrix("fm/numeric")  # e x u: column i is numeric field i's vector
-            u = rows + [x[i] * vectors[:, i] for i in range(len(x))]
+            u = list(rows)
+            if "fm/numeric" in flat.offsets:
+                vectors = flat.matrix("fm/numeric")  # e x u: column i is numeric field i's vector
+                u += [x[i] * vectors[:, i] for i in range(len(x))]
             total = np.sum(u, axis=0)
             logit += 0.5 * (total @ total - sum(v @ v for v in u))
         logits.append(logit)

@@ -36,8 +36,8 @@ def batch_of(numeric, values):
 
 
 def ctr_model(kind, flat, e, hidden=(), crosses=(), cross_layers=0, indicators=False,
-              deep=None, wide=None, deep_absent="initial"):
-    model = models.CtrModel(kind, e, hidden, crosses, cross_layers, indicators)
+              deep=None, wide=None, deep_absent="initial", fm_numeric=False):
+    model = models.CtrModel(kind, e, hidden, crosses, cross_layers, indicators, fm_numeric)
     model.load_cluster_dense(flat.export())
     model.embedding.use_local_table(local("deep", deep or {}, DEEP_INIT, deep_absent, dim=e))
     model.wide.use_local_table(local("wide", wide or {}, keys.Initializer("ZEROS"), dim=1))
@@ -94,7 +94,7 @@ class HandWorkedTest(unittest.TestCase):
         # Only the FM: fields 0 and 1 have rows (1, 2) and (3, -1), the others zero rows;
         # numeric 0 = 3 (x = log 4) has vector (0.5, 0.5):
         # FM = <u0,u1> + x<u0,n0> + x<u1,n0> = 1 + 1.5x + 1.0x.
-        specs = cpp.ctr_tensors("DEEPFM", 2, [], 0, False)
+        specs = cpp.ctr_tensors("DEEPFM", 2, [], 0, False, fm_numeric=True)
         n = np.zeros((2, 13))
         n[:, 0] = 0.5
         flat = zero_flat(specs, fm__numeric=n)
@@ -102,9 +102,15 @@ class HandWorkedTest(unittest.TestCase):
         deep = {key(f, values[0, f]): [0.0, 0.0] for f in range(26)}
         deep[key(0, 5)] = [1.0, 2.0]
         deep[key(1, 6)] = [3.0, -1.0]
-        model = ctr_model("DEEPFM", flat, 2, deep=deep)
+        model = ctr_model("DEEPFM", flat, 2, deep=deep, fm_numeric=True)
         logit = model(batch_of([[3.0] + [math.nan] * 12], values)).item()
         self.assertAlmostEqual(logit, 1 + 2.5 * math.log(4.0), places=5)
+        # The default FM (model.fm_fields CATEGORICAL_ONLY, ADR 0020) pairs the fields only.
+        flat = zero_flat(cpp.ctr_tensors("DEEPFM", 2, [], 0, False))
+        model = ctr_model("DEEPFM", flat, 2, deep=deep)
+        self.assertNotIn("fm/numeric", model.cluster_dense())
+        logit = model(batch_of([[3.0] + [math.nan] * 12], values)).item()
+        self.assertAlmostEqual(logit, 1.0, places=5)
 
     def test_dcn_crosses_each_input_with_x0(self):
         # One cross layer, W = e_0 e_0^T, b = 0.5 e_0: x1[0] = x0[0] (x0[0] + 0.5) + x0[0];
@@ -138,8 +144,9 @@ class AgainstTheCppForwardTest(unittest.TestCase):
     """Random parameters and tables: the module against cpp_reference's float64 transcription.
     Some keys have rows, some not (deep: initial value or zeros; wide: zeros)."""
 
-    def check(self, kind, e, hidden, crosses, cross_layers, indicators, deep_absent="initial"):
-        specs = cpp.ctr_tensors(kind, e, hidden, cross_layers, indicators)
+    def check(self, kind, e, hidden, crosses, cross_layers, indicators, deep_absent="initial",
+              fm_numeric=False):
+        specs = cpp.ctr_tensors(kind, e, hidden, cross_layers, indicators, fm_numeric)
         flat = cpp.Flat.random(specs, seed=len(specs) + e)
         rng = np.random.default_rng(7)
         n = 16
@@ -165,7 +172,7 @@ class AgainstTheCppForwardTest(unittest.TestCase):
                                   numeric, values, deep_row,
                                   lambda k: wide[k][0] if k in wide else 0.0)
         model = ctr_model(kind, flat, e, hidden, crosses, cross_layers, indicators, deep, wide,
-                          deep_absent)
+                          deep_absent, fm_numeric)
         with torch.no_grad():
             batch = batch_of(numeric, values)
             logits = model(batch).numpy()
@@ -183,6 +190,9 @@ class AgainstTheCppForwardTest(unittest.TestCase):
     def test_deepfm(self):
         self.check("DEEPFM", 4, [6], [(1, 2)], 0, True)
 
+    def test_deepfm_with_numeric_fm_fields(self):
+        self.check("DEEPFM", 4, [6], [(1, 2)], 0, True, fm_numeric=True)
+
     def test_dcn(self):
         self.check("DCN", 2, [4], [], 2, True)
 
@@ -197,10 +207,11 @@ class AgainstTheCppForwardTest(unittest.TestCase):
         np.testing.assert_allclose(got, cpp.mlp_probabilities(flat, x, 3), rtol=0, atol=1e-6)
 
     def test_cluster_dense_is_the_inverse_of_loading(self):
-        for kind, layers in (("WDL", 0), ("DEEPFM", 0), ("DCN", 2)):
-            specs = cpp.ctr_tensors(kind, 2, [3], layers, True)
+        for kind, layers, fm in (("WDL", 0, False), ("DEEPFM", 0, False), ("DEEPFM", 0, True),
+                                 ("DCN", 2, False)):
+            specs = cpp.ctr_tensors(kind, 2, [3], layers, True, fm)
             flat = cpp.Flat.random(specs, seed=5)
-            model = models.CtrModel(kind, 2, [3], [], layers, True)
+            model = models.CtrModel(kind, 2, [3], [], layers, True, fm)
             model.load_cluster_dense(flat.export())
             back = model.cluster_dense()
             self.assertEqual(list(back), [name for name, _, _ in specs])
@@ -218,16 +229,17 @@ class AgainstReferenceCtrTest(unittest.TestCase):
         cls.reference = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(cls.reference)
 
-    def check(self, kind, indicators):
+    def check(self, kind, indicators, fm_numeric=False):
         torch.manual_seed(3)
         u = 26 if indicators else 13
         net = self.reference.CtrNet(kind.lower(), [5] * 26, numeric=u, dim=4, hidden=(6, 3),
-                                    cross_layers=2 if kind == "DCN" else 0)
+                                    cross_layers=2 if kind == "DCN" else 0, fm_numeric=fm_numeric)
         with torch.no_grad():
             for p in net.parameters():
                 p.uniform_(-0.3, 0.3)
             net.wide_numeric.bias.zero_()
-        ours = models.CtrModel(kind, 4, [6, 3], [], 2 if kind == "DCN" else 0, indicators)
+        ours = models.CtrModel(kind, 4, [6, 3], [], 2 if kind == "DCN" else 0, indicators,
+                               fm_numeric)
         with torch.no_grad():
             ours.deep[0].weight.copy_(net.mlp[0].weight)
             ours.deep[0].bias.copy_(net.mlp[0].bias)
@@ -236,7 +248,7 @@ class AgainstReferenceCtrTest(unittest.TestCase):
             ours.deep_out.weight.copy_(net.mlp[4].weight)
             ours.deep_out.bias.copy_(net.mlp[4].bias)
             ours.wide_numeric.weight.copy_(net.wide_numeric.weight)
-            if kind == "DEEPFM":
+            if fm_numeric:
                 ours.fm_numeric.copy_(net.fm_numeric)
             for mine, theirs in zip(ours.cross, net.cross):
                 mine.weight.copy_(theirs.weight)
@@ -259,6 +271,9 @@ class AgainstReferenceCtrTest(unittest.TestCase):
 
     def test_deepfm_with_missing_indicators(self):
         self.check("DEEPFM", True)
+
+    def test_deepfm_with_numeric_fm_fields(self):
+        self.check("DEEPFM", True, fm_numeric=True)
 
     def test_dcn(self):
         self.check("DCN", True)

@@ -108,6 +108,32 @@ TEST_F(RestoreShardTest, ForeignOrInconsistentSourcesAreRefused) {
             absl::StatusCode::kFailedPrecondition);
 }
 
+// A checkpoint holding a tensor the job's model lacks (its layout record, which the coordinator
+// fills in) was written for another model: restoring the rest would silently drop that part of
+// the model, e.g. a DeepFM's "fm/numeric" from before model.fm_fields (ADR 0020).
+TEST_F(RestoreShardTest, TensorsTheModelLacksAreRefused) {
+  v1::ShardCheckpoint whole = Source("w", 0, {1, 2, 3}, 1);
+  AddSlice(whole, "b", 0, {4});
+  AddSlice(whole, "fm/numeric", 0, {7, 8});
+  // Without a layout record (a job the coordinator did not fill in) nothing can be checked.
+  ASSERT_TRUE(RestoreShard(target_, {whole}).ok());
+  v1::ModelLayoutRecord& layout = *assignment_.mutable_job()->mutable_model()->mutable_layout();
+  v1::TensorShape* w = layout.add_dense();
+  w->set_name("w");
+  w->add_shape(3);
+  v1::TensorShape* b = layout.add_dense();
+  b->set_name("b");
+  b->add_shape(1);
+  absl::StatusOr<RestoredShard> refused = RestoreShard(target_, {whole});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("checkpoint holds tensor 'fm/numeric', which the job's model does not "
+                        "have: it was written for another model layout (a DeepFM checkpoint "
+                        "from before model.fm_fields needs CATEGORICAL_AND_NUMERIC)"));
+  whole.mutable_slices()->RemoveLast();
+  EXPECT_TRUE(RestoreShard(target_, {whole}).ok());
+}
+
 // Rows go to the shard that owns their key under the target's partitioning; others are left out.
 TEST_F(RestoreShardTest, RowsAreKeptOnlyWhereTheyAreOwned) {
   v1::ShardCheckpoint whole = Source("w", 0, {1, 2, 3}, 1);

@@ -1,5 +1,6 @@
 #include "libs/job/job_spec.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -140,6 +141,23 @@ TEST(ValidateJobSpec, DeepFmAndDcnShareTheCtrChecksAndCrossLayersIsDcnOnly) {
   EXPECT_THAT(std::string(ValidateJobSpec(deepfm).message()),
               HasSubstr("model.cross_layers is only for model DCN"));
   deepfm.mutable_model()->set_cross_layers(0);
+  // The FM pairs the categorical fields only unless asked (ADR 0020); fm_fields is DeepFM's.
+  v1::JobSpec defaulted = deepfm;
+  ApplyJobDefaults(defaulted);
+  EXPECT_EQ(defaulted.model().fm_fields(), v1::ModelSpec::CATEGORICAL_ONLY);
+  absl::StatusOr<ModelLayout> fm_layout = LayoutForJob(defaulted);
+  ASSERT_TRUE(fm_layout.ok()) << fm_layout.status();
+  EXPECT_FALSE(std::any_of(fm_layout->dense.begin(), fm_layout->dense.end(),
+                           [](const auto& t) { return t.name == "fm/numeric"; }));
+  defaulted.mutable_model()->set_fm_fields(v1::ModelSpec::CATEGORICAL_AND_NUMERIC);
+  fm_layout = LayoutForJob(defaulted);
+  ASSERT_TRUE(fm_layout.ok()) << fm_layout.status();
+  EXPECT_TRUE(std::any_of(fm_layout->dense.begin(), fm_layout->dense.end(),
+                          [](const auto& t) { return t.name == "fm/numeric"; }));
+  v1::JobSpec wdl = *spec;
+  wdl.mutable_model()->set_fm_fields(v1::ModelSpec::CATEGORICAL_ONLY);
+  EXPECT_THAT(std::string(ValidateJobSpec(wdl).message()),
+              HasSubstr("model.fm_fields is only for model DEEPFM"));
   deepfm.mutable_dataset()->set_kind(v1::DatasetSpec::FASHION_MNIST);
   EXPECT_THAT(std::string(ValidateJobSpec(deepfm).message()),
               HasSubstr("dataset.kind must be CRITEO for model DEEPFM"));
