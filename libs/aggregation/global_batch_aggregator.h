@@ -4,25 +4,14 @@
 // mode, so learning rate, schedule and optimizer need no retuning when the mode changes.
 //   sync  - a barrier per version k: the update is applied once every current member has pushed
 //           a gradient for it. A gradient with an older token (only in a transition: a switch
-//           from gba flushed a version, a roll-back moved it on) is dropped, but fills its
-//           member's place in barrier k: otherwise the member would owe barrier k while its next
-//           pull waits for another shard's next barrier, which can wait on a member in the mirror
-//           situation (a cross-shard deadlock, seen in training_test's auto scenario,
-//           2026-11-27). A barrier every member filled with dropped gradients releases its
-//           version without an update (TakeUpdate returns 0 samples).
-//           The member's next pull then waits for the barrier's release (HasPushedForVersion) -
-//           except when its dropped gradient was computed before this stretch of sync began
-//           (a token below sync_since: before the switch from gba, or the roll-back). Holding
-//           such a member can close a cycle too: two shards switched a moment apart, a worker
-//           whose gba push reached shard A before A's switch and whose stale push reached B
-//           after B's, and a second worker the other way round, each held by one shard while
-//           the other waits for it (the CTR DeepFM example in auto, 2026-11-28). Such a
-//           placeholder fills the place without holding, and the member's own gradient for the
-//           version replaces it if it arrives before the release. No cycle is left: a member is
-//           held at a shard only for a stale gradient computed in its current stretch of sync,
-//           i.e. after pulling it past that shard's switch, and missing from another shard's
-//           barrier only if its gba push reached it before that shard's switch; a cycle would
-//           order the shards' switches before each other (ADR 0002).
+//           from gba flushed a version, a roll-back moved it on) is dropped but fills its
+//           member's place in barrier k; the member's next pull then waits for the barrier's
+//           release (HasPushedForVersion), unless the gradient was computed before this stretch
+//           of sync began (a token below sync_since), which fills the place without holding and
+//           is replaced by the member's own gradient for the version if it arrives first. A
+//           barrier filled only with dropped gradients releases its version without an update
+//           (TakeUpdate returns 0 samples). Why both rules, and why no cross-shard deadlock is
+//           left: ADR 0002, "Sync across a switch".
 //   gba   - no barrier: gradients accumulate with a staleness weight w(tau) until they cover G
 //           samples; the mean is normalised by the sample count (not by sum of weights), so
 //           decayed gradients shorten the step.
