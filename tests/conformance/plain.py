@@ -37,6 +37,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(HERE)), "python"
 sys.path.insert(0, HERE)
 
 from syncopate import keys  # noqa: E402
+from syncopate.metrics import auc  # noqa: E402
 from syncopate.torch import DataSpec, ShardedEmbedding  # noqa: E402
 import recipes  # noqa: E402
 
@@ -160,22 +161,7 @@ def optimizer_for(recipe: recipes.Recipe, parameters) -> torch.optim.Optimizer:
     raise ValueError(f"unknown optimizer {recipe.optimizer}")
 
 
-# --- training and the metric ---------------------------------------------------------------------
-def auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    """ROC AUC by ranks (Mann-Whitney), ties as half."""
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    sorted_scores = scores[order]
-    i = 0
-    while i < len(scores):
-        j = i
-        while j + 1 < len(scores) and sorted_scores[j + 1] == sorted_scores[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    positives = labels > 0.5
-    p, n = int(positives.sum()), int((~positives).sum())
-    return float((ranks[positives].sum() - p * (p + 1) / 2) / (p * n))
+# --- training and the metric (syncopate.metrics.auc) ---------------------------------------------
 
 
 def evaluate(model: torch.nn.Module, loader) -> float:

@@ -13,6 +13,7 @@ import torch
 import syncopate.export as se
 import syncopate.keys as sk
 import syncopate.models as sm
+from syncopate.metrics import auc
 from syncopate.readers import read_criteo
 from syncopate.torch._host import load_user_module
 
@@ -20,25 +21,6 @@ from syncopate.torch._host import load_user_module
 def fail(message):
     print(f"FAIL: {message}", file=sys.stderr)
     sys.exit(1)
-
-
-def auc(scores, labels):
-    """The evaluator's exact AUC (libs/model/auc.h BinaryAuc): Mann-Whitney U over positives x
-    negatives, ties counting one half."""
-    scores = np.asarray(scores, dtype=np.float64)
-    order = np.argsort(scores, kind="mergesort")
-    ranks = np.empty(len(scores))
-    sorted_scores = scores[order]
-    i = 0
-    while i < len(scores):
-        j = i
-        while j + 1 < len(scores) and sorted_scores[j + 1] == sorted_scores[i]:
-            j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2.0 + 1.0
-        i = j + 1
-    positive = labels > 0.5
-    p, n = positive.sum(), (~positive).sum()
-    return (ranks[positive].sum() - p * (p + 1) / 2.0) / (p * n)
 
 
 def log_loss(probabilities, labels):
