@@ -13,6 +13,7 @@
 # 2-core dev machine.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/bench/ctr_bench_lib.sh"
 SEEDS=3
 TEACHERS="longtail,segments,pairs"
 ROWS=400000
@@ -49,28 +50,15 @@ printf 'teacher\tseed\tconfig\tauc\texamples_per_second\n' >"$TSV"
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; A $JOB_A; B $JOB_B" >&2
 IFS=',' read -ra teacher_list <<<"$TEACHERS"
 for teacher in "${teacher_list[@]}"; do
-  data="$DATA/$teacher-$ROWS"
-  mkdir -p "$data"
-  for part in train:1:$ROWS test:2:$((ROWS / 8)) val:3:$((ROWS / 8)); do
-    IFS=':' read -r name sample_seed rows <<<"$part"
-    [[ -f "$data/$name.tsv.gz" ]] && continue
-    "$BIN/syncopate" datagen ctr --teacher="$teacher" --rows="$rows" --seed="$sample_seed" \
-      --out="$data/$name.tsv.gz" | tail -n 1 >&2
-  done
+  data="$(ctr_bench_data "$BIN" "$DATA" "$teacher" "$ROWS")"
   for ((seed = 1; seed <= SEEDS; ++seed)); do
     for config in a b; do
       job="$JOB_A"
       [[ $config == b ]] && job="$JOB_B"
-      sed -e "s/^seed:.*/seed: $seed/" \
-          -e "s#train_path:.*#train_path: \"$data/train.tsv.gz\"#" \
-          -e "s#test_path:.*#test_path: \"$data/test.tsv.gz\"#" \
-          -e "s#validation_path:.*#validation_path: \"$data/val.tsv.gz\"#" "$job" >"$TMP/job.textproto"
-      out="$(timeout 1800 "$BIN/syncopate" local --bin_dir="$BIN" --job="$TMP/job.textproto" \
-        --run_dir="$TMP/run-$teacher-$seed-$config" 2>&1 | grep -E '^(done|kept):' || true)"
-      eps="$(grep '^done:' <<<"$out" | sed -n 's/.* (\([0-9]*\) examples\/s training[,)].*/\1/p' || true)"
-      kept="$(grep '^kept:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p' || true)"
-      [[ -n "$kept" && -n "$eps" ]] ||
-        { echo "ctr_ab: $config on $teacher seed $seed did not finish: $out" >&2; exit 1; }
+      ctr_bench_job "$job" "$data" "$seed" "$TMP/job.textproto"
+      result="$(ctr_bench_run "$BIN" "$TMP/job.textproto" "$TMP/run-$teacher-$seed-$config")" ||
+        { echo "ctr_ab: $config on $teacher seed $seed did not finish" >&2; exit 1; }
+      read -r _ kept eps <<<"$result"
       printf '%s\t%s\t%s\t%s\t%s\n' "$teacher" "$seed" "$config" "$kept" "$eps" | tee -a "$TSV" >&2
       rm -rf "$TMP/run-$teacher-$seed-$config"
     done

@@ -23,6 +23,7 @@
 # (`./dev reference` installs it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+source "$ROOT/bench/ctr_bench_lib.sh"
 SEEDS=3
 TEACHERS="longtail,segments,pairs"
 ROWS=400000
@@ -67,27 +68,13 @@ fi
 echo "machine: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(nproc) cores; job $JOB; reference recipe $RECIPE" >&2
 IFS=',' read -ra teacher_list <<<"$TEACHERS"
 for teacher in "${teacher_list[@]}"; do
-  data="$OUT/data/$teacher-$ROWS"
-  mkdir -p "$data"
-  for part in train:1:$ROWS test:2:$((ROWS / 8)) val:3:$((ROWS / 8)); do
-    IFS=':' read -r name sample_seed rows <<<"$part"
-    [[ -f "$data/$name.tsv.gz" ]] && continue
-    "$BIN/syncopate" datagen ctr --teacher="$teacher" --rows="$rows" --seed="$sample_seed" \
-      --out="$data/$name.tsv.gz" | tail -n 1 >&2
-  done
+  data="$(ctr_bench_data "$BIN" "$OUT/data" "$teacher" "$ROWS")"
   for ((seed = 1; seed <= SEEDS; ++seed)); do
-    sed -e "s/^seed:.*/seed: $seed/" \
-        -e "s#train_path:.*#train_path: \"$data/train.tsv.gz\"#" \
-        -e "s#test_path:.*#test_path: \"$data/test.tsv.gz\"#" \
-        -e "s#validation_path:.*#validation_path: \"$data/val.tsv.gz\"#" "$JOB" >"$TMP/job.textproto"
-    out="$(timeout 1800 "$BIN/syncopate" local --bin_dir="$BIN" --job="$TMP/job.textproto" \
-      --run_dir="$TMP/run-$teacher-$seed" 2>&1 | grep -E '^(done|kept):' || true)"
-    final="$(grep '^done:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p' || true)"
-    eps="$(grep '^done:' <<<"$out" | sed -n 's/.* (\([0-9]*\) examples\/s training[,)].*/\1/p' || true)"
-    [[ -n "$final" && -n "$eps" ]] || { echo "ctr_quality: $teacher seed $seed did not finish: $out" >&2; exit 1; }
-    # The version the job kept (chosen on the validation set) when it has one, else its last.
-    kept="$(grep '^kept:' <<<"$out" | sed -n 's/.*, AUC \([0-9.]*\),.*/\1/p' || true)"
-    printf '%s\t%s\tsyncopate\t%s\t%s\n' "$teacher" "$seed" "${kept:-$final}" "$eps" |
+    ctr_bench_job "$JOB" "$data" "$seed" "$TMP/job.textproto"
+    result="$(ctr_bench_run "$BIN" "$TMP/job.textproto" "$TMP/run-$teacher-$seed")" ||
+      { echo "ctr_quality: $teacher seed $seed did not finish" >&2; exit 1; }
+    read -r final kept eps <<<"$result"
+    printf '%s\t%s\tsyncopate\t%s\t%s\n' "$teacher" "$seed" "$kept" "$eps" |
       tee -a "$TSV" >&2
     printf '%s\t%s\tsyncopate-last\t%s\t%s\n' "$teacher" "$seed" "$final" "$eps" | tee -a "$TSV" >&2
     result="$(timeout 1800 /usr/bin/python3 "$ROOT/bench/reference_ctr.py" "$data/train.tsv.gz" \
