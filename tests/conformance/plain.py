@@ -18,7 +18,6 @@ shards do).
 Usage: tests/conformance/plain.py --model=NAME [--seed=1] (recipes in recipes.py)
 """
 import argparse
-import importlib.util
 import math
 import os
 import sys
@@ -39,19 +38,8 @@ sys.path.insert(0, HERE)
 from syncopate import keys  # noqa: E402
 from syncopate.metrics import auc  # noqa: E402
 from syncopate.torch import DataSpec, ShardedEmbedding  # noqa: E402
+from syncopate.torch._host import load_user_module  # noqa: E402
 import recipes  # noqa: E402
-
-
-def load_module(path: str):
-    """The model file, imported as ``python3 file.py`` would (its directory importable)."""
-    directory = os.path.dirname(os.path.abspath(path))
-    if directory not in sys.path:
-        sys.path.insert(0, directory)
-    name = "plain_" + os.path.splitext(os.path.basename(path))[0]
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # --- ShardedEmbedding's plain twin -----------------------------------------------------------
@@ -205,7 +193,7 @@ def collate_for(user):
 
 
 def train(recipe: recipes.Recipe, seed: int) -> float:
-    user = load_module(recipes.module_path(recipe))
+    user = load_user_module(recipes.module_path(recipe))
     collate_fn = collate_for(user)
     spec = DataSpec(dir=recipe.data_dir, train_limit=recipe.train_limit,
                     test_limit=recipe.test_limit)

@@ -158,7 +158,7 @@ class PlainTraining:
     the row a shard would create."""
 
     def __init__(self, path: str, data: dict, batches: List[np.ndarray]) -> None:
-        self.user = plain.load_module(path)
+        self.user = plain.load_user_module(path)
         torch.manual_seed(SEED)
         self.model = self.user.model()
         self.dataset = self.user.train_dataset(DataSpec(**data))
@@ -270,12 +270,12 @@ class StepParityTest(unittest.TestCase):
         self.assertIn("embed.weight", ours.grads)
         self.assertNotIn("out.weight", ours.grads)
         # The registered buffer is held, and no step changes it.
-        module = plain.load_module(recipes.module_path(recipes.RECIPES["transformer_encoder"]))
+        module = plain.load_user_module(recipes.module_path(recipes.RECIPES["transformer_encoder"]))
         self.assertTrue(torch.equal(ours.after["positions"], module.sinusoids(12, 32)))
 
     def test_frozen_parameters(self):
         ours, theirs = self.check_model("frozen")
-        module = plain.load_module(recipes.module_path(recipes.RECIPES["frozen"]))
+        module = plain.load_user_module(recipes.module_path(recipes.RECIPES["frozen"]))
         built = module.model()
         for name, p in built.backbone.named_parameters():
             self.assertTrue(torch.equal(ours.after["backbone." + name], p.detach()), name)
