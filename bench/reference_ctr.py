@@ -31,6 +31,7 @@ reading and evaluations excluded), one process with one thread, as bench/torch_p
 Not a runtime dependency: Debian's python3-torch (`./dev reference` installs it).
 Usage: bench/reference_ctr.py TRAIN TEST [--val=VAL] [--recipe=syncopate|standard]
        [--models=lr,wdl,deepfm,dcn] [--epochs=3] [--seed=1] [--fm_numeric]
+       [--cross=all|categorical]
 """
 import argparse
 import gzip
@@ -111,10 +112,11 @@ def auc(scores, labels):
 
 class CtrNet(nn.Module):
     def __init__(self, kind, sizes, numeric=NUMERIC, dim=16, hidden=(64, 32), cross_layers=2,
-                 fm_numeric=False):
+                 fm_numeric=False, cross_numeric=True):
         super().__init__()
         self.kind = kind
         self.fm_numeric_fields = kind == "deepfm" and fm_numeric
+        self.cross_numeric = cross_numeric
         self.offsets = torch.tensor(np.concatenate([[0], np.cumsum(sizes)[:-1]]), dtype=torch.int64)
         total = int(sum(sizes))
         self.wide = nn.Embedding(total, 1, sparse=True)
@@ -131,8 +133,9 @@ class CtrNet(nn.Module):
             self.fm_numeric = nn.Parameter(torch.empty(numeric, dim).uniform_(-0.05, 0.05))
         self.cross = nn.ModuleList()
         if kind == "dcn":
+            cross_width = width if cross_numeric else CATEGORICAL * dim
             for _ in range(cross_layers):
-                layer = nn.Linear(width, width)
+                layer = nn.Linear(cross_width, cross_width)
                 nn.init.xavier_uniform_(layer.weight)
                 nn.init.zeros_(layer.bias)
                 self.cross.append(layer)
@@ -155,10 +158,15 @@ class CtrNet(nn.Module):
         if self.kind == "lr":
             return logit
         e = self.emb(keys)  # n x 26 x dim
-        x0 = torch.cat([e.flatten(1), numeric], dim=1)
+        if self.cross_numeric:
+            x0 = torch.cat([e.flatten(1), numeric], dim=1)
+        else:
+            x0 = e.flatten(1)
         x = x0
         for layer in self.cross:
             x = x0 * layer(x) + x
+        if not self.cross_numeric:
+            x = torch.cat([x, numeric], dim=1)
         logit = logit + self.mlp(x).squeeze(1)
         if self.kind == "deepfm":
             u = e
@@ -192,6 +200,9 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fm_numeric", action="store_true",
                         help="DeepFM: the numeric inputs are FM fields too (before ADR 0020)")
+    parser.add_argument("--cross", choices=["all", "categorical"], default="all",
+                        help="DCN-v2: the cross layers take every input (all) or the categorical "
+                             "embeddings only, the numerics joining the MLP after them")
     args = parser.parse_args()
     standard = args.recipe == "standard"
     lr = args.lr if args.lr is not None else (1e-3 if standard else 0.3)
@@ -212,7 +223,8 @@ def main():
           f"{sum(sizes)} rows per table ({args.recipe} recipe)", flush=True)
     for kind in args.models.split(","):
         torch.manual_seed(args.seed)
-        model = CtrNet(kind, sizes, numeric=xn.shape[1], fm_numeric=args.fm_numeric)
+        model = CtrNet(kind, sizes, numeric=xn.shape[1], fm_numeric=args.fm_numeric,
+                       cross_numeric=args.cross == "all")
         if standard:
             sparse = [p for n, p in model.named_parameters() if n in ("wide.weight", "emb.weight")]
             dense = [p for n, p in model.named_parameters()
@@ -246,6 +258,7 @@ def main():
             print(f"{line} ({time.time() - start:.0f} s)", flush=True)
         kept = int(np.argmax(val_aucs)) if args.val else len(aucs) - 1
         fm = " fm_numeric=1" if model.kind == "deepfm" and args.fm_numeric else ""
+        fm += f" cross={args.cross}" if model.kind == "dcn" else ""
         print(f"RESULT model={kind} recipe={args.recipe}{fm} final_auc={aucs[-1]:.4f} "
               f"kept_auc={aucs[kept]:.4f} kept_epoch={kept + 1} best_auc={max(aucs):.4f} "
               f"best_epoch={int(np.argmax(aucs)) + 1} seconds={time.time() - start:.0f} "

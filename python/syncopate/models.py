@@ -38,6 +38,7 @@ import numpy as np
 import torch
 
 from syncopate.keys import CTR_CATEGORICAL, CTR_NUMERIC, as_u64, criteo_values, cross_key
+from syncopate.torch.data import ctr_numeric_inputs
 from syncopate.torch.embedding import ShardedEmbedding
 
 CTR_KINDS = ("WDL", "DEEPFM", "DCN")
@@ -260,12 +261,7 @@ class CtrModel(_ClusterDense, torch.nn.Module):
         subtracts two close numbers).
         """
         n = numeric.shape[0]
-        missing = torch.isnan(numeric)
-        # TransformNumeric: NaN -> 0, else log1p(max(x, 0)) (not nan_to_num: +inf stays inf;
-        # relu is max(x, 0), and exports to ONNX as one op).
-        x = torch.log1p(torch.relu(torch.where(missing, torch.zeros_like(numeric), numeric)))
-        if self.missing_indicators:
-            x = torch.cat([x, missing.to(torch.float32)], dim=1)
+        x = ctr_numeric_inputs(numeric, self.missing_indicators)
         x0 = torch.cat([deep_rows.reshape(n, -1), x], dim=1)
         h = x0
         for layer in self.cross:  # DCN-v2: x_(l+1) = x0 (.) (W_l x_l + b_l) + x_l

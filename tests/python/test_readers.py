@@ -2,6 +2,7 @@
 Syncopate's processes: the C++ readers' rules (libs/data) on small files written here, and
 Debian's Fashion-MNIST when it is installed."""
 import gzip
+import math
 import os
 import struct
 import tempfile
@@ -139,6 +140,23 @@ class CriteoTest(unittest.TestCase):
             data.__getitems__([2])
         with self.assertRaisesRegex(ValueError, "block_size"):
             st.Criteo(path, block_size=0)
+
+    def test_the_dataset_gives_the_built_in_models_numeric_inputs_when_asked(self):
+        numeric = ["0", "", "-4", "1000000"] + ["3"] * 9
+        path = self.write("n.tsv", line("1", numeric) + "\n")
+        raw = st.Criteo(path).__getitems__([0])[0]["numeric"][0]
+        self.assertTrue(math.isnan(raw[1].item()))
+        log1p = st.Criteo(path, numeric="log1p").__getitems__([0])[0]["numeric"][0]
+        self.assertEqual(log1p.shape, (13,))
+        # log1p(max(x, 0)); a missing value and a negative one both 0; a count of 10^6 is 13.8.
+        self.assertEqual(log1p[:3].tolist(), [0.0, 0.0, 0.0])
+        self.assertAlmostEqual(log1p[3].item(), math.log1p(1e6), places=5)
+        flags = st.Criteo(path, numeric="log1p_missing").__getitems__([0])[0]["numeric"][0]
+        self.assertEqual(flags.shape, (26,))
+        self.assertTrue(torch.equal(flags[:13], log1p))
+        self.assertEqual(flags[13:].tolist(), [0.0, 1.0] + [0.0] * 11)  # only column 1 missing
+        with self.assertRaisesRegex(ValueError, "numeric must be one of raw, log1p"):
+            st.Criteo(path, numeric="bucket")
 
 
 def write_idx(directory, prefix, images, labels, compress=True):

@@ -64,6 +64,27 @@ class FoldRareTest(unittest.TestCase):
         self.assertEqual(folded_test.flatten().tolist(), [0, 0, 1])
 
 
+class DcnCrossTest(unittest.TestCase):
+    def test_categorical_crosses_leave_the_numerics_to_the_mlp(self):
+        sizes = [3] * 26
+        torch.manual_seed(1)
+        crossed = reference_ctr.CtrNet("dcn", sizes, numeric=26, dim=4)
+        kept_out = reference_ctr.CtrNet("dcn", sizes, numeric=26, dim=4, cross_numeric=False)
+        self.assertEqual(crossed.cross[0].in_features, 26 * 4 + 26)
+        self.assertEqual(kept_out.cross[0].in_features, 26 * 4)
+        # The MLP still sees every input: the crosses' output and the numerics.
+        self.assertEqual(kept_out.mlp[0].in_features, 26 * 4 + 26)
+        numeric = torch.zeros(2, 26)
+        categorical = torch.zeros(2, 26, dtype=torch.int64)
+        base = kept_out(numeric, categorical)
+        # A huge count changes the logit only through the MLP and the linear part: with the
+        # MLP's first layer blind to it and the linear weight 0, nothing changes.
+        with torch.no_grad():
+            kept_out.mlp[0].weight[:, 26 * 4:] = 0
+        numeric[:, 0] = 14.0
+        self.assertTrue(torch.allclose(kept_out(numeric, categorical), base))
+
+
 class EndToEndTest(unittest.TestCase):
     def test_standard_recipe_reports_the_epoch_validation_chose(self):
         with tempfile.TemporaryDirectory() as d:

@@ -40,8 +40,9 @@ cannot state ``collate``, which is optional), for type checkers and editors: ann
 what loads a model file, or check a file with ``isinstance(module, ModuleFile)``. The package is
 typed (``py.typed``); python/pyproject.toml makes it installable without the cluster.
 """
-from syncopate.torch.data import Criteo, DataSpec, FashionMnist
+from syncopate.torch.data import Criteo, DataSpec, FashionMnist, ctr_numeric_inputs
 from syncopate.torch.embedding import ShardedEmbedding
 from syncopate.torch.module_file import ModuleFile
 
-__all__ = ["Criteo", "DataSpec", "FashionMnist", "ModuleFile", "ShardedEmbedding"]
+__all__ = ["Criteo", "DataSpec", "FashionMnist", "ModuleFile", "ShardedEmbedding",
+           "ctr_numeric_inputs"]
