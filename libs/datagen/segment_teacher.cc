@@ -191,6 +191,11 @@ double SegmentTeacher::RawFm(const std::array<int64_t, kCriteoCategorical>& rank
   return 0.5 * (total - squares);
 }
 
+double SegmentTeacher::NumericZeroRate(int column) const {
+  const double factor = 0.1 + 1.9 * OpenUnit(Hash(config_.teacher_seed, kNumericZeroTag, column));
+  return std::min(0.9, config_.numeric_zero_rate * factor);
+}
+
 double SegmentTeacher::RawNumeric(int column, float x) const {
   if (std::isnan(x)) return missing_effect_[column];
   const double t =
@@ -303,6 +308,8 @@ int SegmentTeacher::DrawFeatures(std::mt19937_64& rng, float* numeric,
     const double pareto = std::exp(-std::log(1.0 - Uniform(rng)) / numeric_alpha_[j]);
     numeric[j] =
         static_cast<float>(std::min(std::floor(std::exp(log_count) * pareto), kMaxNumeric));
+    // Drawn only when asked, so the other teachers' streams (and their files) stay as they were.
+    if (config_.numeric_zero_rate > 0 && Uniform(rng) < NumericZeroRate(j)) numeric[j] = 0;
   }
   return segment;
 }

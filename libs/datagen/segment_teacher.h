@@ -46,6 +46,9 @@ namespace syncopate::datagen {
 // more), cold_start_scale 1 and signal_scale 0.22: Bayes AUC 0.787-0.791 on 50k-400k rows of
 // teacher seed 1; in 400k rows its largest field has 53k distinct values, 49k of them seen fewer
 // than 10 times, and 4.4% of all (row, field) values are such rare ones.
+// HeavyTailTeacherConfig (`--teacher=heavytail`) is longtail whose present counts are also a
+// structural 0 with probability numeric_zero_rate x f_j (0.35 x [0.1, 2)), independent of z,
+// so the posterior above is unchanged and the counts look like a real click log's.
 //
 // Labels are drawn from p(click | x, z), but z is latent: the Bayes-optimal prediction from the
 // written features is p(click | x) = sum_z P(z | x) p(click | x, z), with P(z | x) from the six
@@ -87,6 +90,8 @@ class SegmentTeacher {
   double RawValueWeight(int field, int64_t rank) const;
   double RawFm(const std::array<int64_t, data::kCriteoCategorical>& ranks) const;
   double RawNumeric(int column, float x) const;
+  // P(a present count of `column` is a structural 0): config_.numeric_zero_rate x f_column.
+  double NumericZeroRate(int column) const;
   double ZipfProbability(int field, int64_t rank) const;
 
   CtrTeacherConfig config_;

@@ -35,6 +35,9 @@ absl::Status ValidateCtrTeacherConfig(const CtrTeacherConfig& c) {
   if (!(c.cold_start_scale >= 0 && std::isfinite(c.cold_start_scale))) {
     return bad("cold_start_scale must be finite and >= 0");
   }
+  if (!(c.numeric_zero_rate >= 0 && c.numeric_zero_rate < 1)) {
+    return bad("numeric_zero_rate must be in [0, 1)");
+  }
   return absl::OkStatus();
 }
 
@@ -46,6 +49,12 @@ CtrTeacherConfig LongTailTeacherConfig(uint64_t teacher_seed) {
           .max_vocabulary = 200000,
           .numeric_scale = 1.5,
           .cold_start_scale = 1.0};
+}
+
+CtrTeacherConfig HeavyTailTeacherConfig(uint64_t teacher_seed) {
+  CtrTeacherConfig config = LongTailTeacherConfig(teacher_seed);
+  config.numeric_zero_rate = 0.35;
+  return config;
 }
 
 }  // namespace syncopate::datagen

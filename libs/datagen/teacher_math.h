@@ -47,6 +47,7 @@ enum HashTag : uint64_t {
   kSegmentNumericTag = 15,
   kSegmentCalibrationTag = 16,
   kColdStartTag = 17,
+  kNumericZeroTag = 18,
 };
 
 // The hash every weight comes from: SplitMix64 chained over the seed, the tag and the values.

@@ -13,8 +13,8 @@
 namespace syncopate::cli {
 
 // `syncopate datagen ctr`: Criteo-format rows from a planted teacher of
-// libs/datagen/ctr_generator.h (--teacher=pairs, the default, segments or longtail), with the Bayes
-// AUC and logloss of the file written.
+// libs/datagen/ctr_generator.h (--teacher=pairs, the default, segments, longtail or heavytail),
+// with the Bayes AUC and logloss of the file written.
 int RunDatagen(const std::vector<char*>& args) {
   const std::string kind = args.size() > 2 ? args[2] : "";
   if (kind != "ctr") {
@@ -35,9 +35,12 @@ int RunDatagen(const std::vector<char*>& args) {
     teacher.kind = datagen::CtrTeacherKind::kSegments;
   } else if (teacher_name == "longtail") {
     teacher = datagen::LongTailTeacherConfig(teacher_seed);
+  } else if (teacher_name == "heavytail") {
+    teacher = datagen::HeavyTailTeacherConfig(teacher_seed);
   } else if (teacher_name != "pairs") {
-    runtime::Die(absl::StrCat("datagen ctr: --teacher must be pairs, segments or longtail, got '",
-                              teacher_name, "'"));
+    runtime::Die(
+        absl::StrCat("datagen ctr: --teacher must be pairs, segments, longtail or heavytail, got '",
+                     teacher_name, "'"));
   }
   const uint64_t seed = absl::GetFlag(FLAGS_seed);
   const datagen::CtrKeyChurn churn = {.period_rows = absl::GetFlag(FLAGS_churn_period_rows),

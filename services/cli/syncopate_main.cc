@@ -71,8 +71,8 @@ ABSL_FLAG(std::string, teacher, "pairs",
           "datagen: the planted teacher, pairs (independent fields, four planted pairwise "
           "interactions) or segments (latent segments, FM interactions over 14 fields, "
           "informative missing numerics) or longtail (segments with vocabularies up to 2e5, "
-          "flatter Zipf tails and a cold-start effect of rare values; "
-          "libs/datagen/teacher_config.h)");
+          "flatter Zipf tails and a cold-start effect of rare values) or heavytail (longtail "
+          "with zero-inflated counts, as a real click log's; libs/datagen/teacher_config.h)");
 
 ABSL_FLAG(std::string, sim, "",
           "sim: the simulated cluster's timing, a syncopate.v1.SimSpec text proto (examples/sim/)");
@@ -95,7 +95,7 @@ int main(int argc, char** argv) {
       "  status  show a running cluster: --coordinator=HOST:PORT\n"
       "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT\n"
       "  datagen ctr  write a synthetic Criteo-format click file: --rows=N --out=FILE[.gz]\n"
-      "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments|longtail]\n"
+      "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments|longtail|heavytail]\n"
       "               [--churn_period_rows=N [--churn_fraction=F]]\n"
       "  export  a job's checkpoints as files PyTorch, NumPy and ONNX read:\n"
       "          --from=CHECKPOINT_DIR[/kept] --out=NEW_DIR | --into=VERSIONS_DIR [--keep=3]\n"

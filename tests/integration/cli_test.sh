@@ -29,7 +29,7 @@ expect_usage_error "--rows" datagen ctr --out="$tmp/x.gz"
 expect_usage_error "--out" datagen ctr --rows=10
 expect_usage_error "unknown kind 'images'" datagen images --rows=10 --out="$tmp/x"
 expect_usage_error "no-such-dir" datagen ctr --rows=10 --out="$tmp/no-such-dir/x.gz"
-expect_usage_error "--teacher must be pairs, segments or longtail" datagen ctr --rows=10 --out="$tmp/x" --teacher=zipf
+expect_usage_error "--teacher must be pairs, segments, longtail or heavytail" datagen ctr --rows=10 --out="$tmp/x" --teacher=zipf
 
 # --help on every binary prints its usage and exits 0, as every command a user knows does.
 for b in syncopate syncopate-coordinator syncopate-shard syncopate-worker; do

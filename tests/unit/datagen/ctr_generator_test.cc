@@ -1,6 +1,7 @@
 #include "libs/datagen/ctr_generator.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -8,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <string>
@@ -357,6 +359,50 @@ TEST_F(CtrGeneratorTest, LongTailTeacherHasRareValuesWithASharedEffect) {
               200;
   }
   EXPECT_GT(differ, 0.01);
+}
+
+// The heavy-tail teacher: longtail's counts, zero-inflated as a real click log's (a third of the
+// present values 0, columns from a few percent to most), tails past 10^6, and a Bayes AUC like
+// the others'; a zero rate outside [0, 1) is refused.
+TEST_F(CtrGeneratorTest, HeavyTailTeacherHasZeroInflatedHeavyTailedCounts) {
+  const CtrTeacherConfig config = HeavyTailTeacherConfig(1);
+  ASSERT_TRUE(ValidateCtrTeacherConfig(config).ok());
+  absl::StatusOr<CtrGenerationReport> report = GenerateCtr(config, 7, 50000, PathOf("heavy.gz"));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_THAT(report->positive_rate, AllOf(Ge(0.22), Le(0.28)));
+  EXPECT_THAT(report->bayes_auc, AllOf(Ge(0.76), Le(0.82)));
+  auto zero_shares = [](const CtrTeacherConfig& teacher_config, float* largest) {
+    const SegmentTeacher teacher(teacher_config);
+    std::mt19937_64 rng(5);
+    float numeric[kCriteoNumeric];
+    uint64_t categorical[kCriteoCategorical];
+    std::array<int, kCriteoNumeric> present{}, zeros{};
+    *largest = 0;
+    for (int i = 0; i < 20000; ++i) {
+      double bayes = 0;
+      teacher.Sample(rng, numeric, categorical, &bayes);
+      for (int j = 0; j < kCriteoNumeric; ++j) {
+        if (std::isnan(numeric[j])) continue;
+        ++present[j];
+        zeros[j] += numeric[j] == 0 ? 1 : 0;
+        *largest = std::max(*largest, numeric[j]);
+      }
+    }
+    std::vector<double> shares;
+    for (int j = 0; j < kCriteoNumeric; ++j) shares.push_back(1.0 * zeros[j] / present[j]);
+    return shares;
+  };
+  float largest = 0;
+  const std::vector<double> heavy = zero_shares(config, &largest);
+  EXPECT_GT(largest, 1e6);
+  const double mean = std::accumulate(heavy.begin(), heavy.end(), 0.0) / heavy.size();
+  EXPECT_THAT(mean, AllOf(Ge(0.3), Le(0.55)));
+  EXPECT_GT(*std::max_element(heavy.begin(), heavy.end()), 0.5);
+  const std::vector<double> longtail = zero_shares(LongTailTeacherConfig(1), &largest);
+  EXPECT_LT(std::accumulate(longtail.begin(), longtail.end(), 0.0) / longtail.size(), 0.15);
+  CtrTeacherConfig bad = config;
+  bad.numeric_zero_rate = 1;
+  EXPECT_EQ(ValidateCtrTeacherConfig(bad).code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
