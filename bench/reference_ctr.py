@@ -20,7 +20,9 @@ In both, DeepFM's factorization machine pairs the 26 categorical fields only, an
 reach the linear part and the MLP (ADR 0020: a heavy-tailed count scaling a learned vector makes
 every FM pair with it as noisy as the count). --fm_numeric adds the numeric inputs as FM fields
 x_j n_j, the layout of Syncopate's DeepFM before ADR 0020 (model.fm_fields
-CATEGORICAL_AND_NUMERIC).
+CATEGORICAL_AND_NUMERIC). Likewise DCN-v2's cross layers cross the 26 field embeddings only and
+the numerics join the MLP after them (ADR 0021); --cross=all crosses x0 = [e | x] whole, the
+layout of Syncopate's DCN before ADR 0021 (model.cross_fields CATEGORICAL_AND_NUMERIC).
 
 With --val=PATH the epoch with the best validation AUC is the one reported ("kept"), as a
 training system that keeps its best checkpoint would report it; the test set never chooses.
@@ -31,7 +33,7 @@ reading and evaluations excluded), one process with one thread, as bench/torch_p
 Not a runtime dependency: Debian's python3-torch (`./dev reference` installs it).
 Usage: bench/reference_ctr.py TRAIN TEST [--val=VAL] [--recipe=syncopate|standard]
        [--models=lr,wdl,deepfm,dcn] [--epochs=3] [--seed=1] [--fm_numeric]
-       [--cross=all|categorical]
+       [--cross=categorical|all]
 """
 import argparse
 import gzip
@@ -112,7 +114,7 @@ def auc(scores, labels):
 
 class CtrNet(nn.Module):
     def __init__(self, kind, sizes, numeric=NUMERIC, dim=16, hidden=(64, 32), cross_layers=2,
-                 fm_numeric=False, cross_numeric=True):
+                 fm_numeric=False, cross_numeric=False):
         super().__init__()
         self.kind = kind
         self.fm_numeric_fields = kind == "deepfm" and fm_numeric
@@ -200,9 +202,10 @@ def main():
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--fm_numeric", action="store_true",
                         help="DeepFM: the numeric inputs are FM fields too (before ADR 0020)")
-    parser.add_argument("--cross", choices=["all", "categorical"], default="all",
-                        help="DCN-v2: the cross layers take every input (all) or the categorical "
-                             "embeddings only, the numerics joining the MLP after them")
+    parser.add_argument("--cross", choices=["all", "categorical"], default="categorical",
+                        help="DCN-v2: the cross layers take the categorical embeddings only, the "
+                             "numerics joining the MLP after them (ADR 0021), or every input "
+                             "(all: Syncopate's DCN before ADR 0021)")
     args = parser.parse_args()
     standard = args.recipe == "standard"
     lr = args.lr if args.lr is not None else (1e-3 if standard else 0.3)

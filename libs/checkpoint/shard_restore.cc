@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cstdint>
 #include <span>
+#include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "libs/common/status_macros.h"
 #include "libs/embedding/owner_shard.h"
@@ -71,24 +73,43 @@ absl::Status RestoreDense(const v1::ShardCheckpoint& source, const v1::ShardPart
   return absl::OkStatus();
 }
 
-// A checkpoint whose dense tensors the job's model lacks was written for another layout: restoring
-// the rest would silently drop those tensors' part of the model (a DeepFM checkpoint from before
-// ADR 0020 holds "fm/numeric", which the default FM no longer has). Checked against the job's
-// layout record when the coordinator filled it in.
+// What a job of the old layout needs, for a tensor only that layout has or shapes differently.
+std::string LayoutHint(const std::string& tensor) {
+  if (tensor == "fm/numeric") {
+    return " (a DeepFM checkpoint from before model.fm_fields needs CATEGORICAL_AND_NUMERIC)";
+  }
+  if (absl::StartsWith(tensor, "cross")) {
+    return " (a DCN checkpoint from before model.cross_fields needs CATEGORICAL_AND_NUMERIC)";
+  }
+  return "";
+}
+
+// A checkpoint whose dense tensors the job's model lacks, or holds in another size, was written
+// for another layout: restoring the rest would silently drop those tensors' part of the model (a
+// DeepFM checkpoint from before ADR 0020 holds "fm/numeric", which the default FM no longer
+// has), and a tensor of another size would be copied element by element into the wrong places (a
+// DCN checkpoint from before ADR 0021 has wider cross layers). Checked against the job's layout
+// record when the coordinator filled it in; a slice must lie inside its tensor.
 absl::Status CheckTensorsKnown(const v1::ShardCheckpoint& source, const v1::JobSpec& job) {
   const v1::ModelLayoutRecord& layout = job.model().layout();
   if (layout.dense_size() == 0) return absl::OkStatus();
   for (const v1::CheckpointSlice& slice : source.slices()) {
-    const bool known = std::any_of(
+    const auto tensor = std::find_if(
         layout.dense().begin(), layout.dense().end(),
-        [&slice](const v1::TensorShape& tensor) { return tensor.name() == slice.tensor(); });
-    if (!known) {
+        [&slice](const v1::TensorShape& shape) { return shape.name() == slice.tensor(); });
+    if (tensor == layout.dense().end()) {
       return absl::FailedPreconditionError(absl::StrCat(
           "checkpoint holds tensor '", slice.tensor(),
           "', which the job's model does not have: it was written for another model layout",
-          slice.tensor() == "fm/numeric"
-              ? " (a DeepFM checkpoint from before model.fm_fields needs CATEGORICAL_AND_NUMERIC)"
-              : ""));
+          LayoutHint(slice.tensor())));
+    }
+    int64_t elements = 1;
+    for (const int64_t dim : tensor->shape()) elements *= dim;
+    if (slice.tensor_offset() + slice.length() > elements) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "checkpoint holds tensor '", slice.tensor(), "' with more than the ", elements,
+          " elements the job's model gives it: it was written for another model layout",
+          LayoutHint(slice.tensor())));
     }
   }
   return absl::OkStatus();

@@ -31,6 +31,7 @@ absl::StatusOr<model::CtrModel> CtrModelForJob(const v1::JobSpec& job) {
   options.cross_layers = job.model().cross_layers();
   options.missing_indicators = job.model().numeric_missing() != v1::ModelSpec::MISSING_AS_ZERO;
   options.fm_numeric = job.model().fm_fields() == v1::ModelSpec::CATEGORICAL_AND_NUMERIC;
+  options.cross_numeric = job.model().cross_fields() == v1::ModelSpec::CATEGORICAL_AND_NUMERIC;
   return model::CtrModel::Create(std::move(options));
 }
 
@@ -43,8 +44,12 @@ void CtrModelKind::ApplyDefaults(v1::JobSpec& job) const {
     job.mutable_model()->set_cross_layers(2);
   }
   if (architecture_ == model::CtrArchitecture::kDeepFm &&
-      job.model().fm_fields() == v1::ModelSpec::FM_FIELDS_UNSPECIFIED) {
+      job.model().fm_fields() == v1::ModelSpec::INTERACTION_FIELDS_UNSPECIFIED) {
     job.mutable_model()->set_fm_fields(v1::ModelSpec::CATEGORICAL_ONLY);
+  }
+  if (architecture_ == model::CtrArchitecture::kDcn &&
+      job.model().cross_fields() == v1::ModelSpec::INTERACTION_FIELDS_UNSPECIFIED) {
+    job.mutable_model()->set_cross_fields(v1::ModelSpec::CATEGORICAL_ONLY);
   }
 }
 
@@ -64,12 +69,19 @@ absl::Status CtrModelKind::Validate(const v1::JobSpec& job) const {
   if (!v1::ModelSpec::NumericMissing_IsValid(m.numeric_missing())) {
     return Bad("model.numeric_missing", absl::StrCat("has no value ", m.numeric_missing()));
   }
-  if (!v1::ModelSpec::FmFields_IsValid(m.fm_fields())) {
+  if (!v1::ModelSpec::InteractionFields_IsValid(m.fm_fields())) {
     return Bad("model.fm_fields", absl::StrCat("has no value ", m.fm_fields()));
   }
   if (architecture_ != model::CtrArchitecture::kDeepFm &&
-      m.fm_fields() != v1::ModelSpec::FM_FIELDS_UNSPECIFIED) {
+      m.fm_fields() != v1::ModelSpec::INTERACTION_FIELDS_UNSPECIFIED) {
     return Bad("model.fm_fields", "is only for model DEEPFM");
+  }
+  if (!v1::ModelSpec::InteractionFields_IsValid(m.cross_fields())) {
+    return Bad("model.cross_fields", absl::StrCat("has no value ", m.cross_fields()));
+  }
+  if (architecture_ != model::CtrArchitecture::kDcn &&
+      m.cross_fields() != v1::ModelSpec::INTERACTION_FIELDS_UNSPECIFIED) {
+    return Bad("model.cross_fields", "is only for model DCN");
   }
   if (m.embedding_dim() <= 0 || m.embedding_dim() > 1024) {
     return Bad("model.embedding_dim",

@@ -53,10 +53,12 @@ absl::Status TorchModelKind::Validate(const v1::JobSpec& job) const {
   }
   if (m.hidden_size() > 0 || m.embedding_dim() != 0 || m.wide_crosses_size() > 0 ||
       m.cross_layers() != 0 || m.numeric_missing() != v1::ModelSpec::NUMERIC_MISSING_UNSPECIFIED ||
-      m.fm_fields() != v1::ModelSpec::FM_FIELDS_UNSPECIFIED) {
+      m.fm_fields() != v1::ModelSpec::INTERACTION_FIELDS_UNSPECIFIED ||
+      m.cross_fields() != v1::ModelSpec::INTERACTION_FIELDS_UNSPECIFIED) {
     return absl::InvalidArgumentError(
-        "job spec: model.hidden, embedding_dim, wide_crosses, cross_layers, numeric_missing and "
-        "fm_fields are the built-in models'; a TORCH model's shapes come from its module");
+        "job spec: model.hidden, embedding_dim, wide_crosses, cross_layers, numeric_missing, "
+        "fm_fields and cross_fields are the built-in models'; a TORCH model's shapes come from "
+        "its module");
   }
   return ValidateEmbeddingMemory(m);
 }

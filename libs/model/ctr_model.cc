@@ -108,6 +108,9 @@ absl::StatusOr<CtrModel> CtrModel::Create(CtrModelOptions options) {
   if (options.fm_numeric && options.architecture != CtrArchitecture::kDeepFm) {
     return absl::InvalidArgumentError("fm_numeric is only for DeepFM");
   }
+  if (options.cross_numeric && !dcn) {
+    return absl::InvalidArgumentError("cross_numeric is only for DCN");
+  }
   std::vector<int> widths = options.hidden;
   widths.push_back(1);
   int64_t offset = 0;
@@ -122,6 +125,7 @@ CtrModel::CtrModel(const CtrModelOptions& options, std::vector<DenseLayer> layer
       embedding_dim_(options.embedding_dim),
       numeric_inputs_(NumericInputs(options)),
       input_dim_(kCtrCategorical * options.embedding_dim + numeric_inputs_),
+      cross_dim_(options.cross_numeric ? input_dim_ : kCtrCategorical * options.embedding_dim),
       layers_(std::move(layers)),
       wide_offset_(wide_offset),
       crosses_(options.crosses) {
@@ -154,19 +158,19 @@ CtrModel::CtrModel(const CtrModelOptions& options, std::vector<DenseLayer> layer
     offset += static_cast<int64_t>(embedding_dim_) * numeric_inputs_;
   }
   if (architecture_ == CtrArchitecture::kDcn) {
-    // Each cross layer maps input_dim -> input_dim (x_{l+1} = x_0 ⊙ (W_l·x_l + b_l) + x_l).
-    const std::vector<int> widths(options.cross_layers, input_dim_);
-    cross_ = LayOutDenseLayers(input_dim_, widths, offset);
+    // Each cross layer maps cross_dim -> cross_dim (c_{l+1} = c_0 ⊙ (W_l·c_l + b_l) + c_l).
+    const std::vector<int> widths(options.cross_layers, cross_dim_);
+    cross_ = LayOutDenseLayers(cross_dim_, widths, offset);
     for (int l = 0; l < options.cross_layers; ++l) {
       // Glorot, as DCN-v2's reference (TensorFlow Recommenders' Cross layer) initialises W.
       Initializer weight_init;
       weight_init.set_kind(Initializer::GLOROT_UNIFORM);
-      weight_init.set_fan_in(input_dim_);
-      weight_init.set_fan_out(input_dim_);
+      weight_init.set_fan_in(cross_dim_);
+      weight_init.set_fan_out(cross_dim_);
       const std::string name = absl::StrCat("cross", l);
       tensors_.push_back(
-          {.name = name + "/w", .rows = input_dim_, .cols = input_dim_, .init = weight_init});
-      tensors_.push_back({.name = name + "/b", .rows = input_dim_, .cols = 1, .init = zeros});
+          {.name = name + "/w", .rows = cross_dim_, .cols = cross_dim_, .init = weight_init});
+      tensors_.push_back({.name = name + "/b", .rows = cross_dim_, .cols = 1, .init = zeros});
     }
     cross_x_.resize(cross_.size());
     cross_z_.resize(cross_.size());
@@ -232,17 +236,22 @@ void CtrModel::Forward(const float* params, const CtrBatchView& batch, const Bat
     }
     std::copy_n(numeric, u, column + kCtrCategorical * e);
   }
-  // DCN-v2's cross layers: x_(l+1) = x0 (.) (W_l x_l + b_l) + x_l.
-  const ConstMatrixMap x0(inputs_.data(), input_dim_, n);
+  // DCN-v2's cross layers over the top cross_dim rows: c_(l+1) = c0 (.) (W_l c_l + b_l) + c_l;
+  // the rows below (the numerics, without cross_numeric) pass through to the MLP.
+  const int crossed = cross_dim_;
+  const auto c0 = ConstMatrixMap(inputs_.data(), input_dim_, n).topRows(crossed);
   const float* in = inputs_.data();
   for (size_t l = 0; l < cross_.size(); ++l) {
-    cross_z_[l].resize(static_cast<size_t>(input_dim_) * n);
+    cross_z_[l].resize(static_cast<size_t>(crossed) * n);
     cross_x_[l].resize(static_cast<size_t>(input_dim_) * n);
-    MatrixMap z(cross_z_[l].data(), input_dim_, n);
+    MatrixMap z(cross_z_[l].data(), crossed, n);
     const ConstMatrixMap x(in, input_dim_, n);
-    z.noalias() = ConstMatrixMap(params + cross_[l].weight_offset, input_dim_, input_dim_) * x;
-    z.colwise() += ConstVectorMap(params + cross_[l].bias_offset, input_dim_);
-    MatrixMap(cross_x_[l].data(), input_dim_, n) = x0.cwiseProduct(z) + x;
+    z.noalias() =
+        ConstMatrixMap(params + cross_[l].weight_offset, crossed, crossed) * x.topRows(crossed);
+    z.colwise() += ConstVectorMap(params + cross_[l].bias_offset, crossed);
+    MatrixMap out(cross_x_[l].data(), input_dim_, n);
+    out.topRows(crossed) = c0.cwiseProduct(z) + x.topRows(crossed);
+    out.bottomRows(input_dim_ - crossed) = x.bottomRows(input_dim_ - crossed);
     in = cross_x_[l].data();
   }
   for (size_t i = 0; i < layers_.size(); ++i) {
@@ -325,27 +334,28 @@ void CtrModel::BackwardFm(const float* params, const BatchKeys& keys, const floa
 
 void CtrModel::BackwardCross(const float* params, int64_t n, float* dense_grad,
                              std::vector<float>& delta) {
-  // With h = g (.) x0 for g = dLoss/dx_(l+1): dW_l = h x_l^T, db_l = sum h,
-  // dLoss/dx_l = W_l^T h + g, and x0 collects g (.) z_l from every layer besides.
-  const ConstMatrixMap x0(inputs_.data(), input_dim_, n);
+  // With h = g (.) c0 for g = dLoss/dc_(l+1): dW_l = h c_l^T, db_l = sum h,
+  // dLoss/dc_l = W_l^T h + g, and c0 collects g (.) z_l from every layer besides. Only the top
+  // cross_dim rows take part; the numerics' rows below passed through unchanged.
+  const int crossed = cross_dim_;
+  const auto c0 = ConstMatrixMap(inputs_.data(), input_dim_, n).topRows(crossed);
   std::vector<float>& h_buffer = next_delta_;
-  h_buffer.resize(static_cast<size_t>(input_dim_) * n);
-  std::vector<float> d_x0(static_cast<size_t>(input_dim_) * n, 0.0f);
-  MatrixMap d_x0_map(d_x0.data(), input_dim_, n);
-  MatrixMap g(delta.data(), input_dim_, n);
-  MatrixMap h(h_buffer.data(), input_dim_, n);
+  h_buffer.resize(static_cast<size_t>(crossed) * n);
+  std::vector<float> d_c0(static_cast<size_t>(crossed) * n, 0.0f);
+  MatrixMap d_c0_map(d_c0.data(), crossed, n);
+  auto g = MatrixMap(delta.data(), input_dim_, n).topRows(crossed);
+  MatrixMap h(h_buffer.data(), crossed, n);
   for (size_t l = cross_.size(); l-- > 0;) {
     const float* x_data = l == 0 ? inputs_.data() : cross_x_[l - 1].data();
-    const ConstMatrixMap x(x_data, input_dim_, n);
-    h = g.cwiseProduct(x0);
-    d_x0_map += g.cwiseProduct(ConstMatrixMap(cross_z_[l].data(), input_dim_, n));
-    MatrixMap(dense_grad + cross_[l].weight_offset, input_dim_, input_dim_).noalias() =
-        h * x.transpose();
-    VectorMap(dense_grad + cross_[l].bias_offset, input_dim_) = h.rowwise().sum();
+    const auto x = ConstMatrixMap(x_data, input_dim_, n).topRows(crossed);
+    h = g.cwiseProduct(c0);
+    d_c0_map += g.cwiseProduct(ConstMatrixMap(cross_z_[l].data(), crossed, n));
+    MatrixMap(dense_grad + cross_[l].weight_offset, crossed, crossed).noalias() = h * x.transpose();
+    VectorMap(dense_grad + cross_[l].bias_offset, crossed) = h.rowwise().sum();
     g.noalias() +=
-        ConstMatrixMap(params + cross_[l].weight_offset, input_dim_, input_dim_).transpose() * h;
+        ConstMatrixMap(params + cross_[l].weight_offset, crossed, crossed).transpose() * h;
   }
-  g += d_x0_map;
+  g += d_c0_map;
 }
 
 absl::StatusOr<float> CtrModel::LossAndGradient(

@@ -10,8 +10,9 @@
 //          FM = sum_(i<j) <u_i, u_j> over the 26 field vectors u_i = e_i (and, with fm_numeric,
 //          the numeric inputs' u_(26+j) = x_j * n_j, n_j dense: ADR 0020), computed as
 //          1/2 sum_k [(sum_i u_ik)^2 - sum_i u_ik^2], O(fields * dim) instead of O(fields^2 * dim)
-//   DCN    (DCN-v2, Wang et al., 2021, "stacked"): x_(l+1) = x0 (.) (W_l x_l + b_l) + x_l for
-//          l < cross_layers, W_l full rank; logit = MLP(x_L) + linear
+//   DCN    (DCN-v2, Wang et al., 2021, "stacked"): c_(l+1) = c0 (.) (W_l c_l + b_l) + c_l for
+//          l < cross_layers, W_l full rank, over c0 = [e_1 .. e_26] (with cross_numeric, over
+//          c0 = x0: ADR 0021); logit = MLP([c_L | x]) + linear (MLP(c_L) with cross_numeric)
 //   p = sigmoid(logit)
 //
 // where f_i is the categorical value of field i hashed into a 64-bit key (CategoricalKey), f_a x
@@ -83,6 +84,10 @@ struct CtrModelOptions {
   // kDeepFm: the numeric inputs join the FM as fields x_j n_j ("fm/numeric"). Off: the FM pairs
   // the categorical fields only (ADR 0020: a heavy-tailed count makes its pairs as noisy as it).
   bool fm_numeric = false;
+  // kDcn: the cross layers take the numeric inputs too (x0 = [e | x], the layout before ADR
+  // 0021). Off: they cross the field embeddings only and the numerics join the MLP after them
+  // (a count in x0 scales every cross term it meets, as in the FM).
+  bool cross_numeric = false;
 };
 
 class CtrModel {
@@ -97,7 +102,8 @@ class CtrModel {
 
   // The dense tensors in flat-vector order: "deep<i>/w", "deep<i>/b" per hidden layer,
   // "deep_out/w", "deep_out/b", "wide/numeric"; then "fm/numeric" (kDeepFm with fm_numeric, dim x
-  // numeric inputs) or "cross<l>/w", "cross<l>/b" per cross layer (kDcn). Without
+  // numeric inputs) or "cross<l>/w", "cross<l>/b" per cross layer (kDcn; 26 * dim wide, or
+  // 26 * dim + numeric inputs with cross_numeric). Without
   // missing_indicators a WDL's layout is the same as before the other architectures existed, so its
   // checkpoints stay readable.
   const std::vector<DenseTensorSpec>& tensors() const { return tensors_; }
@@ -142,27 +148,30 @@ class CtrModel {
   // Backward of the FM term for d_logit (n): onto deep_grad rows and "fm/numeric".
   void BackwardFm(const float* params, const BatchKeys& keys, const float* deep_rows,
                   const float* d_logit, int64_t n, float* dense_grad, float* deep_grad) const;
-  // Backward of the cross layers: `delta` (input_dim x n) is dLoss/dx_L on entry and
-  // dLoss/dx0 on return.
+  // Backward of the cross layers: `delta` (input_dim x n) is dLoss/d[c_L | x] on entry and
+  // dLoss/dx0 on return (its numeric rows, which no parameter needs, as they came without
+  // cross_numeric).
   void BackwardCross(const float* params, int64_t n, float* dense_grad, std::vector<float>& delta);
 
   CtrArchitecture architecture_;
   int embedding_dim_;
   int numeric_inputs_;              // 13, or 26 with missing indicators
   int input_dim_;                   // 26 * embedding_dim + numeric_inputs_
+  int cross_dim_;                   // the cross layers' width: 26 * embedding_dim, or input_dim_
   std::vector<DenseLayer> layers_;  // hidden layers, then the output layer (1 unit)
   int64_t wide_offset_;             // of "wide/numeric"
   int64_t fm_offset_ = -1;          // of "fm/numeric" (kDeepFm with fm_numeric); -1 without
-  std::vector<DenseLayer> cross_;   // input_dim -> input_dim each (kDcn)
+  std::vector<DenseLayer> cross_;   // cross_dim -> cross_dim each (kDcn)
   std::vector<FieldPair> crosses_;
   std::vector<DenseTensorSpec> tensors_;
   int64_t num_parameters_ = 0;
 
   // Scratch, column-major with one example per column.
-  std::vector<float> inputs_;                // x0: input_dim x batch
-  std::vector<float> numeric_;               // numeric_inputs x batch (transformed)
-  std::vector<std::vector<float>> cross_x_;  // x_1 .. x_L (kDcn)
-  std::vector<std::vector<float>> cross_z_;  // W_l x_l + b_l, l = 0 .. L-1 (kDcn)
+  std::vector<float> inputs_;   // x0: input_dim x batch
+  std::vector<float> numeric_;  // numeric_inputs x batch (transformed)
+  // [c_1 | x] .. [c_L | x] (kDcn; input_dim x n, the numerics' rows passed through unchanged)
+  std::vector<std::vector<float>> cross_x_;
+  std::vector<std::vector<float>> cross_z_;  // W_l c_l + b_l, l = 0 .. L-1 (kDcn; cross_dim x n)
   std::vector<float> fm_sum_;                // dim x batch (kDeepFm)
   std::vector<std::vector<float>> activations_;
   std::vector<float> logits_;

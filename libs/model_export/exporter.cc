@@ -188,6 +188,7 @@ v1::ExportModel ModelSection(const v1::JobSpec& job) {
       model.set_cross_layers(m.cross_layers());
       model.set_missing_indicators(m.numeric_missing() != v1::ModelSpec::MISSING_AS_ZERO);
       model.set_fm_numeric(m.fm_fields() == v1::ModelSpec::CATEGORICAL_AND_NUMERIC);
+      model.set_cross_numeric(m.cross_fields() == v1::ModelSpec::CATEGORICAL_AND_NUMERIC);
       break;
   }
   return model;

@@ -22,7 +22,7 @@ PyTorch                    C++ (export shape)       meaning
 ``deep_out.bias``          ``deep_out/b`` [1, 1]
 ``wide_numeric.weight``    ``wide/numeric`` [u, 1]   v, the numerics' linear weights
 ``fm_numeric``             ``fm/numeric`` [u, e]     DEEPFM: row j is numeric field j's vector, with fm_numeric
-``cross.<l>.weight``       ``cross<l>/w`` [d, d]     DCN cross layer l's W_l (transposed)
+``cross.<l>.weight``       ``cross<l>/w`` [d, d]     DCN cross layer l's W_l (transposed); d = 26 e, + u with cross_numeric
 ``cross.<l>.bias``         ``cross<l>/b`` [1, d]
 ``embedding``              table ``deep`` (dim e)    CTR field embeddings, U(-0.05, 0.05)
 ``wide``                   table ``wide`` (dim 1)    CTR linear weights of values and crosses
@@ -168,7 +168,8 @@ class CtrModel(_ClusterDense, torch.nn.Module):
 
     def __init__(self, kind: str, embedding_dim: int = 16, hidden: Sequence[int] = (),
                  crosses: Sequence[Sequence[int]] = (), cross_layers: int = 0,
-                 missing_indicators: bool = False, fm_numeric: bool = False) -> None:
+                 missing_indicators: bool = False, fm_numeric: bool = False,
+                 cross_numeric: bool = False) -> None:
         super().__init__()
         _check_ctr_options(kind, embedding_dim, hidden, crosses, cross_layers)
         self.kind = kind
@@ -182,8 +183,15 @@ class CtrModel(_ClusterDense, torch.nn.Module):
         if fm_numeric and kind != "DEEPFM":
             raise ValueError("fm_numeric is only for DEEPFM")
         self.fm_numeric_fields = bool(fm_numeric)
+        # DCN: the cross layers take the numeric inputs too (model.cross_fields
+        # CATEGORICAL_AND_NUMERIC, the layout before ADR 0021); by default they cross the field
+        # embeddings only and the numerics join the MLP after them.
+        if cross_numeric and kind != "DCN":
+            raise ValueError("cross_numeric is only for DCN")
+        self.cross_numeric = bool(cross_numeric)
         self.numeric_inputs = 2 * CTR_NUMERIC if missing_indicators else CTR_NUMERIC
         self.input_dim = CTR_CATEGORICAL * self.embedding_dim + self.numeric_inputs
+        self.cross_dim = self.input_dim if cross_numeric else CTR_CATEGORICAL * self.embedding_dim
         # Both tables are read with the fields' keys; "wide" also with the crosses' keys.
         self.embedding = ShardedEmbedding("deep", self.embedding_dim, features="categorical",
                                           init_scale=DEEP_INIT_SCALE)
@@ -197,17 +205,17 @@ class CtrModel(_ClusterDense, torch.nn.Module):
             self.fm_numeric = torch.nn.Parameter(
                 torch.zeros(self.numeric_inputs, self.embedding_dim))
         self.cross = torch.nn.ModuleList(
-            torch.nn.Linear(self.input_dim, self.input_dim) for _ in range(self.cross_layers))
+            torch.nn.Linear(self.cross_dim, self.cross_dim) for _ in range(self.cross_layers))
 
     @classmethod
     def from_manifest(cls, model: Mapping[str, Any]) -> "CtrModel":
         """From the manifest's ``model`` section: ``kind``, ``embedding_dim``, ``hidden``,
         ``crosses`` (pairs of 0-based fields), ``cross_layers``, ``missing_indicators``,
-        ``fm_numeric``."""
+        ``fm_numeric``, ``cross_numeric``."""
         return cls(str(model["kind"]), int(model.get("embedding_dim", 16)),
                    list(model.get("hidden", [])), [_pair(c) for c in model.get("crosses", [])],
                    int(model.get("cross_layers", 0)), bool(model.get("missing_indicators", False)),
-                   bool(model.get("fm_numeric", False)))
+                   bool(model.get("fm_numeric", False)), bool(model.get("cross_numeric", False)))
 
     def dense_tensors(self) -> List[DenseTensor]:
         # CtrModel::tensors()' order: the deep MLP, "wide/numeric", then "fm/numeric" or the
@@ -224,7 +232,7 @@ class CtrModel(_ClusterDense, torch.nn.Module):
             specs.append(DenseTensor("fm/numeric", "fm_numeric",
                                      (self.numeric_inputs, self.embedding_dim), transpose=False))
         for l in range(self.cross_layers):
-            specs += _linear_tensors(f"cross{l}", f"cross.{l}", self.input_dim, self.input_dim)
+            specs += _linear_tensors(f"cross{l}", f"cross.{l}", self.cross_dim, self.cross_dim)
         return specs
 
     # --- the two steps -----------------------------------------------------------------------
@@ -264,8 +272,14 @@ class CtrModel(_ClusterDense, torch.nn.Module):
         x = ctr_numeric_inputs(numeric, self.missing_indicators)
         x0 = torch.cat([deep_rows.reshape(n, -1), x], dim=1)
         h = x0
-        for layer in self.cross:  # DCN-v2: x_(l+1) = x0 (.) (W_l x_l + b_l) + x_l
-            h = x0 * layer(h) + h
+        if self.cross_layers:
+            # DCN-v2: c_(l+1) = c0 (.) (W_l c_l + b_l) + c_l over c0, the embeddings (x0 with
+            # cross_numeric); the MLP then reads [c_L | x] (c_L).
+            c0 = x0 if self.cross_numeric else deep_rows.reshape(n, -1)
+            c = c0
+            for layer in self.cross:
+                c = c0 * layer(c) + c
+            h = c if self.cross_numeric else torch.cat([c, x], dim=1)
         for layer in self.deep:
             h = torch.relu(layer(h))
         logit = self.deep_out(h).squeeze(1)

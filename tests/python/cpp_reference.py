@@ -26,10 +26,12 @@ def mlp_tensors(input_dim: int, hidden: Sequence[int], classes: int) -> List[Spe
 
 
 def ctr_tensors(kind: str, e: int, hidden: Sequence[int], cross_layers: int,
-                indicators: bool, fm_numeric: bool = False) -> List[Spec]:
+                indicators: bool, fm_numeric: bool = False,
+                cross_numeric: bool = False) -> List[Spec]:
     """CtrModel::CtrModel's tensors() in flat-vector order."""
     u = 26 if indicators else 13
     d = 26 * e + u
+    c = d if cross_numeric else 26 * e
     specs, inputs = [], d
     widths = [*hidden, 1]
     for i, outputs in enumerate(widths):
@@ -40,7 +42,7 @@ def ctr_tensors(kind: str, e: int, hidden: Sequence[int], cross_layers: int,
     if fm_numeric:
         specs.append(("fm/numeric", e, u))
     for l in range(cross_layers):
-        specs += [(f"cross{l}/w", d, d), (f"cross{l}/b", d, 1)]
+        specs += [(f"cross{l}/w", c, c), (f"cross{l}/b", c, 1)]
     return specs
 
 
@@ -106,9 +108,12 @@ def ctr_logits(kind: str, e: int, hidden: Sequence[int], crosses: Sequence[Tuple
         rows = [np.asarray(deep_row(k), dtype=np.float64) for k in field_keys]
         x0 = np.concatenate(rows + [x])
         h = x0
+        # The cross layers' width says what they cross: x0 (cross_numeric), or the embeddings,
+        # the numerics then joining the MLP's input below the last layer's output.
+        c = flat.offsets["cross0/b"][1] if cross_layers else len(x0)
         for l in range(cross_layers):
-            z = flat.matrix(f"cross{l}/w") @ h + flat.matrix(f"cross{l}/b")[:, 0]
-            h = x0 * z + h
+            z = flat.matrix(f"cross{l}/w") @ h[:c] + flat.matrix(f"cross{l}/b")[:, 0]
+            h = np.concatenate([x0[:c] * z + h[:c], x0[c:]])
         for i in range(len(hidden)):
             h = np.maximum(flat.matrix(f"deep{i}/w") @ h + flat.matrix(f"deep{i}/b")[:, 0], 0.0)
         deep = (flat.matrix("deep_out/w") @ h + flat.matrix("deep_out/b")[:, 0])[0]

@@ -36,8 +36,9 @@ def batch_of(numeric, values):
 
 
 def ctr_model(kind, flat, e, hidden=(), crosses=(), cross_layers=0, indicators=False,
-              deep=None, wide=None, deep_absent="initial", fm_numeric=False):
-    model = models.CtrModel(kind, e, hidden, crosses, cross_layers, indicators, fm_numeric)
+              deep=None, wide=None, deep_absent="initial", fm_numeric=False, cross_numeric=False):
+    model = models.CtrModel(kind, e, hidden, crosses, cross_layers, indicators, fm_numeric,
+                            cross_numeric)
     model.load_cluster_dense(flat.export())
     model.embedding.use_local_table(local("deep", deep or {}, DEEP_INIT, deep_absent, dim=e))
     model.wide.use_local_table(local("wide", wide or {}, keys.Initializer("ZEROS"), dim=1))
@@ -113,19 +114,28 @@ class HandWorkedTest(unittest.TestCase):
         self.assertAlmostEqual(logit, 1.0, places=5)
 
     def test_dcn_crosses_each_input_with_x0(self):
-        # One cross layer, W = e_0 e_0^T, b = 0.5 e_0: x1[0] = x0[0] (x0[0] + 0.5) + x0[0];
-        # the output unit reads x1[0]: with u0 = 2, logit = 2 * 2.5 + 2 = 7.
-        specs = cpp.ctr_tensors("DCN", 1, [], 1, False)
-        cross = np.zeros((39, 39))
-        cross[0, 0] = 1.0
-        b = np.zeros((39, 1))
-        b[0, 0] = 0.5
-        out = np.zeros((1, 39))
-        out[0, 0] = 1.0
-        flat = zero_flat(specs, cross0__w=cross, cross0__b=b, deep_out__w=out)
-        values = self.values()
-        model = ctr_model("DCN", flat, 1, cross_layers=1, deep={key(0, 5): [2.0]})
-        self.assertAlmostEqual(model(batch_of([[0.0] * 13], values)).item(), 7.0, places=6)
+        # One cross layer over the 26 embeddings (e = 1), W = e_0 e_0^T, b = 0.5 e_0:
+        # c1[0] = c0[0] (c0[0] + 0.5) + c0[0]. The output unit reads c1[0] and, below the 26
+        # crossed rows, the first numeric input passed through unchanged: with u0 = 2 and a
+        # count of e - 1 (x = 1), logit = 2 * 2.5 + 2 + 1 = 8.
+        # With cross_numeric (x0 = [e | x], 39 wide) the count is crossed too: b[26] = 0.5 makes
+        # row 26 x (0 + 0.5) + x = 1.5 and the logit 8.5.
+        for cross_numeric, width, expected in ((False, 26, 8.0), (True, 39, 8.5)):
+            specs = cpp.ctr_tensors("DCN", 1, [], 1, False, cross_numeric=cross_numeric)
+            cross = np.zeros((width, width))
+            cross[0, 0] = 1.0
+            b = np.zeros((width, 1))
+            b[0, 0] = 0.5
+            if cross_numeric:
+                b[26, 0] = 0.5
+            out = np.zeros((1, 39))
+            out[0, 0] = 1.0
+            out[0, 26] = 1.0
+            flat = zero_flat(specs, cross0__w=cross, cross0__b=b, deep_out__w=out)
+            model = ctr_model("DCN", flat, 1, cross_layers=1, deep={key(0, 5): [2.0]},
+                              cross_numeric=cross_numeric)
+            logit = model(batch_of([[math.e - 1] + [0.0] * 12], self.values())).item()
+            self.assertAlmostEqual(logit, expected, places=5)
 
     def test_mlp_is_relu_between_layers_and_softmax(self):
         # 2 -> 2 -> 2: h = relu([[1, -1], [0, 2]] x + (0, -1)); z = [[1, 0], [0, 1]] h.
@@ -145,8 +155,9 @@ class AgainstTheCppForwardTest(unittest.TestCase):
     Some keys have rows, some not (deep: initial value or zeros; wide: zeros)."""
 
     def check(self, kind, e, hidden, crosses, cross_layers, indicators, deep_absent="initial",
-              fm_numeric=False):
-        specs = cpp.ctr_tensors(kind, e, hidden, cross_layers, indicators, fm_numeric)
+              fm_numeric=False, cross_numeric=False):
+        specs = cpp.ctr_tensors(kind, e, hidden, cross_layers, indicators, fm_numeric,
+                                cross_numeric)
         flat = cpp.Flat.random(specs, seed=len(specs) + e)
         rng = np.random.default_rng(7)
         n = 16
@@ -172,7 +183,7 @@ class AgainstTheCppForwardTest(unittest.TestCase):
                                   numeric, values, deep_row,
                                   lambda k: wide[k][0] if k in wide else 0.0)
         model = ctr_model(kind, flat, e, hidden, crosses, cross_layers, indicators, deep, wide,
-                          deep_absent, fm_numeric)
+                          deep_absent, fm_numeric, cross_numeric)
         with torch.no_grad():
             batch = batch_of(numeric, values)
             logits = model(batch).numpy()
@@ -196,6 +207,9 @@ class AgainstTheCppForwardTest(unittest.TestCase):
     def test_dcn(self):
         self.check("DCN", 2, [4], [], 2, True)
 
+    def test_dcn_with_numeric_crosses(self):
+        self.check("DCN", 2, [4], [(0, 1)], 2, True, cross_numeric=True)
+
     def test_mlp(self):
         specs = cpp.mlp_tensors(12, [7, 5], 4)
         flat = cpp.Flat.random(specs, seed=3)
@@ -207,11 +221,12 @@ class AgainstTheCppForwardTest(unittest.TestCase):
         np.testing.assert_allclose(got, cpp.mlp_probabilities(flat, x, 3), rtol=0, atol=1e-6)
 
     def test_cluster_dense_is_the_inverse_of_loading(self):
-        for kind, layers, fm in (("WDL", 0, False), ("DEEPFM", 0, False), ("DEEPFM", 0, True),
-                                 ("DCN", 2, False)):
-            specs = cpp.ctr_tensors(kind, 2, [3], layers, True, fm)
+        for kind, layers, fm, cross in (("WDL", 0, False, False), ("DEEPFM", 0, False, False),
+                                        ("DEEPFM", 0, True, False), ("DCN", 2, False, False),
+                                        ("DCN", 2, False, True)):
+            specs = cpp.ctr_tensors(kind, 2, [3], layers, True, fm, cross)
             flat = cpp.Flat.random(specs, seed=5)
-            model = models.CtrModel(kind, 2, [3], [], layers, True, fm)
+            model = models.CtrModel(kind, 2, [3], [], layers, True, fm, cross)
             model.load_cluster_dense(flat.export())
             back = model.cluster_dense()
             self.assertEqual(list(back), [name for name, _, _ in specs])
@@ -229,17 +244,18 @@ class AgainstReferenceCtrTest(unittest.TestCase):
         cls.reference = importlib.util.module_from_spec(spec)
         spec.loader.exec_module(cls.reference)
 
-    def check(self, kind, indicators, fm_numeric=False):
+    def check(self, kind, indicators, fm_numeric=False, cross_numeric=False):
         torch.manual_seed(3)
         u = 26 if indicators else 13
         net = self.reference.CtrNet(kind.lower(), [5] * 26, numeric=u, dim=4, hidden=(6, 3),
-                                    cross_layers=2 if kind == "DCN" else 0, fm_numeric=fm_numeric)
+                                    cross_layers=2 if kind == "DCN" else 0, fm_numeric=fm_numeric,
+                                    cross_numeric=cross_numeric)
         with torch.no_grad():
             for p in net.parameters():
                 p.uniform_(-0.3, 0.3)
             net.wide_numeric.bias.zero_()
         ours = models.CtrModel(kind, 4, [6, 3], [], 2 if kind == "DCN" else 0, indicators,
-                               fm_numeric)
+                               fm_numeric, cross_numeric)
         with torch.no_grad():
             ours.deep[0].weight.copy_(net.mlp[0].weight)
             ours.deep[0].bias.copy_(net.mlp[0].bias)
@@ -278,6 +294,9 @@ class AgainstReferenceCtrTest(unittest.TestCase):
     def test_dcn(self):
         self.check("DCN", True)
 
+    def test_dcn_with_numeric_crosses(self):
+        self.check("DCN", True, cross_numeric=True)
+
 
 class OptionsTest(unittest.TestCase):
     def test_from_manifest_builds_each_kind(self):
@@ -290,6 +309,10 @@ class OptionsTest(unittest.TestCase):
                                     "crosses": [[0, 3]], "cross_layers": 2,
                                     "missing_indicators": True})
         self.assertEqual(dcn.input_dim, 26 * 16 + 26)
+        self.assertEqual(dcn.cross[0].in_features, 26 * 16)  # the embeddings only (ADR 0021)
+        self.assertEqual(models.from_manifest({"kind": "DCN", "cross_layers": 1,
+                                               "cross_numeric": True}).cross[0].in_features,
+                         26 * 16 + 13)
         self.assertEqual(dcn.crosses, ((0, 3),))
         self.assertEqual(dcn.embedding.table, "deep")
         self.assertEqual(dcn.wide.table, "wide")
@@ -301,6 +324,8 @@ class OptionsTest(unittest.TestCase):
             models.CtrModel("DCN", 4, [], [], 0)
         with self.assertRaisesRegex(ValueError, "cross_layers is only for DCN"):
             models.CtrModel("WDL", 4, [], [], 1)
+        with self.assertRaisesRegex(ValueError, "cross_numeric is only for DCN"):
+            models.CtrModel("DEEPFM", 4, cross_numeric=True)
         with self.assertRaisesRegex(ValueError, "not a built-in model"):
             models.from_manifest({"kind": "TORCH"})
         with self.assertRaisesRegex(ValueError, r"'deep_out/w' has shape \[2, 1\], expected"):

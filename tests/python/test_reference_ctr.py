@@ -68,8 +68,8 @@ class DcnCrossTest(unittest.TestCase):
     def test_categorical_crosses_leave_the_numerics_to_the_mlp(self):
         sizes = [3] * 26
         torch.manual_seed(1)
-        crossed = reference_ctr.CtrNet("dcn", sizes, numeric=26, dim=4)
-        kept_out = reference_ctr.CtrNet("dcn", sizes, numeric=26, dim=4, cross_numeric=False)
+        crossed = reference_ctr.CtrNet("dcn", sizes, numeric=26, dim=4, cross_numeric=True)
+        kept_out = reference_ctr.CtrNet("dcn", sizes, numeric=26, dim=4)  # the default
         self.assertEqual(crossed.cross[0].in_features, 26 * 4 + 26)
         self.assertEqual(kept_out.cross[0].in_features, 26 * 4)
         # The MLP still sees every input: the crosses' output and the numerics.

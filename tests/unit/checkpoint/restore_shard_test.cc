@@ -132,6 +132,18 @@ TEST_F(RestoreShardTest, TensorsTheModelLacksAreRefused) {
                         "from before model.fm_fields needs CATEGORICAL_AND_NUMERIC)"));
   whole.mutable_slices()->RemoveLast();
   EXPECT_TRUE(RestoreShard(target_, {whole}).ok());
+  // A tensor the model has in a smaller size (a DCN's cross layers from before
+  // model.cross_fields, ADR 0021) would be copied into the wrong elements: refused too.
+  layout.mutable_dense(0)->set_name("cross0/w");
+  layout.mutable_dense(0)->set_shape(0, 2);
+  whole.mutable_slices(0)->set_tensor("cross0/w");
+  refused = RestoreShard(target_, {whole});
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(refused.status().message(),
+              HasSubstr("checkpoint holds tensor 'cross0/w' with more than the 2 elements the "
+                        "job's model gives it: it was written for another model layout (a DCN "
+                        "checkpoint from before model.cross_fields needs "
+                        "CATEGORICAL_AND_NUMERIC)"));
 }
 
 // Rows go to the shard that owns their key under the target's partitioning; others are left out.

@@ -158,6 +158,16 @@ TEST(ValidateJobSpec, DeepFmAndDcnShareTheCtrChecksAndCrossLayersIsDcnOnly) {
   wdl.mutable_model()->set_fm_fields(v1::ModelSpec::CATEGORICAL_ONLY);
   EXPECT_THAT(std::string(ValidateJobSpec(wdl).message()),
               HasSubstr("model.fm_fields is only for model DEEPFM"));
+  // DCN's cross layers likewise cross the embeddings only unless asked (ADR 0021).
+  v1::JobSpec crossed = *spec;
+  crossed.mutable_model()->set_kind(v1::ModelSpec::DCN);
+  ApplyJobDefaults(crossed);
+  EXPECT_EQ(crossed.model().cross_fields(), v1::ModelSpec::CATEGORICAL_ONLY);
+  EXPECT_TRUE(ValidateJobSpec(crossed).ok()) << ValidateJobSpec(crossed);
+  wdl.mutable_model()->clear_fm_fields();
+  wdl.mutable_model()->set_cross_fields(v1::ModelSpec::CATEGORICAL_AND_NUMERIC);
+  EXPECT_THAT(std::string(ValidateJobSpec(wdl).message()),
+              HasSubstr("model.cross_fields is only for model DCN"));
   deepfm.mutable_dataset()->set_kind(v1::DatasetSpec::FASHION_MNIST);
   EXPECT_THAT(std::string(ValidateJobSpec(deepfm).message()),
               HasSubstr("dataset.kind must be CRITEO for model DEEPFM"));

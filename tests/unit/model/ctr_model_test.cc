@@ -38,13 +38,13 @@ std::string ArchitectureName(CtrArchitecture architecture) {
   return "Unknown";
 }
 
-// An architecture, with or without missing indicators, and (DeepFM) with or without the numeric
-// inputs as FM fields.
+// An architecture, with or without missing indicators, and with or without the numeric inputs in
+// its interaction layer (DeepFM's FM fields, DCN's cross layers: ADR 0020, 0021).
 using Case = std::tuple<CtrArchitecture, bool, bool>;
 std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
   return ArchitectureName(std::get<0>(info.param)) +
          (std::get<1>(info.param) ? "WithMissingIndicators" : "") +
-         (std::get<2>(info.param) ? "WithNumericFmFields" : "");
+         (std::get<2>(info.param) ? "WithNumericInteractions" : "");
 }
 
 // A small model of each architecture and a batch with repeated categorical values (shared rows)
@@ -56,12 +56,13 @@ class CtrModelTest : public ::testing::TestWithParam<Case> {
 
   CtrArchitecture Architecture() const { return std::get<0>(GetParam()); }
   bool Indicators() const { return std::get<1>(GetParam()); }
-  bool FmNumeric() const { return std::get<2>(GetParam()); }
+  bool NumericInteractions() const { return std::get<2>(GetParam()); }
   CtrModelOptions ParamOptions(int dim, std::vector<int> hidden,
                                std::vector<FieldPair> crosses = {}) const {
     CtrModelOptions options = Options(Architecture(), dim, std::move(hidden), std::move(crosses));
     options.missing_indicators = Indicators();
-    options.fm_numeric = FmNumeric();
+    options.fm_numeric = NumericInteractions() && Architecture() == CtrArchitecture::kDeepFm;
+    options.cross_numeric = NumericInteractions() && Architecture() == CtrArchitecture::kDcn;
     return options;
   }
 
@@ -275,11 +276,13 @@ TEST_P(CtrModelTest, TablesAndTensorsDescribeTheLayout) {
       EXPECT_EQ(model_->num_parameters(), kWdl);
       break;
     case CtrArchitecture::kDeepFm:  // with fm_numeric, one 3-wide vector per numeric input
-      EXPECT_EQ(model_->num_parameters(), kWdl + (FmNumeric() ? u * 3 : 0));
+      EXPECT_EQ(model_->num_parameters(), kWdl + (NumericInteractions() ? u * 3 : 0));
       break;
-    case CtrArchitecture::kDcn:  // two full-rank cross layers
-      EXPECT_EQ(model_->num_parameters(), kWdl + 2 * (kInput * kInput + kInput));
+    case CtrArchitecture::kDcn: {  // two full-rank cross layers over the embeddings (and x)
+      const int64_t crossed = NumericInteractions() ? kInput : 26 * 3;
+      EXPECT_EQ(model_->num_parameters(), kWdl + 2 * (crossed * crossed + crossed));
       break;
+    }
   }
 }
 
@@ -306,9 +309,11 @@ INSTANTIATE_TEST_SUITE_P(Architectures, CtrModelTest,
                                                               CtrArchitecture::kDcn),
                                             ::testing::Bool(), ::testing::Values(false)),
                          CaseName);
-// DeepFM's FM over the numeric inputs too (model.fm_fields CATEGORICAL_AND_NUMERIC, ADR 0020).
-INSTANTIATE_TEST_SUITE_P(NumericFmFields, CtrModelTest,
-                         ::testing::Combine(::testing::Values(CtrArchitecture::kDeepFm),
+// DeepFM's FM and DCN's cross layers over the numeric inputs too (model.fm_fields and
+// cross_fields CATEGORICAL_AND_NUMERIC, ADR 0020 and 0021).
+INSTANTIATE_TEST_SUITE_P(NumericInteractions, CtrModelTest,
+                         ::testing::Combine(::testing::Values(CtrArchitecture::kDeepFm,
+                                                              CtrArchitecture::kDcn),
                                             ::testing::Bool(), ::testing::Values(true)),
                          CaseName);
 
@@ -329,6 +334,26 @@ TEST(CtrModelOptions, NumericFmFieldsAreDeepFmsAlone) {
   };
   EXPECT_FALSE(named(*categorical_only, "fm/numeric"));
   EXPECT_TRUE(named(*with_numeric, "fm/numeric"));
+}
+
+TEST(CtrModelOptions, NumericCrossesAreDcnsAlone) {
+  for (CtrArchitecture architecture : {CtrArchitecture::kWideDeep, CtrArchitecture::kDeepFm}) {
+    CtrModelOptions options = Options(architecture, 4, {8});
+    options.cross_numeric = true;
+    EXPECT_EQ(CtrModel::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
+  }
+  CtrModelOptions dcn = Options(CtrArchitecture::kDcn, 4, {8});
+  dcn.cross_layers = 1;
+  absl::StatusOr<CtrModel> categorical_only = CtrModel::Create(dcn);
+  dcn.cross_numeric = true;
+  absl::StatusOr<CtrModel> with_numeric = CtrModel::Create(dcn);
+  ASSERT_TRUE(categorical_only.ok() && with_numeric.ok());
+  // "cross0/w" is 26 x 4 square, or (26 x 4 + 13) square with the numerics crossed too.
+  // After deep0/w, deep0/b, deep_out/w, deep_out/b and wide/numeric.
+  ASSERT_EQ(categorical_only->tensors()[5].name, "cross0/w");
+  EXPECT_EQ(categorical_only->tensors()[5].rows, 26 * 4);
+  EXPECT_EQ(categorical_only->tensors()[5].cols, 26 * 4);
+  EXPECT_EQ(with_numeric->tensors()[5].rows, 26 * 4 + 13);
 }
 
 // Trains `options` on a planted XOR-like interaction of fields 0 and 1 and returns its test AUC.
