@@ -7,7 +7,7 @@
 # (chosen on the validation set). Prints each one's mean AUC and training examples/s with 95%
 # intervals and B - A's interval (syncopate-seed-stats, paired by seed).
 #
-#   bench/ctr_ab.sh --a=JOB --b=JOB [--seeds=3] [--teachers=longtail,segments,pairs]
+#   bench/ctr_ab.sh --a=JOB --b=JOB [--seeds=3] [--teachers=heavytail,longtail,segments,pairs]
 #                   [--rows=400000] [BIN_DIR]   (default: build/bin)
 # Per-run lines go to bench-results/ctr_ab/runs.tsv. ~1 minute per job, teacher and seed on the
 # 2-core dev machine.
@@ -15,7 +15,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/bench/ctr_bench_lib.sh"
 SEEDS=3
-TEACHERS="longtail,segments,pairs"
+TEACHERS="heavytail,longtail,segments,pairs"
 ROWS=400000
 JOB_A=""
 JOB_B=""

@@ -17,7 +17,7 @@
 # syncopate recipe at the job's learning rate, batch and epochs): the same model, data and
 # update rule, so the examples/s compare one PyTorch process with the cluster (issue 32 item 4).
 #
-#   bench/ctr_quality.sh [--seeds=3] [--teachers=longtail,segments,pairs] [--rows=400000]
+#   bench/ctr_quality.sh [--seeds=3] [--teachers=heavytail,longtail,segments,pairs] [--rows=400000]
 #                        [--recipe=standard|syncopate] [--job=FILE] [BIN_DIR]   (default: build/bin)
 # Per-run lines go to bench-results/ctr_quality/runs.tsv. Needs Debian's python3-torch
 # (`./dev reference` installs it).
@@ -25,7 +25,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$ROOT/bench/ctr_bench_lib.sh"
 SEEDS=3
-TEACHERS="longtail,segments,pairs"
+TEACHERS="heavytail,longtail,segments,pairs"
 ROWS=400000
 RECIPE=standard
 JOB="$ROOT/examples/ctr_deepfm.textproto"
