@@ -5,7 +5,10 @@
 #   against the Kubernetes 1.27 schemas (kubernetes-models); the values schema rejects bad values;
 #   the security wiring (join token from a mounted Secret file, never argv/env; mTLS flags on
 #   every container and probe; the opt-outs); every Service, PDB and NetworkPolicy selector
-#   evaluated against the rendered pods' labels;
+#   evaluated against the rendered pods' labels; the scheduling options (priority classes, topology
+#   spread, a Volcano or scheduler-plugins gang with its minMember, a Kueue queue, podFailurePolicy
+#   present on Kubernetes 1.27 and absent on 1.25) rendered and validated, PodGroups by a
+#   hand-written shape check;
 #   kubectl kustomize deploy/kubernetes validated the same way and identical to a fresh
 #   deploy/kubernetes/generate.sh; docker-compose config (with and without the monitoring profile).
 # ~15 s warm; the first run downloads the npm tools into the cache (~40 s).
@@ -112,6 +115,47 @@ check "values schema rejects a join token value in values (tokens belong in Secr
 check "values schema rejects generated and mounted data at once" \
   expect_rejected --set data.generateCtr.enabled=true --set data.volume.emptyDir.medium=Memory
 check "values schema rejects an unknown job.example" expect_rejected --set job.example=imagenet
+
+# Scheduling on shared clusters (issue 44): rendered and validated only; no live scheduler here
+# (values-scheduling.yaml says why it is not part of values-all-on.yaml). PodGroups have no schema
+# package: validate_k8s.cjs checks their shape by hand (apiVersion, kind, spec fields, minMember).
+SCHED="$ROOT/tests/deploy/values-scheduling.yaml"
+scheduling() { node "$ROOT/tests/deploy/scheduling_check.cjs" "$TOOLS" "$@"; }
+sched_priorities=(--priority=coordinator=training-critical --priority=shard=training-critical
+                  --priority=evaluator=training-critical --priority=worker=training-preemptible)
+check "helm lint --strict (scheduling values)" quiet_helm lint --strict "$CHART" -f "$SCHED"
+check "default values: workers and shards spread over nodes (maxSkew 1, ScheduleAnyway), nothing else" bash -c \
+  "[[ \$(grep -c 'topologyKey: kubernetes.io/hostname' '$tmp/default.yaml') == 3 ]] \
+   && [[ \$(grep -c 'whenUnsatisfiable: ScheduleAnyway' '$tmp/default.yaml') == 3 ]] \
+   && [[ \$(grep -c 'maxSkew: 1' '$tmp/default.yaml') == 3 ]]"
+check "default values: no gang, no queue, no podFailurePolicy, no priority; spreads select their own pods" \
+  scheduling "$tmp/default.yaml"
+# podFailurePolicy needs 1.26+ (on by default there); below, the chart keeps restartPolicy OnFailure.
+quiet_helm template syncopate "$CHART" -f "$SCHED" --kube-version 1.27.0 >"$tmp/sched-127.yaml"
+quiet_helm template syncopate "$CHART" -f "$SCHED" --kube-version 1.25.0 >"$tmp/sched-125.yaml"
+check "schemas: scheduling values on Kubernetes 1.27 and 1.25 (PodGroup by its hand-written shape check)" \
+  validate "$tmp/sched-127.yaml" "$tmp/sched-125.yaml"
+check "scheduling on 1.27: Volcano gang (minMember 1 + 3 shards + evaluator + 2 = 7), Kueue label, priorities, podFailurePolicy" \
+  scheduling "$tmp/sched-127.yaml" --gang=volcano --min-member=7 --queue=team-ml --pod-failure-policy \
+    "${sched_priorities[@]}"
+check "scheduling on 1.25: the same without podFailurePolicy (every Job restartPolicy OnFailure)" \
+  scheduling "$tmp/sched-125.yaml" --gang=volcano --min-member=7 --queue=team-ml "${sched_priorities[@]}"
+quiet_helm template syncopate "$CHART" --kube-version 1.27.0 --set gang.enabled=true \
+  --set gang.scheduler=scheduler-plugins --set shards.replicas=4 --set workers.replicas=5 \
+  --set evaluator.enabled=false >"$tmp/coscheduling.yaml"
+check "schemas: scheduler-plugins gang" validate "$tmp/coscheduling.yaml"
+check "scheduler-plugins gang: minMember 1 + 4 shards + no evaluator + all 5 workers = 10, pods labelled" \
+  scheduling "$tmp/coscheduling.yaml" --gang=scheduler-plugins --min-member=10
+check "chart rejects gang.minWorkers above workers.replicas" \
+  expect_rejected --set gang.enabled=true --set gang.minWorkers=5
+check "values schema rejects an unknown gang.scheduler" expect_rejected --set gang.scheduler=yunikorn
+check "chart rejects podFailurePolicy.failJobExitCodes out of order (the Job API refuses them)" \
+  expect_rejected --kube-version 1.27.0 --set podFailurePolicy.enabled=true --set 'podFailurePolicy.failJobExitCodes={2,1}'
+check "values schema rejects exit code 0 in podFailurePolicy.failJobExitCodes" \
+  expect_rejected --set 'podFailurePolicy.failJobExitCodes={0}'
+check "values schema rejects a topology spread constraint without whenUnsatisfiable" \
+  expect_rejected --set 'workers.topologySpreadConstraints[0].maxSkew=1' \
+    --set 'workers.topologySpreadConstraints[0].topologyKey=kubernetes.io/hostname'
 
 check "kubectl kustomize deploy/kubernetes" bash -c "'$KUBECTL' kustomize '$ROOT/deploy/kubernetes' >'$tmp/kustomize.yaml'"
 check "schemas: kustomize base ($(grep -c '^kind:' "$tmp/kustomize.yaml" 2>/dev/null || echo 0) objects)" \

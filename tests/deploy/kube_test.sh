@@ -8,7 +8,8 @@
 #     exec probes before 1.24, the NetworkPolicy, the generated join token Secret, the service
 #     account that may do nothing);
 #   - a registered Node (this script renews its Lease: no kubelet) receives every pod from the real
-#     scheduler; the PV controller binds the shard claims;
+#     scheduler, the default topology spread over nodes (ScheduleAnyway) notwithstanding; the PV
+#     controller binds the shard claims; the all-on PriorityClass becomes the pods' priority;
 #   - the Job controller: worker parallelism changed mid-job (kubectl patch, helm upgrade) adds and
 #     removes worker pods; the join token survives the upgrade (lookup); when every pod ends with
 #     exit code 0 (this script reports it, as a kubelet would) every Job is Complete and nothing is
@@ -135,6 +136,11 @@ for job in coordinator evaluator shard-0 shard-1 worker; do
     fail "Job $job as stored: $check"
 done
 [[ $(get job "$rel-syncopate-worker" | jq_ 'd["spec"]["parallelism"]') == 4 ]] || fail "worker parallelism"
+# The default spread of shards and workers over nodes is kept as rendered (GA since 1.19).
+for job in shard-0 worker; do
+  [[ $(get job "$rel-syncopate-$job" | jq_ '[(c["topologyKey"], c["maxSkew"], c["whenUnsatisfiable"]) for c in d["spec"]["template"]["spec"]["topologySpreadConstraints"]]') == "[('kubernetes.io/hostname', 1, 'ScheduleAnyway')]" ]] ||
+    fail "Job $job as stored lacks the default topology spread"
+done
 # Kubernetes 1.20 has no gRPC probes: the chart chose exec probes from .Capabilities.
 probe="$(get job "$rel-syncopate-coordinator" | jq_ 'sorted(d["spec"]["template"]["spec"]["containers"][0]["readinessProbe"].keys())')"
 [[ $probe == *"'exec'"* && $probe != *"'grpc'"* ]] || fail "coordinator probe as stored: $probe"
@@ -167,7 +173,7 @@ wait_for 60 claims_bound "Bound Bound" ||
   fail "shard claims not bound: $(kn get pvc)"
 wait_for 60 pods_on_node 8 ||
   fail "not all 8 pods scheduled onto $node: $(kn get pods -o wide)"
-say "scheduler bound all 8 pods (coordinator, 2 shards, 4 workers, evaluator) to $node; claims Bound"
+say "scheduler bound all 8 pods (coordinator, 2 shards, 4 workers, evaluator) to $node despite the spread over nodes (ScheduleAnyway); claims Bound"
 
 # Scaling workers mid-job. Counted: the worker pods not being deleted, and the Job's own count of
 # active pods. A scaled-down pod is deleted gracefully; without a kubelet to confirm the container
@@ -279,6 +285,14 @@ spec:
       schema: {openAPIV3Schema: {type: object, x-kubernetes-preserve-unknown-fields: true}}
 EOF
 wait_for 30 k get servicemonitors -A || fail "ServiceMonitor CRD not served"
+# The PriorityClass the all-on values give the coordinator and the shards.
+k apply -f - >/dev/null <<'EOF'
+apiVersion: scheduling.k8s.io/v1
+kind: PriorityClass
+metadata: {name: syncopate-training}
+value: 100000
+description: kube_test.sh's class for the all-on values
+EOF
 # export.enabled: every shard and the coordinator share one ReadWriteMany claim (no per-shard ones).
 "$CP" storage "$tmp/cp" shared-nfs 20Gi 1 --rwx
 say "helm install with every option on ($rel in $ns)"
@@ -308,6 +322,11 @@ for job in sync-coordinator sync-shard-0 sync-shard-2; do
 done
 wait_for 60 pods_on_node 13 ||
   fail "not all 13 pods scheduled (the all-on tolerations/affinity must still fit $node): $(kn get pods -o wide)"
+# The Priority admission plugin resolved the class into each pod's priority; workers have none.
+priorities="$(kn get pods -o jsonpath='{range .items[*]}{.metadata.labels.app\.kubernetes\.io/component}={.spec.priority} {end}' |
+              tr ' ' '\n' | sort -u | tr '\n' ' ')"
+[[ $priorities == *"coordinator=100000"* && $priorities == *"shard=100000"* && $priorities == *"worker=0"* ]] ||
+  fail "pod priorities as admitted: $priorities"
 helm uninstall "$rel" -n "$ns" --wait >/dev/null || fail "helm uninstall (all-on)"
 # The garbage collector deletes the Jobs' pods gracefully; without a kubelet this script confirms
 # their end, as the kubelet would.
@@ -315,5 +334,5 @@ left_all_on() { kn get all,configmap,networkpolicy,pdb,servicemonitor -l "app.ku
                 k -n monitoring get configmap -l "app.kubernetes.io/instance=$rel" -o name; }
 all_on_gone() { confirm_deletions; [[ -z $(left_all_on) ]]; }
 wait_for 30 all_on_gone || fail "left after uninstall (all-on): $(left_all_on)"
-say "all-on: accepted (ServiceMonitor, dashboards in monitoring, LoadBalancer, TLS and token flags, CTR job with generated data, PDBs 2/6, one shared checkpoints claim), 13 pods scheduled, uninstalled"
+say "all-on: accepted (ServiceMonitor, dashboards in monitoring, LoadBalancer, TLS and token flags, CTR job with generated data, PDBs 2/6, one shared checkpoints claim, a PriorityClass resolved into pod priorities), 13 pods scheduled, uninstalled"
 say "PASS"

@@ -251,14 +251,150 @@ initContainers:
 {{- end -}}
 
 {{/*
-Limits shared by every Job of the release. With restartPolicy OnFailure, container restarts count
-against backoffLimit; past it (or past activeDeadlineSeconds) the Job is marked Failed and its
-running pods are stopped: a failed training job is visible as failed.
+Limits shared by every Job of the release; argument: (list $ COMPONENT), COMPONENT also being the
+name of the Job's container. With restartPolicy OnFailure, container restarts count against
+backoffLimit; past it (or past activeDeadlineSeconds) the Job is marked Failed and its running
+pods are stopped: a failed training job is visible as failed. Under a podFailurePolicy
+(syncopate.podFailurePolicyOn) each failed pod counts instead, except those the rules decide.
 */}}
 {{- define "syncopate.jobLimits" -}}
-backoffLimit: {{ .Values.job.backoffLimit }}
-{{- with .Values.job.activeDeadlineSeconds }}
+{{- $root := index . 0 -}}
+{{- $component := index . 1 -}}
+backoffLimit: {{ $root.Values.job.backoffLimit }}
+{{- with $root.Values.job.activeDeadlineSeconds }}
 activeDeadlineSeconds: {{ . }}
+{{- end }}
+{{- if include "syncopate.podFailurePolicyOn" . }}
+{{- $codes := $root.Values.podFailurePolicy.failJobExitCodes }}
+{{- $previous := 0 }}
+{{- range $codes }}
+{{- if le (int .) $previous }}
+{{- fail "podFailurePolicy.failJobExitCodes must be in ascending order without repeats (the Job API refuses others)" }}
+{{- end }}
+{{- $previous = int . }}
+{{- end }}
+podFailurePolicy:
+  rules:
+    # First match decides. A pod ended by a disruption (preemption, eviction by a drain, a node's
+    # taint) never counts: Kubernetes replaces it, and the job carries on (leases re-issued).
+    - action: Ignore
+      onPodConditions:
+        - type: DisruptionTarget
+          status: "True"
+    # The process gave up (docs/operations.md "Exit codes": 1 = a permanent refusal, or its
+    # bounded joins and rejoins ran out; 2 = a start-up check failed): another pod cannot do
+    # better, so the Job fails now instead of after backoffLimit pods. Crashes (signals, OOM
+    # kills) are not among these codes and count against backoffLimit.
+    - action: FailJob
+      onExitCodes:
+        containerName: {{ $component }}
+        operator: In
+        values: [{{ join ", " $codes }}]
+{{- end }}
+{{- end -}}
+
+{{/*
+Whether a component's Job runs under a podFailurePolicy; argument: (list $ COMPONENT). Only with
+podFailurePolicy.enabled, on Kubernetes 1.26+ (where the feature and the DisruptionTarget
+condition are on by default; beta, GA in 1.31), and never for the coordinator: its progress file
+is in an emptyDir, which only a restart in place keeps, and the policy needs restartPolicy Never
+(every failure a new pod).
+*/}}
+{{- define "syncopate.podFailurePolicyOn" -}}
+{{- $root := index . 0 -}}
+{{- if and $root.Values.podFailurePolicy.enabled (ne (index . 1) "coordinator") (semverCompare ">=1.26-0" $root.Capabilities.KubeVersion.Version) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{/* OnFailure (restart in place) unless the Job has a podFailurePolicy, which requires Never. */}}
+{{- define "syncopate.restartPolicy" -}}
+{{- ternary "Never" "OnFailure" (eq (include "syncopate.podFailurePolicyOn" .) "true") -}}
+{{- end -}}
+
+{{/*
+The labels of a component's Job (not its pods): with kueue.queueName, Kueue's queue label. Kueue's
+webhook then creates the Job suspended and Kueue resumes it once admitted; the chart does not write
+`suspend: true` itself, because `helm upgrade` would write it back onto a running Job (a three-way
+merge against the live object), and suspending a Job deletes its pods. Argument: (list $ COMPONENT).
+*/}}
+{{- define "syncopate.jobLabels" -}}
+{{- $root := index . 0 -}}
+{{ include "syncopate.labels" $root }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- with $root.Values.kueue.queueName }}
+kueue.x-k8s.io/queue-name: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Gang scheduling (gang.enabled): one PodGroup for the whole release, so the scheduler places the
+pods the job cannot start without all at once or none of them. Its members: the coordinator,
+every shard, the evaluator (when enabled) and gang.minWorkers workers (0: workers.replicas, the
+job's num_workers, which the coordinator waits for before coordinator.startupGraceSeconds).
+*/}}
+{{- define "syncopate.podGroup" -}}{{ include "syncopate.fullname" . }}{{- end -}}
+
+{{- define "syncopate.gangMinMember" -}}
+{{- $workers := int (default .Values.workers.replicas .Values.gang.minWorkers) -}}
+{{- if gt $workers (int .Values.workers.replicas) -}}
+{{- fail "gang.minWorkers must not exceed workers.replicas (the gang would wait for workers the Job never starts)" -}}
+{{- end -}}
+{{- add 1 .Values.shards.replicas (ternary 1 0 .Values.evaluator.enabled) $workers -}}
+{{- end -}}
+
+{{- define "syncopate.gangSchedulerName" -}}
+{{- default (ternary "volcano" "scheduler-plugins-scheduler" (eq .Values.gang.scheduler "volcano")) .Values.gang.schedulerName -}}
+{{- end -}}
+
+{{/* A pod's gang membership: scheduler-plugins' coscheduling finds the PodGroup by this label. */}}
+{{- define "syncopate.gangPodLabels" -}}
+{{- if and .Values.gang.enabled (eq .Values.gang.scheduler "scheduler-plugins") }}
+scheduling.x-k8s.io/pod-group: {{ include "syncopate.podGroup" . }}
+{{- end }}
+{{- end -}}
+
+{{/*
+A pod template's annotations: the component's podAnnotations and, for Volcano, the annotation by
+which it finds the PodGroup. Argument: (list $ .Values.X).
+*/}}
+{{- define "syncopate.podAnnotations" -}}
+{{- $root := index . 0 -}}
+{{- $annotations := merge (dict) ((index . 1).podAnnotations | default (dict)) -}}
+{{- if and $root.Values.gang.enabled (eq $root.Values.gang.scheduler "volcano") -}}
+{{- $_ := set $annotations "scheduling.k8s.io/group-name" (include "syncopate.podGroup" $root) -}}
+{{- end -}}
+{{- with $annotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Where the job's pods may run on a shared cluster; argument: (list $ .Values.X COMPONENT). A topology
+spread constraint without a labelSelector gets this component's pods of this release, so the
+values' default (workers and shards over kubernetes.io/hostname) needs no release name.
+*/}}
+{{- define "syncopate.podScheduling" -}}
+{{- $root := index . 0 -}}
+{{- $values := index . 1 -}}
+{{- with $values.priorityClassName }}
+priorityClassName: {{ . }}
+{{- end }}
+{{- if $root.Values.gang.enabled }}
+schedulerName: {{ include "syncopate.gangSchedulerName" $root }}
+{{- end }}
+{{- with $values.topologySpreadConstraints }}
+{{- $own := fromYaml (include "syncopate.selectorLabels" $root) }}
+{{- $_ := set $own "app.kubernetes.io/component" (index $ 2) }}
+topologySpreadConstraints:
+  {{- range . }}
+  {{- $constraint := deepCopy . }}
+  {{- if not (hasKey $constraint "labelSelector") }}
+  {{- $_ := set $constraint "labelSelector" (dict "matchLabels" $own) }}
+  {{- end }}
+  - {{ toYaml $constraint | nindent 4 | trim }}
+  {{- end }}
 {{- end }}
 {{- end -}}
 
