@@ -23,6 +23,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "libs/common/mode_rules.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
 #include "libs/runtime/process_runtime.h"
@@ -143,7 +144,7 @@ int Main() {
   const std::vector<std::string> modes = absl::StrSplit(absl::GetFlag(FLAGS_modes), ',');
   const std::vector<std::string> faults = absl::StrSplit(absl::GetFlag(FLAGS_faults), ',');
   for (const std::string& mode_name : modes) {
-    absl::StatusOr<v1::Mode> parsed = job::ParseMode(mode_name);
+    absl::StatusOr<v1::Mode> parsed = ParseMode(mode_name);
     if (!parsed.ok() || (*parsed != v1::MODE_SYNC && *parsed != v1::MODE_GBA)) {
       fprintf(stderr, "--modes: '%s' is not sync or gba\n", mode_name.c_str());
       return 2;

@@ -30,6 +30,7 @@
 #include "absl/time/clock.h"
 #include "bench/ctr_data.h"
 #include "bench/straggler_report.h"
+#include "libs/common/mode_rules.h"
 #include "libs/isa/isa.h"
 #include "libs/job/job_spec.h"
 #include "libs/launch/local_cluster.h"
@@ -94,7 +95,7 @@ RunResult RunOne(const Scenario& scenario, const std::string& policy, uint64_t s
   }
   const std::string name = absl::StrCat(scenario.id, "-", policy, "-s", seed, name_suffix);
   job.set_job_id(absl::StrCat("bench-", name));
-  job.set_mode(*job::ParseMode(policy));
+  job.set_mode(*ParseMode(policy));
   job.set_seed(seed);
   // Evaluation points (the default: 25 a run, each stamped with the time its parameters
   // existed), not a 2 s timer: time to target and accuracy at equal samples then do not depend

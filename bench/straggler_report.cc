@@ -11,8 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "libs/common/mode_rules.h"
 #include "libs/common/status_macros.h"
-#include "libs/job/job_spec.h"
 #include "libs/plot/svg_chart.h"
 
 namespace syncopate::bench {
@@ -216,7 +216,7 @@ absl::StatusOr<Selection> ParseSelection(const std::string& scenarios, const std
     selection.scenarios.push_back(*s);
   }
   for (absl::string_view policy : absl::StrSplit(policies, ',', absl::SkipWhitespace())) {
-    if (absl::StatusOr<v1::Mode> mode = job::ParseMode(policy); !mode.ok()) {
+    if (absl::StatusOr<v1::Mode> mode = ParseMode(policy); !mode.ok()) {
       return absl::InvalidArgumentError(absl::StrCat("--policies: ", mode.status().message()));
     }
     selection.policies.emplace_back(policy);

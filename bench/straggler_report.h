@@ -41,7 +41,8 @@ struct Scenario {
 // Scenarios a-d (the default MLP) and ctr (wide & deep), in run order.
 const std::vector<Scenario>& AllScenarios();
 
-// What to run: validated --scenarios, --policies (mode names, job::ParseMode) and --seeds.
+// What to run: validated --scenarios, --policies (mode names: ParseMode, libs/common/mode_rules.h)
+// and --seeds.
 struct Selection {
   std::vector<Scenario> scenarios;
   std::vector<std::string> policies;

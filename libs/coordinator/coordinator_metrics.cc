@@ -1,5 +1,6 @@
 #include "libs/coordinator/coordinator_metrics.h"
 
+#include "libs/common/mode_rules.h"
 #include "libs/straggler/mode_policy.h"
 #include "libs/straggler/switch_confirmation.h"
 
@@ -144,8 +145,11 @@ void CoordinatorMetrics::CountSwitch(int shard, const std::string& reason) {
 void CoordinatorMetrics::SetPrediction(int shard, double sync_samples_per_second,
                                        double gba_samples_per_second, double gba_efficiency) {
   const std::string id = std::to_string(shard);
-  predicted_throughput_.Add({{"shard", id}, {"mode", "sync"}}).Set(sync_samples_per_second);
-  predicted_throughput_.Add({{"shard", id}, {"mode", "gba"}}).Set(gba_samples_per_second);
+  // The policy's two candidates, labelled with their names (the mode table's).
+  predicted_throughput_.Add({{"shard", id}, {"mode", ModeName(v1::MODE_SYNC)}})
+      .Set(sync_samples_per_second);
+  predicted_throughput_.Add({{"shard", id}, {"mode", ModeName(v1::MODE_GBA)}})
+      .Set(gba_samples_per_second);
   gba_efficiency_.Add({{"shard", id}}).Set(gba_efficiency);
 }
 

@@ -9,7 +9,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_format.h"
 #include "glog/logging.h"
-#include "libs/common/mode_name.h"
+#include "libs/common/mode_rules.h"
 
 namespace syncopate::coordinator {
 namespace {

@@ -10,6 +10,7 @@
 #include "absl/strings/str_join.h"
 #include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
+#include "libs/common/mode_rules.h"
 #include "libs/common/status_macros.h"
 #include "libs/job/model_kind.h"
 #include "libs/optim/optimizer.h"
@@ -75,7 +76,7 @@ void ApplyJobDefaults(v1::JobSpec& spec) {
   }
   if (spec.block_size() == 0) spec.set_block_size(1000);
   if (spec.eval().interval_seconds() == 0) spec.mutable_eval()->set_interval_seconds(5);
-  if (spec.mode() == v1::MODE_UNSPECIFIED) spec.set_mode(v1::MODE_SYNC);
+  if (spec.mode() == v1::MODE_UNSPECIFIED) spec.set_mode(kDefaultMode);
   if (spec.seed() == 0) spec.set_seed(1);
   if (spec.checkpoint_interval_seconds() == 0) spec.set_checkpoint_interval_seconds(30);
 }
@@ -102,10 +103,7 @@ absl::Status ValidateJobSpec(const v1::JobSpec& spec) {
     return bad("global_batch", "(", spec.global_batch(), ") must be at least num_workers (",
                spec.num_workers(), "): every worker needs a share of it");
   }
-  if (spec.mode() != v1::MODE_SYNC && spec.mode() != v1::MODE_ASYNC &&
-      spec.mode() != v1::MODE_GBA && spec.mode() != v1::MODE_AUTO) {
-    return bad("mode", "must be MODE_SYNC, MODE_GBA, MODE_ASYNC or MODE_AUTO");
-  }
+  if (FindModeRules(spec.mode()) == nullptr) return bad("mode", "must be ", ModeEnumChoices());
   if (spec.stop().epochs() <= 0 && spec.stop().max_examples() <= 0) {
     return bad("stop", "needs epochs > 0 or max_examples > 0");
   }
@@ -154,15 +152,6 @@ std::string JobSpecToText(const v1::JobSpec& spec) {
   std::string text;
   google::protobuf::TextFormat::PrintToString(spec, &text);
   return text;
-}
-
-absl::StatusOr<v1::Mode> ParseMode(absl::string_view name) {
-  if (name == "sync") return v1::MODE_SYNC;
-  if (name == "gba") return v1::MODE_GBA;
-  if (name == "async") return v1::MODE_ASYNC;
-  if (name == "auto") return v1::MODE_AUTO;
-  return absl::InvalidArgumentError(
-      absl::StrCat("unknown mode '", name, "' (expected sync, gba, async or auto)"));
 }
 
 int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples) {

@@ -44,9 +44,6 @@ v1::DenseEncoding TrainingDenseEncoding(const v1::JobSpec& spec);
 // Text format of a spec (what the launcher hands the coordinator).
 std::string JobSpecToText(const v1::JobSpec& spec);
 
-// "sync" | "gba" | "async" | "auto" -> Mode; INVALID_ARGUMENT otherwise.
-absl::StatusOr<v1::Mode> ParseMode(absl::string_view name);
-
 // Examples the job trains on before it stops, given the training set size.
 int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples);
 

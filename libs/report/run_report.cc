@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "google/protobuf/util/json_util.h"
-#include "libs/common/mode_name.h"
+#include "libs/common/mode_rules.h"
 #include "libs/report/status_view.h"
 #include "libs/rpc/wire_bytes.h"
 

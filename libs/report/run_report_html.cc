@@ -9,7 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "libs/common/mode_name.h"
+#include "libs/common/mode_rules.h"
 #include "libs/plot/svg_chart.h"
 #include "libs/report/run_report.h"
 
@@ -22,16 +22,17 @@ using plot::XmlEscape;
 constexpr int kChartWidth = 640;
 constexpr int kChartHeight = 300;
 
-// The height of each mode on the timeline (its category on the y axis).
+// The height of each mode on the timeline (its category on the y axis): its place among the
+// modes a shard runs, in the mode table's order. Anything else (which a shard never reports
+// while running) is drawn at the first's.
 double ModeLevel(v1::Mode mode) {
-  switch (mode) {
-    case v1::MODE_GBA:
-      return 1;
-    case v1::MODE_ASYNC:
-      return 2;
-    default:
-      return 0;  // sync (and unknown, which a shard never reports while running)
+  double level = 0;
+  for (const ModeRules& row : kModeRules) {
+    if (!row.shard_runs) continue;
+    if (row.mode == mode) return level;
+    ++level;
   }
+  return 0;
 }
 
 plot::LineChart Chart(std::string title, std::string x_label, std::string y_label) {
@@ -106,24 +107,24 @@ std::string QualityFigures(const v1::RunReport& report) {
   return html;
 }
 
-// One step line per shard (sync, gba, async as levels) with a marker at every switch. Shards
+// One step line per shard (the shard modes as levels) with a marker at every switch. Shards
 // are drawn a little apart so shards in the same mode stay visible as separate lines.
 std::string ModeFigure(const v1::RunReport& report) {
   plot::LineChart chart = Chart("Aggregation mode per shard", "wall time (s)", "mode");
-  chart.y.categories = {{0, "sync"}, {1, "gba"}, {2, "async"}};
+  for (const ModeRules& row : kModeRules) {
+    if (row.shard_runs) chart.y.categories.push_back({ModeLevel(row.mode), std::string(row.name)});
+  }
   const double end = std::max(report.training_seconds(), 1e-9);
   const int shards = report.shards_size();
   for (int i = 0; i < shards; ++i) {
     const v1::RunReport::Shard& shard = report.shards(i);
     const double offset = 0.08 * (i - (shards - 1) / 2.0);
     // The mode before the first recorded switch, else the one the shard ended in.
-    v1::Mode mode = v1::MODE_SYNC;
+    v1::Mode mode = v1::MODE_UNSPECIFIED;  // drawn at the first level
     if (shard.switches_size() > 0) {
       mode = shard.switches(0).current();
-    } else {
-      for (v1::Mode m : {v1::MODE_SYNC, v1::MODE_GBA, v1::MODE_ASYNC}) {
-        if (ModeName(m) == shard.mode()) mode = m;
-      }
+    } else if (absl::StatusOr<v1::Mode> named = ParseMode(shard.mode()); named.ok()) {
+      mode = *named;
     }
     std::vector<plot::Point> points = {{0, ModeLevel(mode) + offset}};
     const std::string color = plot::PaletteColor(i);

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "libs/common/mode_name.h"
+#include "libs/common/mode_rules.h"
 #include "libs/report/run_report.h"
 
 namespace syncopate::report {

@@ -14,14 +14,6 @@
 #include "libs/tensor/packed.h"
 
 namespace syncopate::shard {
-namespace {
-
-// The shard rejects a mode it cannot run with INVALID_ARGUMENT before anything is built.
-bool IsShardMode(v1::Mode mode) {
-  return mode == v1::MODE_SYNC || mode == v1::MODE_GBA || mode == v1::MODE_ASYNC;
-}
-
-}  // namespace
 
 absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssignment& assignment,
                                                              Clock* clock, ShardMetrics* metrics,
@@ -33,6 +25,7 @@ absl::StatusOr<std::unique_ptr<ShardCore>> ShardCore::Create(const v1::ShardAssi
     return absl::InvalidArgumentError(
         absl::StrCat("shard ", partition.shard_id(), " was assigned an empty range"));
   }
+  // A mode the shard cannot run is rejected before anything is built.
   if (!IsShardMode(assignment.mode())) {
     return absl::InvalidArgumentError(
         absl::StrCat("shard cannot aggregate in mode ", v1::Mode_Name(assignment.mode())));
@@ -246,7 +239,8 @@ v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push,
     }
     // In sync with a velocity the gradient statistics need |g|²: measured while unpacking, it
     // also validates (a squared norm is finite exactly when every value is), instead of a scan.
-    const bool measure = aggregator_.mode() == v1::MODE_SYNC && gradient_statistics_.measures();
+    const bool measure =
+        MeasuresStalenessCost(aggregator_.mode()) && gradient_statistics_.measures();
     double squared_norm = 0;
     absl::Status unpacked;
     if (push.encoding() == v1::DENSE_BFLOAT16) {
@@ -388,7 +382,7 @@ void ShardCore::ApplyReadyUpdates(std::vector<ReadyPull>* ready) {
       buffer_change_.insert(buffer_change_.end(), change, change + length);
       std::fill(change, change + length, 0.0f);
     }
-    if (update_mode == v1::MODE_SYNC) {
+    if (MeasuresStalenessCost(update_mode)) {
       gradient_statistics_.AddUpdate(mean_gradient_, samples);
     } else {
       gradient_statistics_.Reset();
@@ -449,7 +443,7 @@ PullReply ShardCore::MakeResponse(int64_t request_id, const std::vector<RowReque
   // staleness costs most, as implicit extra momentum); SGD and Adagrad serve the parameters as
   // they are. landing = 0 (sync, a fresh gradient, the evaluator) changes nothing.
   const int64_t landing =
-      puller.trains && aggregator_.mode() == v1::MODE_GBA && optimizer_->velocity_decay() > 0
+      puller.trains && LooksAhead(aggregator_.mode()) && optimizer_->velocity_decay() > 0
           ? cadence_.LandingUpdates(puller.worker, aggregator_.buffered_samples(),
                                     aggregator_.global_batch(), aggregator_.members())
           : 0;
@@ -686,7 +680,7 @@ void ShardCore::SetMode(v1::Mode mode) {
     gradient_statistics_.Reset();  // the velocity is measured over sync updates only
     // Pulls held for a version that a barrier will now never produce on its own (sync->gba
     // keeps the version) are answered with the newest parameters: gba pulls never wait.
-    if (mode != v1::MODE_SYNC) {
+    if (!HasBarrier(mode)) {
       for (PendingPull& p : pending_pulls_) {
         ready.push_back({std::move(p.done), MakeResponse(p.request_id, p.rows, p.puller, p.since)});
       }

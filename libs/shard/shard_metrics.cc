@@ -150,8 +150,9 @@ ShardMetrics* ShardMetrics::NoOp() {
 void ShardMetrics::SetVersion(int64_t version) { version_.Set(static_cast<double>(version)); }
 
 void ShardMetrics::SetMode(v1::Mode mode) {
-  for (v1::Mode m : {v1::MODE_SYNC, v1::MODE_GBA, v1::MODE_ASYNC}) {
-    mode_.Add({{"shard", shard_}, {"mode", ModeName(m)}}).Set(m == mode ? 1 : 0);
+  for (const ModeRules& row : kModeRules) {
+    if (!row.shard_runs) continue;
+    mode_.Add({{"shard", shard_}, {"mode", std::string(row.name)}}).Set(row.mode == mode ? 1 : 0);
   }
 }
 

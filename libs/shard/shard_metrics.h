@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "libs/common/mode_name.h"
+#include "libs/common/mode_rules.h"
 #include "libs/embedding/embedding_table.h"
 #include "libs/metrics/wire_bytes_metrics.h"
 #include "libs/shard/rejection_reason.h"

@@ -3,7 +3,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
-#include "libs/job/job_spec.h"
+#include "libs/common/mode_rules.h"
 
 namespace syncopate::sim {
 
@@ -50,10 +50,10 @@ absl::StatusOr<v1::JobSpec> JobForPolicy(const v1::JobSpec& job, absl::string_vi
     out.mutable_optimizer()->set_learning_rate(FairAsyncLearningRate(job));
     return out;
   }
-  absl::StatusOr<v1::Mode> mode = job::ParseMode(policy);
+  absl::StatusOr<v1::Mode> mode = ParseMode(policy);
   if (!mode.ok()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "unknown policy '", policy, "' (expected sync, gba, async, auto or ", kAsyncScaled, ")"));
+    return absl::InvalidArgumentError(absl::StrCat("unknown policy '", policy, "' (expected ",
+                                                   ModeNameChoices({kAsyncScaled}), ")"));
   }
   out.set_mode(*mode);
   return out;

@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "libs/common/mode_rules.h"
 #include "libs/common/status_macros.h"
 #include "libs/coordinator/coordinator_core.h"
 #include "libs/coordinator/job_phase.h"
@@ -676,8 +677,8 @@ void Simulation::StartPush(SimWorker& w) {
 
 void Simulation::OnPushAck(SimWorker& w, size_t shard) {
   if (w.state != WorkerState::kPushing) return;
-  // Sync: the next pull waits for the barrier this gradient belongs to (ParameterClient).
-  w.min_versions[shard] = w.modes[shard] == v1::MODE_SYNC ? w.tokens[shard] + 1 : 0;
+  // With a barrier the next pull waits for the one this gradient belongs to (as ParameterClient).
+  w.min_versions[shard] = NextPullMinVersion(w.modes[shard], w.tokens[shard]);
   if (--w.outstanding > 0) return;
   v1::WorkerMessage message;
   v1::StepReport* report = message.mutable_step();

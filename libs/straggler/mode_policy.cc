@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "libs/common/mode_name.h"
+#include "libs/common/mode_rules.h"
 #include "libs/straggler/robust_statistics.h"
 #include "libs/straggler/staleness.h"
 

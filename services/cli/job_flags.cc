@@ -3,6 +3,7 @@
 #include <string>
 
 #include "absl/flags/flag.h"
+#include "libs/common/mode_rules.h"
 #include "libs/job/job_spec.h"
 #include "services/cli/commands.h"
 
@@ -26,7 +27,7 @@ absl::StatusOr<v1::JobSpec> JobFromFlags() {
     job->mutable_dataset()->set_test_limit(absl::GetFlag(FLAGS_test_limit));
   }
   if (!absl::GetFlag(FLAGS_mode).empty()) {
-    absl::StatusOr<v1::Mode> mode = job::ParseMode(absl::GetFlag(FLAGS_mode));
+    absl::StatusOr<v1::Mode> mode = ParseMode(absl::GetFlag(FLAGS_mode));
     if (!mode.ok()) return mode.status();
     job->set_mode(*mode);
   }

@@ -14,7 +14,7 @@
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "libs/common/mode_name.h"
+#include "libs/common/mode_rules.h"
 #include "libs/isa/isa.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/model_kind.h"

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "glog/logging.h"
-#include "libs/common/mode_name.h"
+#include "libs/common/mode_rules.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/model_kind.h"
 #include "libs/report/run_report.h"

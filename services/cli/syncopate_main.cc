@@ -17,7 +17,7 @@ ABSL_FLAG(std::string, job, "", "Job spec file (text proto); empty = the built-i
 ABSL_FLAG(int, workers, 0, "Override the job's number of workers");
 ABSL_FLAG(int, shards, 0, "Override the job's number of shards");
 ABSL_FLAG(int, epochs, 0, "Override the job's epochs");
-ABSL_FLAG(std::string, mode, "", "Override the aggregation mode: sync | gba | async");
+ABSL_FLAG(std::string, mode, "", "Override the aggregation mode: sync | gba | async | auto");
 ABSL_FLAG(int, global_batch, 0, "Override the global batch G");
 ABSL_FLAG(std::string, slowdowns, "",
           "Per-worker slowdown factors, e.g. 1,1,1,4 (worker 3 four times slower)");
