@@ -54,42 +54,11 @@ absl::Status Simulation::Setup() {
   SYNCOPATE_ASSIGN_OR_RETURN(coordinator_,
                              coordinator::CoordinatorCore::Create(std::move(coordinator_options)));
 
-  // The coordinator numbers workers from 1 in the order of their first hello: those at the start
-  // in index order, then the evaluator, then the joiners.
-  const int num_workers = job.num_workers();
-  std::vector<int> hello_order(static_cast<size_t>(num_workers));
-  std::iota(hello_order.begin(), hello_order.end(), 0);
-  auto first_hello = [this](int index) {
-    const WorkerLife& first = timing_.Lives(index).front();
-    return first.at_start ? -1.0 : first.join_seconds;
-  };
-  std::stable_sort(hello_order.begin(), hello_order.end(),
-                   [&](int a, int b) { return first_hello(a) < first_hello(b); });
-  size_t lives = 0;
-  for (int index : hello_order) lives += timing_.Lives(index).size();
-  workers_.resize(lives);
-  result_.workers.resize(static_cast<size_t>(num_workers));
-  size_t slot = 0;
-  for (size_t k = 0; k < hello_order.size(); ++k) {
-    const int index = hello_order[k];
-    result_.workers[k].index = index;
-    for (size_t life = 0; life < timing_.Lives(index).size(); ++life) {
-      SimWorker& w = workers_[slot++];
-      w.index = index;
-      w.life = static_cast<int>(life);
-      w.at_start = timing_.Lives(index)[life].at_start;
-      w.state = w.at_start ? WorkerState::kJoining : WorkerState::kAbsent;
-    }
-  }
+  CreateWorkers();
   for (SimWorker& w : workers_) {
     if (w.at_start) Hello(w);
   }
-  evaluator_.session = std::make_shared<WorkerSession>(this, /*worker=*/nullptr);
-  v1::WorkerHello hello;
-  hello.set_name("evaluator");
-  hello.set_role(v1::ROLE_EVALUATOR);
-  hello.set_job_id(job.job_id());
-  SYNCOPATE_ASSIGN_OR_RETURN(evaluator_.id, coordinator_->WorkerHello(evaluator_.session, hello));
+  SYNCOPATE_RETURN_IF_ERROR(EvaluatorHello());
 
   // The shards register; the last one starts the job (the welcomes are then on their way).
   const size_t num_shards = static_cast<size_t>(job.num_shards());
@@ -141,6 +110,36 @@ absl::Status Simulation::Setup() {
   for (size_t s = 0; s < num_shards; ++s) ScheduleShardReport(s);
   if (options_.periodic_eval) SchedulePeriodicEval();
   return absl::OkStatus();
+}
+
+void Simulation::CreateWorkers() {
+  // The coordinator numbers workers from 1 in the order of their first hello: those at the start
+  // in index order, then the evaluator, then the joiners.
+  const int num_workers = options_.job.num_workers();
+  std::vector<int> hello_order(static_cast<size_t>(num_workers));
+  std::iota(hello_order.begin(), hello_order.end(), 0);
+  auto first_hello = [this](int index) {
+    const WorkerLife& first = timing_.Lives(index).front();
+    return first.at_start ? -1.0 : first.join_seconds;
+  };
+  std::stable_sort(hello_order.begin(), hello_order.end(),
+                   [&](int a, int b) { return first_hello(a) < first_hello(b); });
+  size_t lives = 0;
+  for (int index : hello_order) lives += timing_.Lives(index).size();
+  workers_.resize(lives);
+  result_.workers.resize(static_cast<size_t>(num_workers));
+  size_t slot = 0;
+  for (size_t k = 0; k < hello_order.size(); ++k) {
+    const int index = hello_order[k];
+    result_.workers[k].index = index;
+    for (size_t life = 0; life < timing_.Lives(index).size(); ++life) {
+      SimWorker& w = workers_[slot++];
+      w.index = index;
+      w.life = static_cast<int>(life);
+      w.at_start = timing_.Lives(index)[life].at_start;
+      w.state = w.at_start ? WorkerState::kJoining : WorkerState::kAbsent;
+    }
+  }
 }
 
 std::string Simulation::Progress() const {

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -8,6 +9,16 @@
 #include "libs/tensor/packed.h"
 
 namespace syncopate::sim::internal {
+
+absl::Status Simulation::EvaluatorHello() {
+  evaluator_.session = std::make_shared<WorkerSession>(this, /*worker=*/nullptr);
+  v1::WorkerHello hello;
+  hello.set_name("evaluator");
+  hello.set_role(v1::ROLE_EVALUATOR);
+  hello.set_job_id(options_.job.job_id());
+  SYNCOPATE_ASSIGN_OR_RETURN(evaluator_.id, coordinator_->WorkerHello(evaluator_.session, hello));
+  return absl::OkStatus();
+}
 
 absl::Status Simulation::EvaluatorPull(bool& answered) {
   answered = false;

@@ -112,6 +112,9 @@ class Simulation {
   class WorkerSession;
   class ShardSession;
 
+  // The workers' lives in workers_, in the order of their first hello, and their tallies.
+  void CreateWorkers();
+
   // Worker side (libs/worker/trainer.cc): simulation_worker.cc.
   void Hello(SimWorker& w);
   void OnCoordinatorMessage(SimWorker& w, const v1::CoordinatorToWorker& message);
@@ -169,6 +172,8 @@ class Simulation {
   // The evaluator scores the parameters the shards hold now and reports to the coordinator;
   // `final` with the point the coordinator asked about (EvaluateNow).
   void Evaluate(const v1::EvaluateNow& request);
+  // The evaluator process starts and says hello (after the workers there at the start).
+  absl::Status EvaluatorHello();
   void OnEvaluatorMessage(const v1::CoordinatorToWorker& message);
   // The evaluator's pull of the routed chunk into params_ and eval_rows_; `answered` says every
   // shard answered at once (an evaluator's pull is never held).
