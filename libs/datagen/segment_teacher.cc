@@ -88,6 +88,12 @@ SegmentTeacher::SegmentTeacher(const CtrTeacherConfig& config) : config_(config)
   value_offset_.fill(0);
   value_scale_.fill(0);
 
+  Calibrate();
+}
+
+void SegmentTeacher::Calibrate() {
+  const CtrTeacherConfig& config = config_;
+  const uint64_t seed = config.teacher_seed;
   // Standardise every term over a fixed Monte Carlo sample (the segment fields' and children's
   // value distributions are mixtures, so moments in closed form would be long for no gain).
   std::mt19937_64 rng(Hash(seed, kSegmentCalibrationTag));

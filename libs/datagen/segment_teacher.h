@@ -81,6 +81,9 @@ class SegmentTeacher {
   const std::array<int, kSegmentFields>& segment_fields() const { return segment_fields_; }
 
  private:
+  // Standardises every term and solves the bias over a fixed Monte Carlo sample drawn from the
+  // structure the constructor laid out (fields, vocabularies, segments, numerics).
+  void Calibrate();
   int DrawFeatures(std::mt19937_64& rng, float* numeric, uint64_t* categorical) const;
   // Everything but the segment term and the bias.
   double ObservedLogit(const float* numeric, const uint64_t* categorical) const;

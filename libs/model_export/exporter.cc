@@ -372,13 +372,10 @@ absl::Status WriteText(const std::string& path, const std::string& text) {
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<v1::ExportManifest> WriteExport(const ExportRequest& request,
-                                               const std::string& dir) {
-  SYNCOPATE_ASSIGN_OR_RETURN(std::vector<ShardFile> files, OpenLatestSet(request.from));
-  SYNCOPATE_RETURN_IF_ERROR(CheckSet(files, request.from));
-  const v1::ShardCheckpoint& first = files.front().header();
+// The job to export: the one the checkpoints carry, else the request's, with its model's layout
+// recorded and its tables completed.
+absl::StatusOr<v1::JobSpec> ExportedJob(const ExportRequest& request,
+                                        const v1::ShardCheckpoint& first) {
   v1::JobSpec job;
   if (first.has_job()) {
     job = first.job();
@@ -403,24 +400,13 @@ absl::StatusOr<v1::ExportManifest> WriteExport(const ExportRequest& request,
     *job.mutable_model()->mutable_layout() = job::LayoutRecord(layout);
   }
   SYNCOPATE_RETURN_IF_ERROR(CompleteTables(job));
-  const v1::ModelLayoutRecord& record = job.model().layout();
-  const bool torch = job.model().kind() == v1::ModelSpec::TORCH;
+  return job;
+}
 
-  v1::ExportManifest manifest;
-  manifest.set_format(kFormat);
-  manifest.set_job_id(job.job_id());
-  manifest.set_model_kind(v1::ModelSpec::Kind_Name(job.model().kind()));
-  manifest.set_seed(job.seed());
-  std::set<int64_t> versions;
-  for (const ShardFile& file : files) versions.insert(file.header().version());
-  for (int64_t v : versions) manifest.add_versions(v);
-  const bool kept = first.optimizer() == checkpoint::kParametersOnly;
-  manifest.set_source(kept ? "kept" : "latest");
-  if (kept) manifest.set_eval_point(first.eval_point());
-  *manifest.mutable_model() = ModelSection(job);
-  *manifest.mutable_dataset() = DatasetSection(job);
-
-  // Dense: the flat vector, then one safetensors file in the layout's order.
+// The dense parameters: the flat vector, then one safetensors file in the layout's order, each
+// tensor listed in the manifest.
+absl::Status WriteDense(std::vector<ShardFile>& files, const v1::ModelLayoutRecord& record,
+                        bool torch, const std::string& dir, v1::ExportManifest& manifest) {
   std::vector<DenseTensor> tensors;
   int64_t flat_size = 0;
   for (const v1::TensorShape& shape : record.dense()) {
@@ -446,9 +432,15 @@ absl::StatusOr<v1::ExportManifest> WriteExport(const ExportRequest& request,
     if (t.shape->buffer()) entry->set_dtype(t.shape->dtype());
     named.push_back(std::move(tensor));
   }
-  SYNCOPATE_RETURN_IF_ERROR(WriteSafetensors(absl::StrCat(dir, "/", kDenseFile), named));
+  return WriteSafetensors(absl::StrCat(dir, "/", kDenseFile), named);
+}
 
-  // Tables, one after another: every file yields them in the layout's order.
+// The embedding tables, one after another (every file yields them in the layout's order), each
+// merged from the shards' files into chunks of `chunk_rows_requested` rows (when positive; else
+// about kChunkBytes each).
+absl::Status WriteTables(std::vector<ShardFile>& files, const v1::ModelLayoutRecord& record,
+                         int64_t chunk_rows_requested, const std::string& dir,
+                         v1::ExportManifest& manifest) {
   std::set<std::string> used;
   for (int t = 0; t < record.tables_size(); ++t) {
     const v1::TableShape& table = record.tables(t);
@@ -460,11 +452,41 @@ absl::StatusOr<v1::ExportManifest> WriteExport(const ExportRequest& request,
     const std::string relative = absl::StrCat("tables/", TableDir(table.name(), t, used));
     std::filesystem::create_directories(absl::StrCat(dir, "/", relative));
     const int64_t chunk_rows =
-        request.chunk_rows > 0
-            ? request.chunk_rows
+        chunk_rows_requested > 0
+            ? chunk_rows_requested
             : std::max<int64_t>(1, kChunkBytes / (static_cast<int64_t>(table.dim()) * 4));
     SYNCOPATE_RETURN_IF_ERROR(TableMerge(files, table).Run(dir, relative, chunk_rows, *out));
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<v1::ExportManifest> WriteExport(const ExportRequest& request,
+                                               const std::string& dir) {
+  SYNCOPATE_ASSIGN_OR_RETURN(std::vector<ShardFile> files, OpenLatestSet(request.from));
+  SYNCOPATE_RETURN_IF_ERROR(CheckSet(files, request.from));
+  const v1::ShardCheckpoint& first = files.front().header();
+  SYNCOPATE_ASSIGN_OR_RETURN(v1::JobSpec job, ExportedJob(request, first));
+  const v1::ModelLayoutRecord& record = job.model().layout();
+  const bool torch = job.model().kind() == v1::ModelSpec::TORCH;
+
+  v1::ExportManifest manifest;
+  manifest.set_format(kFormat);
+  manifest.set_job_id(job.job_id());
+  manifest.set_model_kind(v1::ModelSpec::Kind_Name(job.model().kind()));
+  manifest.set_seed(job.seed());
+  std::set<int64_t> versions;
+  for (const ShardFile& file : files) versions.insert(file.header().version());
+  for (int64_t v : versions) manifest.add_versions(v);
+  const bool kept = first.optimizer() == checkpoint::kParametersOnly;
+  manifest.set_source(kept ? "kept" : "latest");
+  if (kept) manifest.set_eval_point(first.eval_point());
+  *manifest.mutable_model() = ModelSection(job);
+  *manifest.mutable_dataset() = DatasetSection(job);
+
+  SYNCOPATE_RETURN_IF_ERROR(WriteDense(files, record, torch, dir, manifest));
+  SYNCOPATE_RETURN_IF_ERROR(WriteTables(files, record, request.chunk_rows, dir, manifest));
   for (const ShardFile& file : files) {
     if (file.has_pending && file.pending.embeddings_size() > 0) {
       return Refuse(absl::StrCat(file.reader->path(), " holds rows of table '",

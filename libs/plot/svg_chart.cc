@@ -340,6 +340,99 @@ Bar& BarChart::AddBar(std::string label, double value) {
   return b;
 }
 
+namespace {
+
+// The legend: per series, a short line (over a translucent band swatch for banded series) and
+// its name, in the rows LegendRows laid out above the frame.
+void AppendLegend(const LineChart& chart,
+                  const std::vector<std::vector<std::pair<size_t, double>>>& legend, const Frame& f,
+                  std::string& svg) {
+  for (size_t row = 0; row < legend.size(); ++row) {
+    const double y = kTopPadding + (chart.title.empty() ? 0 : kTitleHeight) +
+                     kLegendRowHeight * static_cast<double>(row) + 12;
+    for (const auto& [index, offset] : legend[row]) {
+      const Series& s = chart.series[index];
+      const std::string color = SeriesColor(s, index);
+      const double x = f.left + offset;
+      if (!s.band.empty()) {
+        absl::StrAppendFormat(&svg,
+                              "<rect x=\"%s\" y=\"%s\" width=\"22\" height=\"10\" fill=\"%s\" "
+                              "fill-opacity=\"0.2\"/>\n",
+                              Num(x), Num(y - 9), color);
+      }
+      absl::StrAppendFormat(
+          &svg,
+          "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" stroke-width=\"3\"%s/>\n"
+          "<text x=\"%s\" y=\"%s\" fill=\"%s\">%s</text>\n",
+          Num(x), Num(y - 4), Num(x + 22), Num(y - 4), color,
+          s.dashed ? " stroke-dasharray=\"6 3\"" : "", Num(x + 28), Num(y), kTextColor,
+          XmlEscape(s.name));
+    }
+  }
+}
+
+// The series' bands, then their lines and dots, inside the plot's clip path.
+void AppendSeries(const std::vector<Series>& series, const Scale& sx, const Scale& sy,
+                  std::string& svg) {
+  // Bands first, so every line stays visible on top of every band.
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    std::vector<Point> upper, lower;
+    for (const BandPoint& b : s.band) {
+      if (!Finite(b.x) || !Finite(b.low) || !Finite(b.high)) continue;
+      upper.push_back({sx(b.x), sy(b.high)});
+      lower.push_back({sx(b.x), sy(b.low)});
+    }
+    if (upper.empty()) continue;
+    upper.insert(upper.end(), lower.rbegin(), lower.rend());
+    absl::StrAppendFormat(&svg,
+                          "<polygon points=\"%s\" fill=\"%s\" fill-opacity=\"0.2\" "
+                          "stroke=\"none\"/>\n",
+                          PointList(upper), SeriesColor(s, i));
+  }
+  for (size_t i = 0; i < series.size(); ++i) {
+    const Series& s = series[i];
+    const std::string color = SeriesColor(s, i);
+    for (const std::vector<Point>& piece : Pieces(s, sx, sy)) {
+      absl::StrAppendFormat(&svg,
+                            "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" "
+                            "stroke-width=\"2\" stroke-linejoin=\"round\"%s/>\n",
+                            PointList(piece), color, s.dashed ? " stroke-dasharray=\"6 3\"" : "");
+    }
+    if (!s.dots) continue;
+    for (const Point& p : s.points) {
+      if (!Finite(p.x) || !Finite(p.y)) continue;
+      absl::StrAppendFormat(&svg, "<circle cx=\"%s\" cy=\"%s\" r=\"3\" fill=\"%s\"/>\n",
+                            Num(sx(p.x)), Num(sy(p.y)), color);
+    }
+  }
+}
+
+// The vertical event markers with their labels.
+void AppendMarkers(const std::vector<Marker>& markers, const Scale& sx, const Frame& f,
+                   std::string& svg) {
+  // Markers: labels staggered over three heights so nearby events stay legible.
+  for (size_t i = 0; i < markers.size(); ++i) {
+    const Marker& m = markers[i];
+    if (!Finite(m.x)) continue;
+    const double x = sx(m.x);
+    if (x < f.left - 0.5 || x > f.right + 0.5) continue;
+    const std::string color = m.color.empty() ? kMarkerColor : m.color;
+    const bool right_side = x < f.left + f.width() * 0.75;
+    absl::StrAppendFormat(
+        &svg,
+        "<g><title>%s</title><line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" "
+        "stroke-dasharray=\"4 3\"/>\n<text x=\"%s\" y=\"%s\" font-size=\"10\" "
+        "text-anchor=\"%s\" fill=\"%s\">%s</text></g>\n",
+        XmlEscape(m.tooltip.empty() ? m.label : m.tooltip), Num(x), Num(f.top), Num(x),
+        Num(f.bottom), color, Num(right_side ? x + 3 : x - 3),
+        Num(f.top + 11 + 12 * static_cast<double>(i % 3)), right_side ? "start" : "end", color,
+        XmlEscape(m.label));
+  }
+}
+
+}  // namespace
+
 std::string RenderLineChart(const LineChart& chart) {
   // Data ranges over everything drawn.
   constexpr double kInf = std::numeric_limits<double>::infinity();
@@ -383,29 +476,7 @@ std::string RenderLineChart(const LineChart& chart) {
   const Scale sy{y0, y1, f.bottom, f.top};
 
   std::string svg = SvgOpen(chart.width, chart.height, chart.title);
-  // Legend: a short line (over a translucent band swatch for banded series) and the name.
-  for (size_t row = 0; row < legend.size(); ++row) {
-    const double y = kTopPadding + (chart.title.empty() ? 0 : kTitleHeight) +
-                     kLegendRowHeight * static_cast<double>(row) + 12;
-    for (const auto& [index, offset] : legend[row]) {
-      const Series& s = chart.series[index];
-      const std::string color = SeriesColor(s, index);
-      const double x = f.left + offset;
-      if (!s.band.empty()) {
-        absl::StrAppendFormat(&svg,
-                              "<rect x=\"%s\" y=\"%s\" width=\"22\" height=\"10\" fill=\"%s\" "
-                              "fill-opacity=\"0.2\"/>\n",
-                              Num(x), Num(y - 9), color);
-      }
-      absl::StrAppendFormat(
-          &svg,
-          "<line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" stroke-width=\"3\"%s/>\n"
-          "<text x=\"%s\" y=\"%s\" fill=\"%s\">%s</text>\n",
-          Num(x), Num(y - 4), Num(x + 22), Num(y - 4), color,
-          s.dashed ? " stroke-dasharray=\"6 3\"" : "", Num(x + 28), Num(y), kTextColor,
-          XmlEscape(s.name));
-    }
-  }
+  AppendLegend(chart, legend, f, svg);
   AppendAxes(f, sx, sy, AxisTicks(chart.x, x0, x1, xbudget), AxisTicks(chart.y, y0, y1, ybudget),
              chart.x.label, chart.y.label, chart.height, svg);
   if (!any) {
@@ -419,57 +490,9 @@ std::string RenderLineChart(const LineChart& chart) {
                         "<defs><clipPath id=\"%s\"><rect x=\"%s\" y=\"%s\" width=\"%s\" "
                         "height=\"%s\"/></clipPath></defs>\n<g clip-path=\"url(#%s)\">\n",
                         clip, Num(f.left), Num(f.top), Num(f.width()), Num(f.height()), clip);
-  // Bands first, so every line stays visible on top of every band.
-  for (size_t i = 0; i < chart.series.size(); ++i) {
-    const Series& s = chart.series[i];
-    std::vector<Point> upper, lower;
-    for (const BandPoint& b : s.band) {
-      if (!Finite(b.x) || !Finite(b.low) || !Finite(b.high)) continue;
-      upper.push_back({sx(b.x), sy(b.high)});
-      lower.push_back({sx(b.x), sy(b.low)});
-    }
-    if (upper.empty()) continue;
-    upper.insert(upper.end(), lower.rbegin(), lower.rend());
-    absl::StrAppendFormat(&svg,
-                          "<polygon points=\"%s\" fill=\"%s\" fill-opacity=\"0.2\" "
-                          "stroke=\"none\"/>\n",
-                          PointList(upper), SeriesColor(s, i));
-  }
-  for (size_t i = 0; i < chart.series.size(); ++i) {
-    const Series& s = chart.series[i];
-    const std::string color = SeriesColor(s, i);
-    for (const std::vector<Point>& piece : Pieces(s, sx, sy)) {
-      absl::StrAppendFormat(&svg,
-                            "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" "
-                            "stroke-width=\"2\" stroke-linejoin=\"round\"%s/>\n",
-                            PointList(piece), color, s.dashed ? " stroke-dasharray=\"6 3\"" : "");
-    }
-    if (!s.dots) continue;
-    for (const Point& p : s.points) {
-      if (!Finite(p.x) || !Finite(p.y)) continue;
-      absl::StrAppendFormat(&svg, "<circle cx=\"%s\" cy=\"%s\" r=\"3\" fill=\"%s\"/>\n",
-                            Num(sx(p.x)), Num(sy(p.y)), color);
-    }
-  }
+  AppendSeries(chart.series, sx, sy, svg);
   svg += "</g>\n";
-  // Markers: labels staggered over three heights so nearby events stay legible.
-  for (size_t i = 0; i < chart.markers.size(); ++i) {
-    const Marker& m = chart.markers[i];
-    if (!Finite(m.x)) continue;
-    const double x = sx(m.x);
-    if (x < f.left - 0.5 || x > f.right + 0.5) continue;
-    const std::string color = m.color.empty() ? kMarkerColor : m.color;
-    const bool right_side = x < f.left + f.width() * 0.75;
-    absl::StrAppendFormat(
-        &svg,
-        "<g><title>%s</title><line x1=\"%s\" y1=\"%s\" x2=\"%s\" y2=\"%s\" stroke=\"%s\" "
-        "stroke-dasharray=\"4 3\"/>\n<text x=\"%s\" y=\"%s\" font-size=\"10\" "
-        "text-anchor=\"%s\" fill=\"%s\">%s</text></g>\n",
-        XmlEscape(m.tooltip.empty() ? m.label : m.tooltip), Num(x), Num(f.top), Num(x),
-        Num(f.bottom), color, Num(right_side ? x + 3 : x - 3),
-        Num(f.top + 11 + 12 * static_cast<double>(i % 3)), right_side ? "start" : "end", color,
-        XmlEscape(m.label));
-  }
+  AppendMarkers(chart.markers, sx, f, svg);
   AppendFrame(f, svg);
   return svg + "</svg>\n";
 }

@@ -9,6 +9,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "libs/common/mode_rules.h"
+#include "libs/common/status_macros.h"
 #include "libs/straggler/robust_statistics.h"
 #include "libs/straggler/staleness.h"
 
@@ -128,6 +129,130 @@ Prediction Predict(const std::vector<const WorkerAssessment*>& workers,
   return p;
 }
 
+// InvalidArgument for a non-positive local batch or a worker listed twice.
+absl::Status ValidateLoads(const std::vector<WorkerLoad>& loads) {
+  // Duplicates by sorting the ids: one allocation, where a std::set made one per worker, per
+  // shard, per round (16,000 a round at 1,000 workers x 16 shards).
+  std::vector<int32_t> ids;
+  ids.reserve(loads.size());
+  for (const WorkerLoad& load : loads) {
+    if (load.local_batch <= 0) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "worker ", load.worker, ": local batch must be positive, got ", load.local_batch));
+    }
+    ids.push_back(load.worker);
+  }
+  std::sort(ids.begin(), ids.end());
+  if (auto twice = std::adjacent_find(ids.begin(), ids.end()); twice != ids.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("worker ", *twice, " listed twice"));
+  }
+  return absl::OkStatus();
+}
+
+// Records the two predictions in `d` with how significantly they differ, in throughput and in
+// goodput.
+void ComparePredictions(const Prediction& p, const StalenessCost& cost, ModeDecision& d) {
+  d.sync_samples_per_second = p.sync;
+  d.gba_samples_per_second = p.gba;
+  d.gba_staleness = p.gba_staleness;
+  d.staleness_threshold = p.threshold;
+
+  // Throughput: samples that count toward updates (GBA's decayed ones by their weight).
+  d.standard_error = std::hypot(p.sync_standard_error, p.gba_standard_error);
+  d.z = SignificanceZ(p.gba - p.sync, std::max(p.gba, p.sync), d.standard_error);
+  d.close_call = d.z != 0 && std::abs(d.z) <= ModePolicy::kSignificanceZ;
+
+  // Goodput (Pollux, OSDI'21): gba's samples at the per-sample efficiency the shard measured for
+  // its predicted staleness. The efficiency's error adds to gba's (independent: one comes from
+  // step times, the other from gradients).
+  d.gba_efficiency = cost.Efficiency(p.gba_staleness);
+  const double gba_goodput = p.gba * d.gba_efficiency;
+  d.goodput_standard_error = std::hypot(
+      p.sync_standard_error, std::hypot(p.gba_standard_error * d.gba_efficiency,
+                                        p.gba * cost.EfficiencyStandardError(p.gba_staleness)));
+  d.goodput_z =
+      SignificanceZ(gba_goodput - p.sync, std::max(gba_goodput, p.sync), d.goodput_standard_error);
+}
+
+struct Recommendation {
+  Mode mode;
+  absl::string_view reason;  // one of the kReason* labels
+};
+
+// The mode the compared predictions in `d` recommend for a shard running `current`, before the
+// dwell.
+Recommendation Recommend(const ModeDecision& d, Mode current, bool cost_measured) {
+  constexpr double kSignificanceZ = ModePolicy::kSignificanceZ;
+  constexpr double kReturnZ = ModePolicy::kReturnZ;
+  // The efficiency is a model (docs/design.md §6) calibrated only on average: it matched the
+  // per-sample cost the straggler bench measured over whole runs (~0.85 vs ~0.8) but reads as
+  // low as 0.63 early in a run, where entering gba under a 4x straggler still reached the
+  // target sooner (measured: pricing gba by goodput both ways kept auto in sync until 41 s of a
+  // 54 s run, against ~11 s by throughput). So it is a veto, not a second criterion: gba must
+  // be significantly faster in samples, and staleness must not measurably cost more than that
+  // gain (goodput significantly below sync's). Both tests use the same z cut-off; no constant
+  // is added.
+  const bool staleness_too_costly = cost_measured && d.goodput_z < -kSignificanceZ;
+  const bool sync_better = d.z < -kSignificanceZ || staleness_too_costly;
+  const bool gba_better = d.z > kSignificanceZ && !staleness_too_costly;
+  Mode recommended = current;
+  absl::string_view reason;
+  if (sync_better) {
+    recommended = v1::MODE_SYNC;
+    reason = d.z < -kSignificanceZ ? kReasonSyncPredictedFaster : kReasonStalenessCostExceedsGain;
+  } else if (gba_better) {
+    recommended = v1::MODE_GBA;
+    reason = d.stragglers.empty() ? kReasonGbaPredictedFaster : kReasonStragglerDetected;
+  } else if (current == v1::MODE_SYNC) {  // NOLINT(bugprone-branch-clone): see the comment
+    // In sync, no significant difference: stay. The tie in GBA below ends with the same reason
+    // for a different case; the branches stay apart so that each case keeps its why.
+    reason = kReasonNoSignificantDifference;
+  } else if (!d.stragglers.empty()) {
+    // In GBA with a straggler still flagged: stay. Leaving needs the straggler gone too, which
+    // gives the policy hysteresis: entering GBA took a significant gain, leaving takes both the
+    // gain and its cause to disappear.
+    reason = kReasonStragglerDetected;
+  } else if (cost_measured || d.z > kReturnZ) {
+    // In GBA, no straggler, no significant difference either way: stay.
+    // - With the staleness cost measured, goodput prices what sync keeps (every gradient
+    //   fresh), and it did not say sync is better (staleness_cost_exceeds_gain above): a switch
+    //   back would rest on noise and cost a dwell. Measured on the straggler benchmark's
+    //   scenario a (4 CPU-bound workers on 2 cores, no straggler), returning on ties flapped 4-9
+    //   times per shard in ~25 s runs (5.6 on average over 5 seeds; 2.2 without the tie rule):
+    //   sync's idle barrier hides the CPU contention gba's step times
+    //   then show, so each mode's measurements favour the other.
+    // - Unmeasured, a lead that is no longer significant but more than one standard error is
+    //   inside the hysteresis band. Without the band a true difference sitting near the entry
+    //   threshold re-crosses it every other window and the shard flaps (8 switches per shard
+    //   in 37 s, measured on the same benchmark before the band).
+    reason = kReasonNoSignificantDifference;
+  } else {
+    // In GBA, no straggler, no significant gain, staleness cost not measured yet: go back to
+    // sync. Ties go to sync because the throughput model does not price what sync keeps —
+    // every gradient fresh (τ = 0), the convergence behaviour the job was tuned with; GBA is
+    // only worth its staleness when it is measurably faster.
+    recommended = v1::MODE_SYNC;
+    reason = kReasonStragglersRecovered;
+  }
+  return {recommended, reason};
+}
+
+// Dwell: a switch must rest on a full window measured entirely in the current mode, for every
+// pushing worker (the window is full here, so "oldest sample after the switch" means at least
+// W steps since it). Communication counts too when fed, since it changes with the mode. The
+// workers whose window began before `last_switch_at`.
+std::vector<int32_t> StaleWindows(const std::vector<const WorkerAssessment*>& workers,
+                                  absl::Time last_switch_at) {
+  std::vector<int32_t> stale_windows;
+  for (const WorkerAssessment* a : workers) {
+    const bool fresh =
+        a->oldest_compute_at > last_switch_at &&
+        (a->communication_samples == 0 || a->oldest_communication_at > last_switch_at);
+    if (!fresh) stale_windows.push_back(a->worker);
+  }
+  return stale_windows;
+}
+
 }  // namespace
 
 ModePolicy::ModePolicy(Clock* clock, int64_t global_batch)
@@ -171,21 +296,7 @@ absl::StatusOr<ModeDecision> ModePolicy::Decide(const Assessment& assessment, Mo
     return absl::InvalidArgumentError(absl::StrCat("ModePolicy chooses between sync and gba; ",
                                                    ModeName(current), " is neither"));
   }
-  // Duplicates by sorting the ids: one allocation, where a std::set made one per worker, per
-  // shard, per round (16,000 a round at 1,000 workers x 16 shards).
-  std::vector<int32_t> ids;
-  ids.reserve(loads.size());
-  for (const WorkerLoad& load : loads) {
-    if (load.local_batch <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "worker ", load.worker, ": local batch must be positive, got ", load.local_batch));
-    }
-    ids.push_back(load.worker);
-  }
-  std::sort(ids.begin(), ids.end());
-  if (auto twice = std::adjacent_find(ids.begin(), ids.end()); twice != ids.end()) {
-    return absl::InvalidArgumentError(absl::StrCat("worker ", *twice, " listed twice"));
-  }
+  SYNCOPATE_RETURN_IF_ERROR(ValidateLoads(loads));
 
   // The cost model needs every pushing worker's full window: the bottleneck may be exactly the
   // worker we know least about.
@@ -211,87 +322,12 @@ absl::StatusOr<ModeDecision> ModePolicy::Decide(const Assessment& assessment, Mo
   }
 
   const Prediction p = Predict(workers, loads, global_batch_);
-  d.sync_samples_per_second = p.sync;
-  d.gba_samples_per_second = p.gba;
-  d.gba_staleness = p.gba_staleness;
-  d.staleness_threshold = p.threshold;
-
-  // Throughput: samples that count toward updates (GBA's decayed ones by their weight).
-  d.standard_error = std::hypot(p.sync_standard_error, p.gba_standard_error);
-  d.z = SignificanceZ(p.gba - p.sync, std::max(p.gba, p.sync), d.standard_error);
-  d.close_call = d.z != 0 && std::abs(d.z) <= kSignificanceZ;
-
-  // Goodput (Pollux, OSDI'21): gba's samples at the per-sample efficiency the shard measured for
-  // its predicted staleness. The efficiency's error adds to gba's (independent: one comes from
-  // step times, the other from gradients).
-  d.gba_efficiency = cost.Efficiency(p.gba_staleness);
+  ComparePredictions(p, cost, d);
   const double gba_goodput = p.gba * d.gba_efficiency;
-  d.goodput_standard_error = std::hypot(
-      p.sync_standard_error, std::hypot(p.gba_standard_error * d.gba_efficiency,
-                                        p.gba * cost.EfficiencyStandardError(p.gba_staleness)));
-  d.goodput_z =
-      SignificanceZ(gba_goodput - p.sync, std::max(gba_goodput, p.sync), d.goodput_standard_error);
+  const auto [recommended, reason] = Recommend(d, current, cost.measured());
+  d.recommended = recommended;
 
-  // The efficiency is a model (docs/design.md §6) calibrated only on average: it matched the
-  // per-sample cost the straggler bench measured over whole runs (~0.85 vs ~0.8) but reads as
-  // low as 0.63 early in a run, where entering gba under a 4x straggler still reached the
-  // target sooner (measured: pricing gba by goodput both ways kept auto in sync until 41 s of a
-  // 54 s run, against ~11 s by throughput). So it is a veto, not a second criterion: gba must
-  // be significantly faster in samples, and staleness must not measurably cost more than that
-  // gain (goodput significantly below sync's). Both tests use the same z cut-off; no constant
-  // is added.
-  const bool staleness_too_costly = cost.measured() && d.goodput_z < -kSignificanceZ;
-  const bool sync_better = d.z < -kSignificanceZ || staleness_too_costly;
-  const bool gba_better = d.z > kSignificanceZ && !staleness_too_costly;
-  absl::string_view reason;
-  if (sync_better) {
-    d.recommended = v1::MODE_SYNC;
-    reason = d.z < -kSignificanceZ ? kReasonSyncPredictedFaster : kReasonStalenessCostExceedsGain;
-  } else if (gba_better) {
-    d.recommended = v1::MODE_GBA;
-    reason = d.stragglers.empty() ? kReasonGbaPredictedFaster : kReasonStragglerDetected;
-  } else if (current == v1::MODE_SYNC) {  // NOLINT(bugprone-branch-clone): see the comment
-    // In sync, no significant difference: stay. The tie in GBA below ends with the same reason
-    // for a different case; the branches stay apart so that each case keeps its why.
-    reason = kReasonNoSignificantDifference;
-  } else if (!d.stragglers.empty()) {
-    // In GBA with a straggler still flagged: stay. Leaving needs the straggler gone too, which
-    // gives the policy hysteresis: entering GBA took a significant gain, leaving takes both the
-    // gain and its cause to disappear.
-    reason = kReasonStragglerDetected;
-  } else if (cost.measured() || d.z > kReturnZ) {
-    // In GBA, no straggler, no significant difference either way: stay.
-    // - With the staleness cost measured, goodput prices what sync keeps (every gradient
-    //   fresh), and it did not say sync is better (staleness_cost_exceeds_gain above): a switch
-    //   back would rest on noise and cost a dwell. Measured on the straggler benchmark's
-    //   scenario a (4 CPU-bound workers on 2 cores, no straggler), returning on ties flapped 4-9
-    //   times per shard in ~25 s runs (5.6 on average over 5 seeds; 2.2 without the tie rule):
-    //   sync's idle barrier hides the CPU contention gba's step times
-    //   then show, so each mode's measurements favour the other.
-    // - Unmeasured, a lead that is no longer significant but more than one standard error is
-    //   inside the hysteresis band. Without the band a true difference sitting near the entry
-    //   threshold re-crosses it every other window and the shard flaps (8 switches per shard
-    //   in 37 s, measured on the same benchmark before the band).
-    reason = kReasonNoSignificantDifference;
-  } else {
-    // In GBA, no straggler, no significant gain, staleness cost not measured yet: go back to
-    // sync. Ties go to sync because the throughput model does not price what sync keeps —
-    // every gradient fresh (τ = 0), the convergence behaviour the job was tuned with; GBA is
-    // only worth its staleness when it is measurably faster.
-    d.recommended = v1::MODE_SYNC;
-    reason = kReasonStragglersRecovered;
-  }
-
-  // Dwell: a switch must rest on a full window measured entirely in the current mode, for every
-  // pushing worker (the window is full here, so "oldest sample after the switch" means at least
-  // W steps since it). Communication counts too when fed, since it changes with the mode.
-  std::vector<int32_t> stale_windows;
-  for (const WorkerAssessment* a : workers) {
-    const bool fresh =
-        a->oldest_compute_at > last_switch_at_ &&
-        (a->communication_samples == 0 || a->oldest_communication_at > last_switch_at_);
-    if (!fresh) stale_windows.push_back(a->worker);
-  }
+  const std::vector<int32_t> stale_windows = StaleWindows(workers, last_switch_at_);
   const bool wants_switch = d.recommended != current;
   if (wants_switch && !stale_windows.empty()) {
     d.reason = std::string(kReasonHoldMinDwell);

@@ -310,6 +310,25 @@ absl::StatusOr<PushStats> ParameterClient::PushAllThenPull(std::span<const float
   return Push(gradient, samples, timeout, row_grads, &next);
 }
 
+std::vector<std::string_view> ParameterClient::EncodeDense(std::span<const float> gradient,
+                                                           std::vector<std::string>& encoded) {
+  encoded.assign(shards_.size(), std::string());
+  std::vector<std::string_view> dense(shards_.size());
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
+    const std::span<const float> slice =
+        gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin());
+    if (options_.connection.dense_encoding == v1::DENSE_BFLOAT16) {
+      residuals_[s].resize(slice.size(), 0.0f);
+      encoded[s] = tensor::PackBfloat16(slice, residuals_[s]);
+      dense[s] = encoded[s];
+    } else {
+      dense[s] = tensor::PackedView(slice);
+    }
+  }
+  return dense;
+}
+
 absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient, int64_t samples,
                                                 absl::Duration timeout, const TableRows* row_grads,
                                                 const NextPull* next) {
@@ -324,20 +343,8 @@ absl::StatusOr<PushStats> ParameterClient::Push(std::span<const float> gradient,
   }
   // Each shard's dense bytes, encoded once: a push sent again (the membership race) is the same
   // push, and error feedback must not count its rounding twice.
-  std::vector<std::string> encoded(shards_.size());
-  std::vector<std::string_view> dense(shards_.size());
-  for (size_t s = 0; s < shards_.size(); ++s) {
-    const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
-    const std::span<const float> slice =
-        gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin());
-    if (options_.connection.dense_encoding == v1::DENSE_BFLOAT16) {
-      residuals_[s].resize(slice.size(), 0.0f);
-      encoded[s] = tensor::PackBfloat16(slice, residuals_[s]);
-      dense[s] = encoded[s];
-    } else {
-      dense[s] = tensor::PackedView(slice);
-    }
-  }
+  std::vector<std::string> encoded;
+  const std::vector<std::string_view> dense = EncodeDense(gradient, encoded);
   // The next pull rides on each push (PushAllThenPull): routed now, after the gradients were
   // split by the last pull's routing; in sync it waits for the barrier this gradient belongs to.
   std::vector<int64_t> pull_ids(shards_.size(), 0);

@@ -180,6 +180,10 @@ class ParameterClient final : public ParameterStore {
   // leaves its part untouched).
   absl::StatusOr<PullStats> CollectPulls(const std::vector<int64_t>& ids, std::span<float> params,
                                          absl::Duration timeout, TableRows* rows, bool point_read);
+  // Each shard's slice of `gradient` as the push sends it: the floats themselves, or with
+  // DENSE_BFLOAT16 their rounding (carrying residuals_) into `encoded`, which the views point into.
+  std::vector<std::string_view> EncodeDense(std::span<const float> gradient,
+                                            std::vector<std::string>& encoded);
   // PushAll, and with `next` PushAllThenPull.
   absl::StatusOr<PushStats> Push(std::span<const float> gradient, int64_t samples,
                                  absl::Duration timeout, const TableRows* row_grads,

@@ -47,18 +47,10 @@ absl::Status Trainer::Run() {
   LOG(INFO) << "worker " << welcome.worker_id() << " training with local batch " << local_batch_;
 
   for (int64_t step = 0; !ShuttingDown(); ++step) {
-    absl::StatusOr<bool> keep_going = HandleCommands(absl::ZeroDuration());
-    if (!keep_going.ok()) return keep_going.status();
-    if (!*keep_going) return absl::OkStatus();
-    if (batch.empty()) {
-      absl::StatusOr<bool> have_data = EnsureData();
-      if (!have_data.ok()) return have_data.status();
-      if (!*have_data) return absl::OkStatus();
-      leased_.Take(local_batch_, batch);
-      // The rows to pull depend on the batch, so it is chosen before the pull.
-      if (absl::Status prepared = model_.PrepareTrain(batch); !prepared.ok()) return prepared;
-      pulled_for_batch = false;
-    }
+    if (batch.empty()) pulled_for_batch = false;  // a batch not yet taken has no pull
+    absl::StatusOr<bool> ready = PrepareStep(batch);
+    if (!ready.ok()) return ready.status();
+    if (!*ready) return absl::OkStatus();
 
     absl::Status connected = parameters_.Connect(timeouts.connect);
     if (rpc::IsPermanentError(connected)) return connected;
@@ -72,11 +64,9 @@ absl::Status Trainer::Run() {
       const absl::Time pull_start = absl::Now();
       absl::StatusOr<PullStats> pull =
           parameters_.PullAll(params, timeouts.pull, /*newest=*/false, &model_.keys(), &rows);
-      if (absl::IsCancelled(pull.status())) continue;  // stopping: the loop head decides
       if (rpc::IsPermanentError(pull.status())) return pull.status();
       if (!pull.ok()) {
-        LOG(WARNING) << "pull failed: " << pull.status();
-        Wait(backoff.Next());
+        RetryLater(pull.status(), "pull", backoff);
         continue;
       }
       pulled = *std::move(pull);
@@ -86,28 +76,19 @@ absl::Status Trainer::Run() {
     const int64_t b = static_cast<int64_t>(batch.size());
     batch.clear();
     pulled_for_batch = false;
-    const absl::Time compute_start = absl::Now();
-    absl::StatusOr<float> loss = model_.TrainStep(params, rows, grad, row_grads);
-    if (!loss.ok()) return loss.status();
-    const double compute_seconds = Seconds(compute_start);
-    const double slowdown = options_.slowdown.At(absl::Now() - training_start);
-    // Sleep rather than spin: a slower machine, not a busier one.
-    const absl::Duration padded_to =
-        std::max(absl::Seconds(compute_seconds * slowdown), options_.min_step_time);
-    absl::SleepFor(padded_to - (absl::Now() - compute_start));
-    const double padded_compute = Seconds(compute_start);
+    absl::StatusOr<ComputedStep> computed = Compute(params, rows, grad, row_grads, training_start);
+    if (!computed.ok()) return computed.status();
     const int64_t token = parameters_.token(0);
     const double held_seconds = pulled.held_seconds;
 
     // The next batch, when one is already leased, is chosen now so that its pull can follow this
     // push in the same exchange (ParameterStore::PushAllThenPull). Commands that arrived during
     // the step apply first, as they would at the loop head; a stop ends the loop after the push.
-    keep_going = HandleCommands(absl::ZeroDuration());
+    absl::StatusOr<bool> keep_going = HandleCommands(absl::ZeroDuration());
     if (!keep_going.ok()) return keep_going.status();
     const bool stop_after_push = !*keep_going;
     if (!stop_after_push && leased_.size() >= local_batch_) {
-      leased_.Take(local_batch_, batch);
-      if (absl::Status prepared = model_.PrepareTrain(batch); !prepared.ok()) return prepared;
+      if (absl::Status taken = TakeBatch(batch); !taken.ok()) return taken;
     }
     const absl::Time push_start = absl::Now();
     absl::StatusOr<PullStats> next_pull = absl::UnknownError("not pulled");
@@ -120,9 +101,7 @@ absl::Status Trainer::Run() {
     if (!pushed.ok()) {
       if (rpc::IsPermanentError(pushed.status())) return pushed.status();
       if (stop_after_push) return absl::OkStatus();  // the stop is consumed: honour it here
-      if (absl::IsCancelled(pushed.status())) continue;
-      LOG(WARNING) << "push failed: " << pushed.status();
-      Wait(backoff.Next());
+      RetryLater(pushed.status(), "push", backoff);
       continue;
     }
     for (const v1::PushAck& rejection : pushed->rejections) {
@@ -131,30 +110,13 @@ absl::Status Trainer::Run() {
     backoff.Reset();
     const double push_seconds = batch.empty() ? exchange_seconds : pushed->ack_seconds;
     if (!batch.empty()) {
-      if (next_pull.ok()) {
-        pulled_for_batch = true;
-        pulled = *std::move(next_pull);
-      } else if (rpc::IsPermanentError(next_pull.status())) {
-        return next_pull.status();
-      } else if (!absl::IsCancelled(next_pull.status())) {
-        LOG(WARNING) << "pull failed: " << next_pull.status();
-      }
+      absl::StatusOr<bool> adopted = AdoptNextPull(std::move(next_pull), pulled);
+      if (!adopted.ok()) return adopted.status();
+      pulled_for_batch = *adopted;
     }
 
-    v1::WorkerMessage report;
-    v1::StepReport* r = report.mutable_step();
-    r->set_step(step);
-    r->set_examples(b);
-    r->set_loss(*loss);
-    r->set_compute_seconds(padded_compute);
-    r->set_pull_seconds(pull_seconds);
-    r->set_push_seconds(push_seconds);
-    r->set_wait_seconds(held_seconds);
-    r->set_token(token);
-    *r->mutable_wire() = parameters_.wire_bytes();
-    coordinator_.Send(report);
-    metrics_->RecordStep(
-        b, *loss, StepTimes{padded_compute, pull_seconds, push_seconds, held_seconds}, r->wire());
+    ReportStep(step, b, computed->loss,
+               StepTimes{computed->seconds, pull_seconds, push_seconds, held_seconds}, token);
     if (stop_after_push) return absl::OkStatus();
     // The pull that came with this push is the next step's: its time is the exchange's rest.
     if (pulled_for_batch) {
@@ -162,6 +124,76 @@ absl::Status Trainer::Run() {
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<bool> Trainer::PrepareStep(std::vector<int64_t>& batch) {
+  absl::StatusOr<bool> keep_going = HandleCommands(absl::ZeroDuration());
+  if (!keep_going.ok() || !*keep_going) return keep_going;
+  if (!batch.empty()) return true;
+  absl::StatusOr<bool> have_data = EnsureData();
+  if (!have_data.ok() || !*have_data) return have_data;
+  if (absl::Status taken = TakeBatch(batch); !taken.ok()) return taken;
+  return true;
+}
+
+void Trainer::RetryLater(const absl::Status& failure, absl::string_view what,
+                         rpc::Backoff& backoff) {
+  if (absl::IsCancelled(failure)) return;  // stopping: the loop head decides
+  LOG(WARNING) << what << " failed: " << failure;
+  Wait(backoff.Next());
+}
+
+absl::Status Trainer::TakeBatch(std::vector<int64_t>& batch) {
+  leased_.Take(local_batch_, batch);
+  // The rows to pull depend on the batch, so it is chosen before the pull.
+  return model_.PrepareTrain(batch);
+}
+
+absl::StatusOr<Trainer::ComputedStep> Trainer::Compute(std::span<const float> params,
+                                                       const workload::TableRows& rows,
+                                                       std::span<float> grad,
+                                                       workload::TableRows& row_grads,
+                                                       absl::Time training_start) {
+  const absl::Time compute_start = absl::Now();
+  absl::StatusOr<float> loss = model_.TrainStep(params, rows, grad, row_grads);
+  if (!loss.ok()) return loss.status();
+  const double compute_seconds = Seconds(compute_start);
+  const double slowdown = options_.slowdown.At(absl::Now() - training_start);
+  // Sleep rather than spin: a slower machine, not a busier one.
+  const absl::Duration padded_to =
+      std::max(absl::Seconds(compute_seconds * slowdown), options_.min_step_time);
+  absl::SleepFor(padded_to - (absl::Now() - compute_start));
+  return ComputedStep{*loss, Seconds(compute_start)};
+}
+
+absl::StatusOr<bool> Trainer::AdoptNextPull(absl::StatusOr<PullStats> next_pull,
+                                            PullStats& pulled) {
+  if (next_pull.ok()) {
+    pulled = *std::move(next_pull);
+    return true;
+  }
+  if (rpc::IsPermanentError(next_pull.status())) return next_pull.status();
+  if (!absl::IsCancelled(next_pull.status())) {
+    LOG(WARNING) << "pull failed: " << next_pull.status();
+  }
+  return false;
+}
+
+void Trainer::ReportStep(int64_t step, int64_t examples, float loss, const StepTimes& times,
+                         int64_t token) {
+  v1::WorkerMessage report;
+  v1::StepReport* r = report.mutable_step();
+  r->set_step(step);
+  r->set_examples(examples);
+  r->set_loss(loss);
+  r->set_compute_seconds(times.compute);
+  r->set_pull_seconds(times.pull);
+  r->set_push_seconds(times.push);
+  r->set_wait_seconds(times.wait);
+  r->set_token(token);
+  *r->mutable_wire() = parameters_.wire_bytes();
+  coordinator_.Send(report);
+  metrics_->RecordStep(examples, loss, times, r->wire());
 }
 
 absl::StatusOr<bool> Trainer::HandleCommands(absl::Duration wait) {

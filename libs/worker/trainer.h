@@ -18,8 +18,11 @@
 
 #include <cstdint>
 #include <functional>
+#include <span>
+#include <vector>
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/time.h"
 #include "libs/worker/coordinator_channel.h"
 #include "libs/worker/lease_buffer.h"
@@ -27,6 +30,10 @@
 #include "libs/worker/slowdown_schedule.h"
 #include "libs/worker/worker_metrics.h"
 #include "libs/workload/workload.h"
+
+namespace syncopate::rpc {
+class Backoff;  // libs/rpc/grpc_util.h: the header stays free of gRPC
+}  // namespace syncopate::rpc
 
 namespace syncopate::worker {
 
@@ -70,6 +77,30 @@ class Trainer {
   // Keeps at least two batches of leased examples, asking for the next block ahead of time.
   // False when told to stop or shutting down while waiting.
   absl::StatusOr<bool> EnsureData();
+  // Applies the commands that arrived and, with no batch on hand, takes the next into `batch`.
+  // False when the loop ends: told to stop, or no data (EnsureData).
+  absl::StatusOr<bool> PrepareStep(std::vector<int64_t>& batch);
+  // After a failed pull or push that retrying may fix: logs it and backs off, unless it was
+  // cancelled (stopping: the loop head decides). The step then starts over.
+  void RetryLater(const absl::Status& failure, absl::string_view what, rpc::Backoff& backoff);
+  // Takes the next local batch of leased examples into `batch` and prepares the model for it.
+  absl::Status TakeBatch(std::vector<int64_t>& batch);
+  // The loss and the compute's seconds, padded to the slowdown at this time of training and to
+  // options_.min_step_time, as the step reports them.
+  struct ComputedStep {
+    float loss = 0;
+    double seconds = 0;
+  };
+  // The gradient of the prepared batch at `params` and `rows`, into `grad` and `row_grads`.
+  absl::StatusOr<ComputedStep> Compute(std::span<const float> params,
+                                       const workload::TableRows& rows, std::span<float> grad,
+                                       workload::TableRows& row_grads, absl::Time training_start);
+  // The pull that came with a push, for the next batch: true once it is in `pulled`, false
+  // when it failed and the next step pulls again; a permanent error ends the loop.
+  absl::StatusOr<bool> AdoptNextPull(absl::StatusOr<PullStats> next_pull, PullStats& pulled);
+  // The step's report to the coordinator, and the worker's metrics.
+  void ReportStep(int64_t step, int64_t examples, float loss, const StepTimes& times,
+                  int64_t token);
   bool Wait(absl::Duration d);
   bool ShuttingDown() const;
 

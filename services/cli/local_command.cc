@@ -31,16 +31,10 @@
 #include "services/common/security_flags.h"
 
 namespace syncopate::cli {
+namespace {
 
-int RunLocal() {
-  absl::StatusOr<v1::JobSpec> job = JobFromFlags();
-  if (!job.ok()) runtime::Die(std::string(job.status().message()));
-  absl::StatusOr<std::vector<double>> slowdowns =
-      launch::ParseSlowdowns(absl::GetFlag(FLAGS_slowdowns), job->num_workers());
-  if (!slowdowns.ok()) runtime::Die(std::string(slowdowns.status().message()));
-  absl::StatusOr<std::map<int, std::string>> schedules =
-      launch::ParseSlowdownSchedules(absl::GetFlag(FLAGS_slowdown_schedule), job->num_workers());
-  if (!schedules.ok()) runtime::Die(std::string(schedules.status().message()));
+// --run_dir, or a new timestamped one under runs/.
+std::string RunDirFromFlags() {
   std::string run_dir = absl::GetFlag(FLAGS_run_dir);
   if (run_dir.empty()) {
     run_dir = "runs/" + absl::FormatTime("%Y%m%d-%H%M%S", absl::Now(), absl::LocalTimeZone());
@@ -58,6 +52,122 @@ int RunLocal() {
                    " to start from its checkpoints");
     }
   }
+  return run_dir;
+}
+
+// The kernels' ISA level: --isa, else this machine's highest.
+isa::IsaLevel ChooseKernels() {
+  // The children inherit the choice through SYNCOPATE_ISA, which isa::ActiveIsaLevel() reads at
+  // their start (this process decided its own level already, validating the job).
+  isa::IsaLevel kernels = isa::ActiveIsaLevel();
+  if (const std::string isa_flag = absl::GetFlag(FLAGS_isa); !isa_flag.empty()) {
+    absl::StatusOr<isa::IsaLevel> level =
+        isa::ChooseIsaLevel(isa_flag, isa::HighestSupportedIsaLevel());
+    if (!level.ok()) runtime::Die("--isa: " + std::string(level.status().message()));
+    kernels = *level;
+    setenv("SYNCOPATE_ISA", std::string(isa::IsaLevelName(kernels)).c_str(), /*overwrite=*/1);
+  }
+  return kernels;
+}
+
+// The security flags' join token, or a fresh one.
+std::string JoinTokenOf(const rpc::SecurityConfig& security) {
+  // Secure by default: loopback ports are reachable by every user of the machine, so a run
+  // without a token of its own gets a fresh one, handed to the children in a file (never argv).
+  if (!security.join_token.empty() || absl::GetFlag(FLAGS_insecure_no_join_token)) {
+    return security.join_token;
+  }
+  absl::StatusOr<std::string> token = rpc::GenerateJoinToken();
+  if (!token.ok()) runtime::Die(std::string(token.status().message()), 1);
+  return *std::move(token);
+}
+
+// Where the started cluster listens, and how a process joins it by hand.
+void PrintClusterEndpoints(const launch::LocalCluster& cluster, const std::string& join_token,
+                           const std::string& run_dir) {
+  printf("coordinator at %s; metrics:", cluster.coordinator_address().c_str());
+  for (const auto& [name, port] : cluster.metrics_ports()) {
+    printf(" %s=http://127.0.0.1:%d/metrics", name.c_str(), port);
+  }
+  printf("\n");
+  if (!join_token.empty()) {
+    printf(
+        "join token in %s/join_token (mode 0600; a process joining by hand needs "
+        "--join_token_file=%s/join_token)\n",
+        run_dir.c_str(), run_dir.c_str());
+  } else {
+    printf("no join token: anyone who can reach these ports can join the job\n");
+  }
+}
+
+// The coordinator publishes the final export once the shards' last checkpoints are on disk (it
+// waits up to 60 s for them): wait for that (bounded) before stopping the cluster, so the report
+// names it. Not by time: an in-run export may be published after the job ended.
+void WaitForFinalExport(launch::LocalCluster& cluster, v1::ClusterStatus& last) {
+  const absl::Time deadline = absl::Now() + absl::Seconds(90);
+  while (absl::Now() < deadline && !last.exports_finished()) {
+    absl::SleepFor(absl::Milliseconds(200));
+    if (absl::StatusOr<v1::ClusterStatus> status = cluster.Status(); status.ok()) {
+      last = *std::move(status);
+    }
+  }
+}
+
+// The process's exit code for how the run ended, saying why on the way.
+int ExitCodeOf(launch::RunEnd end) {
+  switch (end) {
+    case launch::RunEnd::kDone:
+      return 0;
+    case launch::RunEnd::kInterrupted:
+      printf("interrupted; stopping the cluster\n");
+      return 130;
+    case launch::RunEnd::kFailed:
+      return 1;
+    case launch::RunEnd::kTimedOut:
+      fprintf(stderr, "syncopate local: timed out after %d s\n",
+              absl::GetFlag(FLAGS_timeout_seconds));
+      return 1;
+  }
+  return 0;
+}
+
+// The last lines: progress, the final evaluation, the kept version and the latest export.
+void PrintOutcome(const v1::ClusterStatus& last, double wall, const v1::RunReport& run_report,
+                  const std::string& run_dir) {
+  printf("%s\n", report::ProgressLine(last).c_str());
+  if (last.has_last_eval()) {
+    printf(
+        "done: final test accuracy %.2f%%, AUC %.4f, loss %.4f, %ld examples in %.1f s wall "
+        "(%.0f examples/s training, %.0f wire bytes/example); report: %s/report.html\n",
+        100 * last.last_eval().accuracy(), last.last_eval().auc(), last.last_eval().loss(),
+        static_cast<long>(last.examples()), wall,
+        last.elapsed_seconds() > 0 ? last.examples() / last.elapsed_seconds() : 0.0,
+        run_report.wire_bytes_per_example(), run_dir.c_str());
+  }
+  if (last.has_kept_eval()) {
+    // The version the validation set chose: what a user deploys (the test set never chose).
+    printf("kept: %s%s\n", report::KeptVersionSummary(last.kept_eval()).c_str(),
+           last.early_stop_reason().empty()
+               ? ""
+               : absl::StrCat("; stopped early: ", last.early_stop_reason()).c_str());
+  }
+  if (last.has_latest_export()) {
+    printf("export: %s\n", report::ExportSummary(last.latest_export()).c_str());
+  }
+}
+
+}  // namespace
+
+int RunLocal() {
+  absl::StatusOr<v1::JobSpec> job = JobFromFlags();
+  if (!job.ok()) runtime::Die(std::string(job.status().message()));
+  absl::StatusOr<std::vector<double>> slowdowns =
+      launch::ParseSlowdowns(absl::GetFlag(FLAGS_slowdowns), job->num_workers());
+  if (!slowdowns.ok()) runtime::Die(std::string(slowdowns.status().message()));
+  absl::StatusOr<std::map<int, std::string>> schedules =
+      launch::ParseSlowdownSchedules(absl::GetFlag(FLAGS_slowdown_schedule), job->num_workers());
+  if (!schedules.ok()) runtime::Die(std::string(schedules.status().message()));
+  const std::string run_dir = RunDirFromFlags();
   std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
   if (bin_dir.empty()) bin_dir = runtime::ExecutableDir();
   if (absl::GetFlag(FLAGS_prometheus)) {
@@ -69,17 +179,7 @@ int RunLocal() {
   absl::StatusOr<rpc::SecurityConfig> security = services::SecurityFromFlags();
   if (!security.ok()) runtime::Die(std::string(security.status().message()));
 
-  // The children inherit the choice through SYNCOPATE_ISA, which isa::ActiveIsaLevel() reads at
-  // their start (this process decided its own level already, validating the job).
-  isa::IsaLevel kernels = isa::ActiveIsaLevel();
-  if (const std::string isa_flag = absl::GetFlag(FLAGS_isa); !isa_flag.empty()) {
-    absl::StatusOr<isa::IsaLevel> level =
-        isa::ChooseIsaLevel(isa_flag, isa::HighestSupportedIsaLevel());
-    if (!level.ok()) runtime::Die("--isa: " + std::string(level.status().message()));
-    kernels = *level;
-    setenv("SYNCOPATE_ISA", std::string(isa::IsaLevelName(kernels)).c_str(), /*overwrite=*/1);
-  }
-  printf("syncopate local: kernels %s\n", isa::IsaDescription(kernels).c_str());
+  printf("syncopate local: kernels %s\n", isa::IsaDescription(ChooseKernels()).c_str());
 
   const absl::Time start = absl::Now();
   printf("syncopate local: job %s, %d workers, %d shards, mode %s, G=%d; run dir %s\n",
@@ -94,14 +194,7 @@ int RunLocal() {
   options.slowdown_schedules = *schedules;
   options.evaluator = absl::GetFlag(FLAGS_evaluator);
   options.tls = security->tls;
-  options.join_token = security->join_token;
-  // Secure by default: loopback ports are reachable by every user of the machine, so a run
-  // without a token of its own gets a fresh one, handed to the children in a file (never argv).
-  if (options.join_token.empty() && !absl::GetFlag(FLAGS_insecure_no_join_token)) {
-    absl::StatusOr<std::string> token = rpc::GenerateJoinToken();
-    if (!token.ok()) runtime::Die(std::string(token.status().message()), 1);
-    options.join_token = *std::move(token);
-  }
+  options.join_token = JoinTokenOf(*security);
   if (!absl::GetFlag(FLAGS_resume).empty()) {
     options.restore_dir = absl::GetFlag(FLAGS_resume) + "/checkpoints";
   }
@@ -112,19 +205,7 @@ int RunLocal() {
             std::string(cluster.status().message()).c_str(), run_dir.c_str());
     return 1;
   }
-  printf("coordinator at %s; metrics:", (*cluster)->coordinator_address().c_str());
-  for (const auto& [name, port] : (*cluster)->metrics_ports()) {
-    printf(" %s=http://127.0.0.1:%d/metrics", name.c_str(), port);
-  }
-  printf("\n");
-  if (!options.join_token.empty()) {
-    printf(
-        "join token in %s/join_token (mode 0600; a process joining by hand needs "
-        "--join_token_file=%s/join_token)\n",
-        run_dir.c_str(), run_dir.c_str());
-  } else {
-    printf("no join token: anyone who can reach these ports can join the job\n");
-  }
+  PrintClusterEndpoints(**cluster, options.join_token, run_dir);
   launch::LocalPrometheus prometheus(run_dir);  // stopped when this function returns
   absl::StatusOr<std::string> prometheus_url =
       prometheus.SetUp((*cluster)->metrics_ports(), absl::GetFlag(FLAGS_prometheus));
@@ -151,35 +232,8 @@ int RunLocal() {
   v1::ClusterStatus last = run.last;
   const bool exports_at_end = std::find(job->export_().on().begin(), job->export_().on().end(),
                                         v1::ExportSpec::END) != job->export_().on().end();
-  if (run.end == launch::RunEnd::kDone && exports_at_end) {
-    // The coordinator publishes the final export once the shards' last checkpoints are on disk
-    // (it waits up to 60 s for them): wait for that (bounded) before stopping the cluster, so
-    // the report names it. Not by time: an in-run export may be published after the job ended.
-    const absl::Time deadline = absl::Now() + absl::Seconds(90);
-    while (absl::Now() < deadline && !last.exports_finished()) {
-      absl::SleepFor(absl::Milliseconds(200));
-      if (absl::StatusOr<v1::ClusterStatus> status = (*cluster)->Status(); status.ok()) {
-        last = *std::move(status);
-      }
-    }
-  }
-  int exit_code = 0;
-  switch (run.end) {
-    case launch::RunEnd::kDone:
-      break;
-    case launch::RunEnd::kInterrupted:
-      printf("interrupted; stopping the cluster\n");
-      exit_code = 130;
-      break;
-    case launch::RunEnd::kFailed:
-      exit_code = 1;
-      break;
-    case launch::RunEnd::kTimedOut:
-      fprintf(stderr, "syncopate local: timed out after %d s\n",
-              absl::GetFlag(FLAGS_timeout_seconds));
-      exit_code = 1;
-      break;
-  }
+  if (run.end == launch::RunEnd::kDone && exports_at_end) WaitForFinalExport(**cluster, last);
+  const int exit_code = ExitCodeOf(run.end);
   (*cluster)->Stop();
   prometheus.Stop();
   const double wall = absl::ToDoubleSeconds(absl::Now() - start);
@@ -189,26 +243,7 @@ int RunLocal() {
   if (!written.ok()) {
     fprintf(stderr, "syncopate local: %s\n", std::string(written.message()).c_str());
   }
-  printf("%s\n", report::ProgressLine(last).c_str());
-  if (last.has_last_eval()) {
-    printf(
-        "done: final test accuracy %.2f%%, AUC %.4f, loss %.4f, %ld examples in %.1f s wall "
-        "(%.0f examples/s training, %.0f wire bytes/example); report: %s/report.html\n",
-        100 * last.last_eval().accuracy(), last.last_eval().auc(), last.last_eval().loss(),
-        static_cast<long>(last.examples()), wall,
-        last.elapsed_seconds() > 0 ? last.examples() / last.elapsed_seconds() : 0.0,
-        run_report.wire_bytes_per_example(), run_dir.c_str());
-  }
-  if (last.has_kept_eval()) {
-    // The version the validation set chose: what a user deploys (the test set never chose).
-    printf("kept: %s%s\n", report::KeptVersionSummary(last.kept_eval()).c_str(),
-           last.early_stop_reason().empty()
-               ? ""
-               : absl::StrCat("; stopped early: ", last.early_stop_reason()).c_str());
-  }
-  if (last.has_latest_export()) {
-    printf("export: %s\n", report::ExportSummary(last.latest_export()).c_str());
-  }
+  PrintOutcome(last, wall, run_report, run_dir);
   return exit_code;
 }
 
