@@ -47,6 +47,7 @@
 #include "libs/coordinator/coordinator_core.h"
 #include "libs/coordinator/mode_controller.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/model_kind.h"
 #include "libs/sim/step_time_model.h"
 #include "libs/straggler/straggler_detector.h"
 #include "syncopate/v1/sim.pb.h"
@@ -171,7 +172,8 @@ struct Cluster {
   explicit Cluster(int n) : workers(n, &clock) {
     coordinator::CoordinatorOptions options;
     options.job = AutoJob(n);
-    options.train_examples = kTrainExamples;
+    options.model = {.layout = job::BuiltinLayoutForJob(options.job).value(),
+                     .train_examples = kTrainExamples};
     options.clock = &clock;
     options.min_silence_timeout = absl::Seconds(60);
     core = coordinator::CoordinatorCore::Create(options).value();

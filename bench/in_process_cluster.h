@@ -7,12 +7,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/clock.h"
 #include "libs/common/status_macros.h"
 #include "libs/coordinator/coordinator_server.h"
+#include "libs/job/model_kind.h"
 #include "libs/shard/shard_server.h"
 #include "libs/worker/coordinator_session.h"
 #include "libs/worker/parameter_client.h"
@@ -35,12 +37,12 @@ struct InProcessCluster {
 
 // `job` must have one worker and one shard. The job never ends by itself (no step reports).
 inline absl::StatusOr<std::unique_ptr<InProcessCluster>> StartInProcessCluster(
-    v1::JobSpec job, int64_t train_examples, const std::vector<int32_t>& table_dims = {}) {
+    v1::JobSpec job, job::ModelDescription model, const std::vector<int32_t>& table_dims = {}) {
   constexpr char kToken[] = "in-process-bench";
   auto cluster = std::make_unique<InProcessCluster>();
   coordinator::CoordinatorServerOptions coordinator_options;
   coordinator_options.core.job = std::move(job);
-  coordinator_options.core.train_examples = train_examples;
+  coordinator_options.core.model = std::move(model);
   coordinator_options.join_token = kToken;
   SYNCOPATE_ASSIGN_OR_RETURN(cluster->coordinator,
                              coordinator::CoordinatorServer::Start(std::move(coordinator_options)));

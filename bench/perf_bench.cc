@@ -42,6 +42,7 @@
 #include "libs/coordinator/coordinator_server.h"
 #include "libs/isa/isa.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/model_kind.h"
 #include "libs/model/mlp.h"
 #include "libs/optim/optimizer.h"
 #include "libs/rpc/grpc_util.h"
@@ -106,8 +107,11 @@ struct WireResult {
 WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden, int rounds,
                        double seconds) {
   // Fashion-MNIST's size; the job never ends here, since no step reports are sent.
-  std::unique_ptr<InProcessCluster> cluster =
-      Check(StartInProcessCluster(WireJob(hidden), 60000), "in-process cluster");
+  const v1::JobSpec job = WireJob(hidden);
+  std::unique_ptr<InProcessCluster> cluster = Check(
+      StartInProcessCluster(
+          job, {.layout = Check(job::BuiltinLayoutForJob(job), "layout"), .train_examples = 60000}),
+      "in-process cluster");
   worker::ParameterClient& client = *cluster->client;
   const v1::Welcome& welcome = cluster->session->welcome();
   const size_t size = static_cast<size_t>(welcome.shard_map().shards(0).flat_end());

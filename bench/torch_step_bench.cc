@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -75,9 +76,10 @@ int Main() {
   job.set_num_shards(1);
   job.set_global_batch(batch_size);
   job.set_mode(v1::MODE_SYNC);
-  const int64_t train_examples = Check(job::CountTrainExamples(job), "training set");
+  job::ModelDescription model = Check(job::DescribeModel(job), "model");
+  const int64_t train_examples = model.train_examples;
   std::unique_ptr<InProcessCluster> cluster =
-      Check(StartInProcessCluster(job, train_examples), "in-process cluster");
+      Check(StartInProcessCluster(job, std::move(model)), "in-process cluster");
   const v1::JobSpec& handed_out = cluster->session->welcome().job();
   std::unique_ptr<workload::Workload> workload =
       Check(job::CreateWorkload(handed_out, workload::Purpose::kTrain), "workload");

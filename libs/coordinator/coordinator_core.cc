@@ -78,11 +78,13 @@ void CoordinatorCore::Deliver() {
 absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
     CoordinatorOptions options) {
   if (options.metrics == nullptr) options.metrics = CoordinatorMetrics::NoOp();
-  if (options.train_examples <= 0) {
+  if (options.model.train_examples <= 0) {
     return absl::InvalidArgumentError("the training set is empty");
   }
-  job::ResolveRunLength(options.job, options.train_examples);
-  SYNCOPATE_ASSIGN_OR_RETURN(job::ModelLayout layout, job::LayoutForJob(options.job));
+  job::ResolveRunLength(options.job, options.model.train_examples);
+  // Not kept in options_: a PyTorch module's initial values are the model's size again, and the
+  // partitions and the per-shard values below are all the core needs of the layout.
+  const job::ModelLayout layout = std::exchange(options.model.layout, {});
   // Every shard and worker gets the job with its layout: a worker checks its model against it.
   *options.job.mutable_model()->mutable_layout() = job::LayoutRecord(layout);
   // A warm start's source must hold this model: refused here in one line, not by every shard.
@@ -91,9 +93,10 @@ absl::StatusOr<std::unique_ptr<CoordinatorCore>> CoordinatorCore::Create(
                              job::PartitionModel(layout, options.job.num_shards()));
   SYNCOPATE_ASSIGN_OR_RETURN(
       data::LeaseTable leases,
-      data::LeaseTable::Create(options.train_examples, options.job.block_size(),
+      data::LeaseTable::Create(options.model.train_examples, options.job.block_size(),
                                options.job.seed()));
   std::vector<std::string> initial_values;
+  initial_values.reserve(partitions.size());
   for (const v1::ShardPartition& partition : partitions) {
     initial_values.push_back(job::PackedInitialValues(layout, partition));
   }
@@ -107,7 +110,7 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
     : options_(std::move(options)),
       partitions_(std::move(partitions)),
       initial_values_(std::move(initial_values)),
-      target_examples_(job::TargetExamples(options_.job, options_.train_examples)),
+      target_examples_(job::TargetExamples(options_.job, options_.model.train_examples)),
       quality_metric_(job::QualityMetric(options_.job)),
       created_(options_.clock->Now()),
       leases_(std::move(leases)),
@@ -875,7 +878,8 @@ v1::ClusterStatus CoordinatorCore::Status() const {
   status.set_elapsed_seconds(Elapsed());
   status.set_examples(examples_);
   status.set_target_examples(target_examples_);
-  status.set_epoch(static_cast<double>(examples_) / static_cast<double>(options_.train_examples));
+  status.set_epoch(static_cast<double>(examples_) /
+                   static_cast<double>(options_.model.train_examples));
   status.set_examples_per_second(throughput_.Rate());
   status.set_global_batch(options_.job.global_batch());
   *status.mutable_membership() = membership_;

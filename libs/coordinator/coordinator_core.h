@@ -29,6 +29,7 @@
 #include "libs/coordinator/progress_journal.h"
 #include "libs/coordinator/status_builder.h"
 #include "libs/data/lease_table.h"
+#include "libs/job/model_kind.h"
 #include "libs/rpc/wire_bytes.h"
 #include "syncopate/v1/coordinator.pb.h"
 
@@ -54,7 +55,10 @@ inline constexpr absl::Duration kTickInterval = absl::Milliseconds(200);
 
 struct CoordinatorOptions {
   v1::JobSpec job;
-  int64_t train_examples = 0;  // size of the training set the leases cover
+  // job::DescribeModel(job), read once by whoever starts the coordinator: the shards' layout
+  // (Create partitions it and hands out its initial values, then lets it go) and the size of the
+  // training set the leases cover.
+  job::ModelDescription model;
   Clock* clock = Clock::Real();
   // Not owned. The default counts into a registry nobody scrapes; null means the same.
   CoordinatorMetrics* metrics = CoordinatorMetrics::NoOp();

@@ -15,8 +15,9 @@ class MlpModelKind final : public ModelKind {
   absl::string_view quality_metric(const v1::JobSpec&) const override { return "accuracy"; }
   void ApplyDefaults(v1::JobSpec& job) const override;
   absl::Status Validate(const v1::JobSpec& job) const override;
-  absl::StatusOr<ModelLayout> Layout(const v1::JobSpec& job) const override;
-  absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job) const override;
+  absl::StatusOr<ModelDescription> Describe(const v1::JobSpec& job) const override;
+  // Describe's layout, from the spec alone (BuiltinLayoutForJob).
+  absl::StatusOr<ModelLayout> Layout(const v1::JobSpec& job) const;
   absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(
       const v1::JobSpec& job, workload::Purpose purpose,
       const workload::WorkloadOptions& options) const override;
@@ -33,8 +34,9 @@ class CtrModelKind final : public ModelKind {
   absl::string_view quality_metric(const v1::JobSpec&) const override { return "auc"; }
   void ApplyDefaults(v1::JobSpec& job) const override;
   absl::Status Validate(const v1::JobSpec& job) const override;
-  absl::StatusOr<ModelLayout> Layout(const v1::JobSpec& job) const override;
-  absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job) const override;
+  absl::StatusOr<ModelDescription> Describe(const v1::JobSpec& job) const override;
+  // Describe's layout, from the spec alone (BuiltinLayoutForJob).
+  absl::StatusOr<ModelLayout> Layout(const v1::JobSpec& job) const;
   absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(
       const v1::JobSpec& job, workload::Purpose purpose,
       const workload::WorkloadOptions& options) const override;
@@ -44,15 +46,15 @@ class CtrModelKind final : public ModelKind {
   const model::CtrArchitecture architecture_;
 };
 
-// TORCH: a PyTorch module the user brings (ModelSpec.torch; libs/pytorch, ADR 0013). In a build
-// without Python (SYNCOPATE_TORCH off) every function but Validate says so.
+// TORCH: a PyTorch module the user brings (ModelSpec.torch; libs/pytorch, ADR 0013). Describe
+// builds the module, opens its training set and runs a check step, each call. In a build without
+// Python (SYNCOPATE_TORCH off) every function but quality_metric says so.
 class TorchModelKind final : public ModelKind {
  public:
   v1::ModelSpec::Kind kind() const override { return v1::ModelSpec::TORCH; }
   absl::string_view quality_metric(const v1::JobSpec& job) const override;
   absl::Status Validate(const v1::JobSpec& job) const override;
-  absl::StatusOr<ModelLayout> Layout(const v1::JobSpec& job) const override;
-  absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job) const override;
+  absl::StatusOr<ModelDescription> Describe(const v1::JobSpec& job) const override;
   absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(
       const v1::JobSpec& job, workload::Purpose purpose,
       const workload::WorkloadOptions& options) const override;

@@ -110,7 +110,7 @@ absl::StatusOr<ModelLayout> CtrModelKind::Layout(const v1::JobSpec& job) const {
   return layout;
 }
 
-absl::StatusOr<int64_t> CtrModelKind::CountTrainExamples(const v1::JobSpec& job) const {
+absl::StatusOr<ModelDescription> CtrModelKind::Describe(const v1::JobSpec& job) const {
   // Parsing every line (and keeping none) validates the data before any worker starts; the
   // validation set too, so a bad path fails the job at once rather than its evaluator later.
   if (!job.dataset().validation_path().empty()) {
@@ -126,7 +126,10 @@ absl::StatusOr<int64_t> CtrModelKind::CountTrainExamples(const v1::JobSpec& job)
       std::unique_ptr<data::CriteoFiles> files,
       data::CriteoFiles::Open(job.dataset().train_path(),
                               {.limit = job.dataset().train_limit(), .validate = true}));
-  return files->rows();
+  ModelDescription description;
+  description.train_examples = files->rows();
+  SYNCOPATE_ASSIGN_OR_RETURN(description.layout, Layout(job));
+  return description;
 }
 
 absl::StatusOr<std::unique_ptr<workload::Workload>> CtrModelKind::CreateWorkload(

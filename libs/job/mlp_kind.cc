@@ -51,8 +51,12 @@ absl::StatusOr<ModelLayout> MlpModelKind::Layout(const v1::JobSpec& job) const {
   return layout;
 }
 
-absl::StatusOr<int64_t> MlpModelKind::CountTrainExamples(const v1::JobSpec& job) const {
-  return data::CountFashionMnist(job.dataset().dir(), data::Split::kTrain);
+absl::StatusOr<ModelDescription> MlpModelKind::Describe(const v1::JobSpec& job) const {
+  ModelDescription description;
+  SYNCOPATE_ASSIGN_OR_RETURN(description.train_examples,
+                             data::CountFashionMnist(job.dataset().dir(), data::Split::kTrain));
+  SYNCOPATE_ASSIGN_OR_RETURN(description.layout, Layout(job));
+  return description;
 }
 
 absl::StatusOr<std::unique_ptr<workload::Workload>> MlpModelKind::CreateWorkload(

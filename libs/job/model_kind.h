@@ -1,9 +1,13 @@
 // The model kinds a job can name (ModelSpec.kind), one row each in one table (model_kinds.cc):
 // everything the cluster needs to know about a kind of model. Job-spec validation and defaults,
-// the shards' layout, the training set's size, the evaluator's quality metric and the workload a
-// worker or evaluator trains all read the row, so adding a model is a row in the table plus the
-// model's own files (docs/architecture.md, "How to add a model").
-// Thread-safety: the table is immutable; every function here is thread-safe.
+// the model's description (the shards' layout and the training set's size), the evaluator's
+// quality metric and the workload a worker or evaluator trains all read the row, so adding a
+// model is a row in the table plus the model's own files (docs/architecture.md, "How to add a
+// model").
+// Thread-safety: the table is immutable and keeps no state between calls; every function here is
+// thread-safe. Describe does the work each time it is called (a TORCH kind builds the user's
+// module and opens its data; a CTR kind reads its files), so a caller describes a job once and
+// keeps the record.
 #ifndef SYNCOPATE_LIBS_JOB_MODEL_KIND_H_
 #define SYNCOPATE_LIBS_JOB_MODEL_KIND_H_
 
@@ -21,6 +25,13 @@
 
 namespace syncopate::job {
 
+// What the cluster reads off a job's model at the coordinator's start, in one call: a PyTorch
+// module is built once to answer all of it.
+struct ModelDescription {
+  ModelLayout layout;          // what the model stores on the shards (and its initial values)
+  int64_t train_examples = 0;  // the training set's size: what the data leases cover
+};
+
 class ModelKind {
  public:
   virtual ~ModelKind() = default;
@@ -36,12 +47,11 @@ class ModelKind {
   // The model and dataset sections: INVALID_ARGUMENT "job spec: <field> <why>" for the first
   // offending field.
   virtual absl::Status Validate(const v1::JobSpec& job) const = 0;
-  // What the job's model stores on the shards. Cheap for the built-in models; a PyTorch model is
-  // built to read it (and its initial values) off the module.
-  virtual absl::StatusOr<ModelLayout> Layout(const v1::JobSpec& job) const = 0;
-  // How many training examples the job's data holds (before train_limit), checking the data
-  // where that is cheap enough to do once at start.
-  virtual absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job) const = 0;
+  // The job's model: its layout (cheap for the built-in models; a PyTorch module is built to read
+  // it and its initial values off the module) and how many training examples its data holds
+  // (train_examples before train_limit), checking the data where that is cheap enough to do once
+  // at start. Errors name the file or field.
+  virtual absl::StatusOr<ModelDescription> Describe(const v1::JobSpec& job) const = 0;
   // The model and the data the purpose needs (the training set for workers, the evaluation set
   // for the evaluator). Errors name the file or field.
   virtual absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(
@@ -54,13 +64,16 @@ class ModelKind {
 absl::StatusOr<const ModelKind*> FindModelKind(v1::ModelSpec::Kind kind);
 
 // The row of the job's model kind, applied. Each fails like FindModelKind for an unknown kind.
-absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& job);
+// DescribeModel's train_examples is what the job trains on per epoch (after train_limit): what the
+// coordinator's data leases cover. FAILED_PRECONDITION for an empty training set.
+absl::StatusOr<ModelDescription> DescribeModel(const v1::JobSpec& job);
 absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(
     const v1::JobSpec& job, workload::Purpose purpose,
     const workload::WorkloadOptions& options = {});
-// How many training examples the job trains on per epoch (after train_limit): what the
-// coordinator's data leases cover. FAILED_PRECONDITION for an empty training set.
-absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job);
+// The layout of a built-in model (MLP, WDL, DEEPFM, DCN), which its spec alone decides: for what
+// needs the layout without the data (the exporter completing an old checkpoint's job, tests).
+// INVALID_ARGUMENT for a TORCH job, whose layout only its module says (DescribeModel).
+absl::StatusOr<ModelLayout> BuiltinLayoutForJob(const v1::JobSpec& job);
 // "accuracy" or "auc" (ModelKind::quality_metric); "accuracy" for an unknown kind.
 absl::string_view QualityMetric(const v1::JobSpec& job);
 

@@ -69,9 +69,22 @@ void ApplyEmbeddingMemory(const v1::ModelSpec& model, ModelLayout& layout) {
   }
 }
 
-absl::StatusOr<ModelLayout> LayoutForJob(const v1::JobSpec& job) {
+absl::StatusOr<ModelDescription> DescribeModel(const v1::JobSpec& job) {
   SYNCOPATE_ASSIGN_OR_RETURN(const ModelKind* kind, FindModelKind(job.model().kind()));
-  return kind->Layout(job);
+  SYNCOPATE_ASSIGN_OR_RETURN(ModelDescription description, kind->Describe(job));
+  int64_t& count = description.train_examples;
+  if (job.dataset().train_limit() > 0) count = std::min(count, job.dataset().train_limit());
+  if (count <= 0) return absl::FailedPreconditionError("the training set holds no examples");
+  return description;
+}
+
+absl::StatusOr<ModelLayout> BuiltinLayoutForJob(const v1::JobSpec& job) {
+  SYNCOPATE_ASSIGN_OR_RETURN(const ModelKind* kind, FindModelKind(job.model().kind()));
+  if (kind == &TheTable().mlp) return TheTable().mlp.Layout(job);
+  if (const CtrModelKind* ctr = FindCtrModelKind(kind->kind())) return ctr->Layout(job);
+  return absl::InvalidArgumentError(
+      absl::StrCat("model ", kind->name(),
+                   " is not built in: its layout is read off its module (DescribeModel)"));
 }
 
 absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(
@@ -81,14 +94,6 @@ absl::StatusOr<std::unique_ptr<workload::Workload>> CreateWorkload(
     return absl::FailedPreconditionError("the job has no dataset.validation_path");
   }
   return kind->CreateWorkload(job, purpose, options);
-}
-
-absl::StatusOr<int64_t> CountTrainExamples(const v1::JobSpec& job) {
-  SYNCOPATE_ASSIGN_OR_RETURN(const ModelKind* kind, FindModelKind(job.model().kind()));
-  SYNCOPATE_ASSIGN_OR_RETURN(int64_t count, kind->CountTrainExamples(job));
-  if (job.dataset().train_limit() > 0) count = std::min(count, job.dataset().train_limit());
-  if (count <= 0) return absl::FailedPreconditionError("the training set holds no examples");
-  return count;
 }
 
 absl::string_view QualityMetric(const v1::JobSpec& job) {

@@ -22,7 +22,7 @@ absl::StatusOr<std::vector<v1::ShardPartition>> PartitionDense(
     std::span<const model::DenseTensorSpec> tensors, int num_shards);
 
 // What a job's model stores on the shards: its dense tensors (flat-vector order) and its
-// embedding tables (table-id order); a job's model kind says (job::LayoutForJob).
+// embedding tables (table-id order); a job's model kind says (job::DescribeModel).
 struct ModelLayout {
   std::vector<model::DenseTensorSpec> dense;
   // The tensors' own shapes where the model has them (a PyTorch module's), parallel to `dense`;

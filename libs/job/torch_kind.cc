@@ -1,44 +1,12 @@
 #include <memory>
-#include <optional>
-#include <string>
 #include <utility>
 
-#include "absl/strings/str_cat.h"
-#include "absl/synchronization/mutex.h"
 #include "libs/common/status_macros.h"
 #include "libs/job/builtin_model_kinds.h"
 #include "libs/pytorch/torch_export.h"
 #include "libs/pytorch/torch_model.h"
 
 namespace syncopate::job {
-namespace {
-
-// What the coordinator's describe of a job depends on: the module, the data, the seed.
-std::string DescribeKey(const v1::JobSpec& job) {
-  return absl::StrCat(job.model().torch().SerializeAsString(), "|",
-                      job.dataset().SerializeAsString(), "|", job.seed());
-}
-
-// The coordinator asks for the layout and the training set's size at start: one describe (a
-// module built, a dataset opened, a step run) answers both.
-absl::StatusOr<pytorch::TorchModelDescription> Describe(const v1::JobSpec& job) {
-  static absl::Mutex mu(absl::kConstInit);
-  // Guarded by mu.
-  static auto* described =
-      new std::optional<std::pair<std::string, pytorch::TorchModelDescription>>();
-  const std::string key = DescribeKey(job);
-  {
-    absl::MutexLock lock(&mu);
-    if (described->has_value() && (*described)->first == key) return (*described)->second;
-  }
-  SYNCOPATE_ASSIGN_OR_RETURN(pytorch::TorchModelDescription description,
-                             pytorch::DescribeTorchModel(job));
-  absl::MutexLock lock(&mu);
-  described->emplace(key, description);
-  return description;
-}
-
-}  // namespace
 
 absl::string_view TorchModelKind::quality_metric(const v1::JobSpec& job) const {
   return job.model().torch().metric() == v1::TorchModel::AUC ? "auc" : "accuracy";
@@ -63,12 +31,17 @@ absl::Status TorchModelKind::Validate(const v1::JobSpec& job) const {
   return ValidateEmbeddingMemory(m);
 }
 
-absl::StatusOr<ModelLayout> TorchModelKind::Layout(const v1::JobSpec& job) const {
-  SYNCOPATE_ASSIGN_OR_RETURN(const pytorch::TorchModelDescription description, Describe(job));
-  ModelLayout layout;
+// One describe of the module (built, its dataset opened, a step run) answers everything the
+// coordinator asks at start.
+absl::StatusOr<ModelDescription> TorchModelKind::Describe(const v1::JobSpec& job) const {
+  SYNCOPATE_ASSIGN_OR_RETURN(pytorch::TorchModelDescription module,
+                             pytorch::DescribeTorchModel(job));
+  ModelDescription description;
+  description.train_examples = module.train_examples;
+  ModelLayout& layout = description.layout;
   v1::Initializer provided;
   provided.set_kind(v1::Initializer::PROVIDED);
-  for (const pytorch::TorchTensor& tensor : description.dense) {
+  for (const pytorch::TorchTensor& tensor : module.dense) {
     layout.dense.push_back({.name = tensor.name,
                             .rows = tensor.size,
                             .cols = 1,
@@ -77,7 +50,7 @@ absl::StatusOr<ModelLayout> TorchModelKind::Layout(const v1::JobSpec& job) const
                             .dtype = tensor.dtype});
     layout.dense_shapes.push_back(tensor.shape);
   }
-  for (const pytorch::TorchTable& table : description.tables) {
+  for (const pytorch::TorchTable& table : module.tables) {
     v1::EmbeddingTableSpec& spec = layout.tables.emplace_back();
     spec.set_name(table.name);
     spec.set_dim(table.dim);
@@ -86,15 +59,10 @@ absl::StatusOr<ModelLayout> TorchModelKind::Layout(const v1::JobSpec& job) const
     spec.mutable_init()->set_scale(table.init_scale);
   }
   ApplyEmbeddingMemory(job.model(), layout);
-  layout.initial_values = description.initial_values;
+  layout.initial_values = std::move(module.initial_values);
   // A job that exports as it runs: a module that cannot export fails it now, not hours later.
   if (job.export_().on_size() > 0) SYNCOPATE_RETURN_IF_ERROR(pytorch::CheckExportable(job));
-  return layout;
-}
-
-absl::StatusOr<int64_t> TorchModelKind::CountTrainExamples(const v1::JobSpec& job) const {
-  SYNCOPATE_ASSIGN_OR_RETURN(const pytorch::TorchModelDescription description, Describe(job));
-  return description.train_examples;
+  return description;
 }
 
 absl::StatusOr<std::unique_ptr<workload::Workload>> TorchModelKind::CreateWorkload(

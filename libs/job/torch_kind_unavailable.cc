@@ -21,11 +21,7 @@ absl::string_view TorchModelKind::quality_metric(const v1::JobSpec& job) const {
 
 absl::Status TorchModelKind::Validate(const v1::JobSpec&) const { return Unavailable(); }
 
-absl::StatusOr<ModelLayout> TorchModelKind::Layout(const v1::JobSpec&) const {
-  return Unavailable();
-}
-
-absl::StatusOr<int64_t> TorchModelKind::CountTrainExamples(const v1::JobSpec&) const {
+absl::StatusOr<ModelDescription> TorchModelKind::Describe(const v1::JobSpec&) const {
   return Unavailable();
 }
 

@@ -137,7 +137,7 @@ absl::Status CompleteTables(v1::JobSpec& job) {
         "the checkpoints' job does not say how its tables initialise (written before "
         "exports existed): train it again with this release to export it");
   }
-  SYNCOPATE_ASSIGN_OR_RETURN(const job::ModelLayout layout, job::LayoutForJob(job));
+  SYNCOPATE_ASSIGN_OR_RETURN(const job::ModelLayout layout, job::BuiltinLayoutForJob(job));
   for (v1::TableShape& table : *record.mutable_tables()) {
     for (const v1::EmbeddingTableSpec& spec : layout.tables) {
       if (spec.name() != table.name()) continue;
@@ -396,7 +396,7 @@ absl::StatusOr<v1::JobSpec> ExportedJob(const ExportRequest& request,
           "the job spec has no recorded layout (model.layout): export the job the "
           "checkpoints carry, or the job.textproto of an earlier export");
     }
-    SYNCOPATE_ASSIGN_OR_RETURN(const job::ModelLayout layout, job::LayoutForJob(job));
+    SYNCOPATE_ASSIGN_OR_RETURN(const job::ModelLayout layout, job::BuiltinLayoutForJob(job));
     *job.mutable_model()->mutable_layout() = job::LayoutRecord(layout);
   }
   SYNCOPATE_RETURN_IF_ERROR(CompleteTables(job));

@@ -41,10 +41,9 @@ constexpr double kDefaultMaxVirtualSeconds = 100000;
 
 absl::Status Simulation::Setup() {
   const v1::JobSpec& job = options_.job;
-  SYNCOPATE_ASSIGN_OR_RETURN(const int64_t train_examples, job::CountTrainExamples(job));
   coordinator::CoordinatorOptions coordinator_options;
   coordinator_options.job = job;
-  coordinator_options.train_examples = train_examples;
+  SYNCOPATE_ASSIGN_OR_RETURN(coordinator_options.model, job::DescribeModel(job));
   coordinator_options.clock = &clock_;
   // The workers there at the start have said hello before the last shard registers, so the job
   // starts with them then; those absent join later (SimSpec.joins) instead of holding the start.

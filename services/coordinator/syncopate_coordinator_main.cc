@@ -3,6 +3,7 @@
 #include <fstream>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/flags/flag.h"
 #include "absl/strings/str_cat.h"
@@ -57,8 +58,9 @@ int Main() {
         "the job exports as it runs (export.on): --checkpoint_dir must name the shards' "
         "checkpoint directory");
   }
-  absl::StatusOr<int64_t> train_examples = job::CountTrainExamples(*job);
-  if (!train_examples.ok()) runtime::Die(std::string(train_examples.status().message()));
+  absl::StatusOr<job::ModelDescription> model = job::DescribeModel(*job);
+  if (!model.ok()) runtime::Die(std::string(model.status().message()));
+  const int64_t train_examples = model->train_examples;
 
   absl::StatusOr<std::unique_ptr<metrics::MetricsServer>> metrics_server =
       metrics::MetricsServer::Start(absl::GetFlag(FLAGS_metrics_listen));
@@ -68,7 +70,7 @@ int Main() {
   CoordinatorServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.core.job = *job;
-  options.core.train_examples = *train_examples;
+  options.core.model = *std::move(model);
   options.core.metrics = &metrics;
   options.core.startup_grace = absl::Seconds(absl::GetFlag(FLAGS_startup_grace_seconds));
   if (!absl::GetFlag(FLAGS_state_dir).empty()) {
@@ -101,7 +103,7 @@ int Main() {
                                                        absl::GetFlag(FLAGS_checkpoint_dir));
   }
   LOG(INFO) << "coordinator for job " << job->job_id() << " serving on port " << port
-            << ", metrics on " << (*metrics_server)->port() << "; " << *train_examples
+            << ", metrics on " << (*metrics_server)->port() << "; " << train_examples
             << " training examples; " << (security->transport.tls() ? "mTLS" : "plaintext")
             << (security->join_token.empty() ? "" : ", join token required");
   if (security->join_token.empty()) {

@@ -13,6 +13,7 @@
 #include "gtest/gtest.h"
 #include "libs/coordinator/coordinator_server.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/model_kind.h"
 #include "libs/optim/optimizer.h"
 #include "libs/rpc/bidi_stream.h"
 #include "libs/rpc/grpc_util.h"
@@ -62,7 +63,7 @@ class InProcess : public ::testing::Test {
   void SetUp() override {
     coordinator::CoordinatorServerOptions options;
     options.core.job = Job();
-    options.core.train_examples = 100;
+    options.core.model = {.layout = job::BuiltinLayoutForJob(Job()).value(), .train_examples = 100};
     options.join_token = kToken;
     absl::StatusOr<std::unique_ptr<coordinator::CoordinatorServer>> coordinator =
         coordinator::CoordinatorServer::Start(std::move(options));

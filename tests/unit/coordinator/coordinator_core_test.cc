@@ -94,7 +94,7 @@ v1::JobSpec SmallJob(v1::Mode mode = v1::MODE_SYNC) {
 // The job as the coordinator hands it out: the schedule resolved, the layout recorded.
 v1::JobSpec Resolved(v1::JobSpec job) {
   job::ResolveRunLength(job, kTrainExamples);
-  *job.mutable_model()->mutable_layout() = job::LayoutRecord(*job::LayoutForJob(job));
+  *job.mutable_model()->mutable_layout() = job::LayoutRecord(*job::BuiltinLayoutForJob(job));
   return job;
 }
 
@@ -130,8 +130,9 @@ class CoordinatorCoreTest : public ::testing::Test {
  protected:
   void Create(v1::JobSpec job = SmallJob()) {
     CoordinatorOptions options;
+    options.model = {.layout = job::BuiltinLayoutForJob(job).value(),
+                     .train_examples = kTrainExamples};
     options.job = std::move(job);
-    options.train_examples = kTrainExamples;
     options.clock = &clock_;
     if (metrics_ != nullptr) options.metrics = metrics_;
     options.journal = journal_;
@@ -181,7 +182,7 @@ class CoordinatorCoreTest : public ::testing::Test {
 TEST_F(CoordinatorCoreTest, CreateRejectsAnEmptyTrainingSet) {
   CoordinatorOptions options;
   options.job = SmallJob();
-  options.train_examples = 0;
+  options.model = {.layout = job::BuiltinLayoutForJob(options.job).value(), .train_examples = 0};
   options.clock = &clock_;
   EXPECT_EQ(CoordinatorCore::Create(options).status().code(), absl::StatusCode::kInvalidArgument);
 }

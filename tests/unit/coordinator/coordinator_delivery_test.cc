@@ -16,6 +16,7 @@
 #include "libs/common/clock.h"
 #include "libs/coordinator/coordinator_core.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/model_kind.h"
 
 namespace syncopate::coordinator {
 namespace {
@@ -76,7 +77,7 @@ TEST(CoordinatorDelivery, ConcurrentDecisionsArriveInDecisionOrder) {
   FakeClock clock;
   CoordinatorOptions options;
   options.job = job;
-  options.train_examples = 60000;
+  options.model = {.layout = job::BuiltinLayoutForJob(job).value(), .train_examples = 60000};
   options.clock = &clock;
   std::unique_ptr<CoordinatorCore> core = *CoordinatorCore::Create(options);
   std::vector<std::shared_ptr<RecordingShardLink>> shards;

@@ -15,6 +15,7 @@
 #include "libs/coordinator/coordinator_metrics.h"
 #include "libs/coordinator/coordinator_server.h"
 #include "libs/job/job_spec.h"
+#include "libs/job/model_kind.h"
 #include "libs/rpc/grpc_util.h"
 #include "libs/worker/coordinator_session.h"
 #include "prometheus/registry.h"
@@ -60,7 +61,7 @@ class WorkerSessionTest : public ::testing::Test {
   void SetUp() override {
     CoordinatorServerOptions options;
     options.core.job = Job();
-    options.core.train_examples = 100;
+    options.core.model = {.layout = job::BuiltinLayoutForJob(Job()).value(), .train_examples = 100};
     options.core.clock = &clock_;
     options.core.metrics = &metrics_;
     options.join_token = kToken;

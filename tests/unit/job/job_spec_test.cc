@@ -69,14 +69,14 @@ TEST(ParseJobSpec, CtrExampleParsesValidatesAndPartitionsWithTables) {
   EXPECT_EQ(spec->model().numeric_missing(), v1::ModelSpec::MISSING_INDICATOR);
   EXPECT_EQ(spec->optimizer().kind(), v1::OptimizerSpec::ADAGRAD);
   EXPECT_EQ(spec->mode(), v1::MODE_AUTO);
-  absl::StatusOr<ModelLayout> layout = LayoutForJob(*spec);
+  absl::StatusOr<ModelLayout> layout = BuiltinLayoutForJob(*spec);
   ASSERT_TRUE(layout.ok()) << layout.status();
   ASSERT_EQ(layout->tables.size(), 2u);
   // The missing indicators are 13 more numeric inputs (ADR 0016): MISSING_AS_ZERO's layout is
   // the first release's, 13 x (64 + 1) floats smaller for this WDL (MLP 64-32, linear part).
   v1::JobSpec as_zero = *spec;
   as_zero.mutable_model()->set_numeric_missing(v1::ModelSpec::MISSING_AS_ZERO);
-  absl::StatusOr<ModelLayout> zero_layout = LayoutForJob(as_zero);
+  absl::StatusOr<ModelLayout> zero_layout = BuiltinLayoutForJob(as_zero);
   ASSERT_TRUE(zero_layout.ok()) << zero_layout.status();
   auto dense_size = [](const ModelLayout& l) {
     int64_t size = 0;
@@ -102,7 +102,7 @@ TEST(ParseJobSpec, EveryCtrExampleParsesWithoutCrosses) {
     ASSERT_TRUE(spec.ok()) << spec.status();
     EXPECT_EQ(spec->model().kind(), kind) << file;
     EXPECT_EQ(spec->model().wide_crosses_size(), 0) << file;
-    absl::StatusOr<ModelLayout> layout = LayoutForJob(*spec);
+    absl::StatusOr<ModelLayout> layout = BuiltinLayoutForJob(*spec);
     ASSERT_TRUE(layout.ok()) << layout.status();
     EXPECT_EQ(layout->tables.size(), 2u) << file;
   }
@@ -146,12 +146,12 @@ TEST(ValidateJobSpec, DeepFmAndDcnShareTheCtrChecksAndCrossLayersIsDcnOnly) {
   v1::JobSpec defaulted = deepfm;
   ApplyJobDefaults(defaulted);
   EXPECT_EQ(defaulted.model().fm_fields(), v1::ModelSpec::CATEGORICAL_ONLY);
-  absl::StatusOr<ModelLayout> fm_layout = LayoutForJob(defaulted);
+  absl::StatusOr<ModelLayout> fm_layout = BuiltinLayoutForJob(defaulted);
   ASSERT_TRUE(fm_layout.ok()) << fm_layout.status();
   EXPECT_FALSE(std::any_of(fm_layout->dense.begin(), fm_layout->dense.end(),
                            [](const auto& t) { return t.name == "fm/numeric"; }));
   defaulted.mutable_model()->set_fm_fields(v1::ModelSpec::CATEGORICAL_AND_NUMERIC);
-  fm_layout = LayoutForJob(defaulted);
+  fm_layout = BuiltinLayoutForJob(defaulted);
   ASSERT_TRUE(fm_layout.ok()) << fm_layout.status();
   EXPECT_TRUE(std::any_of(fm_layout->dense.begin(), fm_layout->dense.end(),
                           [](const auto& t) { return t.name == "fm/numeric"; }));
@@ -178,7 +178,7 @@ TEST(ValidateJobSpec, DeepFmAndDcnShareTheCtrChecksAndCrossLayersIsDcnOnly) {
   ApplyJobDefaults(dcn);
   EXPECT_EQ(dcn.model().cross_layers(), 2);
   EXPECT_TRUE(ValidateJobSpec(dcn).ok());
-  absl::StatusOr<ModelLayout> layout = LayoutForJob(dcn);
+  absl::StatusOr<ModelLayout> layout = BuiltinLayoutForJob(dcn);
   ASSERT_TRUE(layout.ok()) << layout.status();
   EXPECT_EQ(layout->tables.size(), 2u);
   dcn.mutable_model()->set_cross_layers(17);
@@ -206,7 +206,7 @@ TEST(ValidateJobSpec, RowLimitsAreCheckedAndReachEveryTable) {
   ExpectRejectsField(job, "model.evict_after_updates");
   job.mutable_model()->set_evict_after_updates(2000);
   ASSERT_TRUE(ValidateJobSpec(job).ok());
-  absl::StatusOr<ModelLayout> layout = LayoutForJob(job);
+  absl::StatusOr<ModelLayout> layout = BuiltinLayoutForJob(job);
   ASSERT_TRUE(layout.ok()) << layout.status();
   for (const v1::EmbeddingTableSpec& table : layout->tables) {
     EXPECT_EQ(table.admit_after_count(), 4) << table.name();

@@ -45,9 +45,9 @@ v1::JobSpec TorchJob(const std::string& module) {
 
 // The job as the coordinator hands it out: its layout recorded.
 v1::JobSpec Resolved(v1::JobSpec job) {
-  absl::StatusOr<job::ModelLayout> layout = job::LayoutForJob(job);
-  EXPECT_TRUE(layout.ok()) << layout.status();
-  if (layout.ok()) *job.mutable_model()->mutable_layout() = job::LayoutRecord(*layout);
+  absl::StatusOr<job::ModelDescription> model = job::DescribeModel(job);
+  EXPECT_TRUE(model.ok()) << model.status();
+  if (model.ok()) *job.mutable_model()->mutable_layout() = job::LayoutRecord(model->layout);
   return job;
 }
 
@@ -79,6 +79,28 @@ TEST(DescribeTorchModel, ReadsTheLayoutTheInitialValuesAndTheDataOffTheModule) {
           .attr("numpy")()
           .cast<py::array_t<float>>();
   EXPECT_EQ(std::memcmp(first.data(), d->initial_values.data(), 35 * sizeof(float)), 0);
+}
+
+// The TORCH row of the model-kind table: one describe of the module gives the shards' layout (its
+// tensors PROVIDED by the module's values, its table's initializer) and the training set's size.
+TEST(TorchModelKind, DescribesTheLayoutAndTheTrainingSetInOneCall) {
+  v1::JobSpec job = TorchJob(TestData("tiny_model.py"));
+  absl::StatusOr<job::ModelDescription> model = job::DescribeModel(job);
+  ASSERT_TRUE(model.ok()) << model.status();
+  EXPECT_EQ(model->train_examples, 40);
+  ASSERT_EQ(model->layout.dense.size(), 4u);
+  EXPECT_EQ(model->layout.dense[0].name, "fc.weight");
+  EXPECT_EQ(model->layout.dense[0].size(), 35);
+  EXPECT_EQ(model->layout.dense[0].init.kind(), v1::Initializer::PROVIDED);
+  EXPECT_EQ(model->layout.dense_shapes[0], (std::vector<int64_t>{5, 7}));
+  ASSERT_EQ(model->layout.tables.size(), 1u);
+  EXPECT_EQ(model->layout.tables[0].name(), "ids");
+  EXPECT_EQ(model->layout.tables[0].init().kind(), v1::Initializer::UNIFORM);
+  EXPECT_EQ(model->layout.initial_values.size(), 5u * 7 + 5 + 3 * 5 + 3);
+  job.mutable_dataset()->set_train_limit(10);
+  EXPECT_EQ(job::DescribeModel(job)->train_examples, 10);
+  job.mutable_model()->mutable_torch()->set_module("/nonexistent.py");
+  EXPECT_EQ(job::DescribeModel(job).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 // Plain PyTorch's step on the same parameters, rows and examples: the module with an

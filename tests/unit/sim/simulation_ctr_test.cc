@@ -125,7 +125,7 @@ TEST(SimulationCtr, SyncRunMatchesTheRealShardsFedDirectly) {
   // routing and the job's real model.
   v1::JobSpec job = options.job;
   job::ResolveRunLength(job, 256);
-  absl::StatusOr<job::ModelLayout> layout = job::LayoutForJob(job);
+  absl::StatusOr<job::ModelLayout> layout = job::BuiltinLayoutForJob(job);
   ASSERT_TRUE(layout.ok()) << layout.status();
   ASSERT_FALSE(layout->tables.empty());
   const std::vector<v1::ShardPartition> partitions = *job::PartitionModel(*layout, 2);

@@ -286,7 +286,7 @@ TEST(Simulation, SyncRunMatchesTheRealAggregatorFedDirectly) {
   // the job's optimizer and the real aggregator.
   v1::JobSpec job = options.job;
   job::ResolveRunLength(job, 64);
-  absl::StatusOr<job::ModelLayout> layout = job::LayoutForJob(job);
+  absl::StatusOr<job::ModelLayout> layout = job::BuiltinLayoutForJob(job);
   ASSERT_TRUE(layout.ok());
   std::vector<v1::ShardPartition> partitions = *job::PartitionModel(*layout, 1);
   std::vector<float> params(static_cast<size_t>(partitions[0].flat_end()));
