@@ -172,11 +172,8 @@ void ResolveRunLength(v1::JobSpec& spec, int64_t train_examples) {
   if (examples == INT64_MAX || spec.global_batch() <= 0) return;  // no length to resolve against
   const int64_t run = (examples + spec.global_batch() - 1) / spec.global_batch();
   if (spec.eval().every_global_batches() == 0) {
-    // kEvalPointsPerRun points, but at least one per epoch: a long job (1000 epochs) would
-    // otherwise wait 4% of its run, minutes, for its first evaluation.
     const int64_t epoch = (train_examples + spec.global_batch() - 1) / spec.global_batch();
-    spec.mutable_eval()->set_every_global_batches(
-        std::max<int64_t>(1, std::min(run / kEvalPointsPerRun, epoch)));
+    spec.mutable_eval()->set_every_global_batches(EvalPointSpacing(run, epoch));
   }
   if (schedule->warmup_fraction() > 0) {
     schedule->set_warmup_updates(

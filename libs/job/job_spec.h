@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "google/protobuf/message.h"
+#include "libs/job/eval_points.h"
 #include "syncopate/v1/job.pb.h"
 #include "syncopate/v1/shard.pb.h"
 
@@ -52,17 +53,11 @@ int64_t TargetExamples(const v1::JobSpec& spec, int64_t train_examples);
 // simulator both split it here).
 int32_t LocalBatchShare(int32_t global_batch, int members, int index);
 
-// Evaluation points a run has when EvalSpec.every_global_batches is left 0 (issue 31 asks for at
-// least 20, so that time to a target rests on the curve rather than on where a few evaluations
-// happen to fall).
-inline constexpr int64_t kEvalPointsPerRun = 25;
-
 // Resolves what depends on the run's length in global batches, ceil(TargetExamples / G): a
 // COSINE or LINEAR total_updates left 0 becomes that length (the rate reaches its final value as
 // the job ends), a warmup_fraction becomes warmup_updates, and an eval.every_global_batches left
-// 0 becomes max(1, min(length / kEvalPointsPerRun, one epoch)): at least kEvalPointsPerRun points
-// and at least one per epoch. The coordinator does it once, before shards and
-// workers get the spec; without a stop condition nothing changes.
+// 0 becomes EvalPointSpacing(length, one epoch) (eval_points.h). The coordinator does it once,
+// before shards and workers get the spec; without a stop condition nothing changes.
 void ResolveRunLength(v1::JobSpec& spec, int64_t train_examples);
 
 }  // namespace syncopate::job

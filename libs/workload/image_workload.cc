@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "libs/common/status_macros.h"
 
 namespace syncopate::workload {
@@ -15,7 +16,7 @@ namespace {
 class ImageWorkload final : public Workload {
  public:
   ImageWorkload(model::Mlp mlp, data::Dataset data)
-      : mlp_(std::move(mlp)), data_(std::move(data)) {}
+      : mlp_(std::move(mlp)), data_(std::move(data)), eval_end_(data_.size) {}
 
   const std::vector<int32_t>& table_dims() const override { return no_tables_; }
   int64_t num_parameters() const override { return mlp_.num_parameters(); }
@@ -37,11 +38,21 @@ class ImageWorkload final : public Workload {
   int64_t eval_size() const override { return data_.size; }
   // Mlp::Evaluate bounds its own memory, so the whole set is one chunk.
   int64_t eval_chunk() const override { return std::max<int64_t>(data_.size, 1); }
-  absl::Status PrepareEval(int64_t, int64_t) override { return absl::OkStatus(); }
+  // The examples [begin, end) in place: the whole set, or an evaluation point's first ones.
+  absl::Status PrepareEval(int64_t begin, int64_t end) override {
+    if (begin < 0 || end < begin || end > data_.size) {
+      return absl::OutOfRangeError(
+          absl::StrCat("examples [", begin, ", ", end, ") are outside [0, ", data_.size, ")"));
+    }
+    eval_begin_ = begin;
+    eval_end_ = end;
+    return absl::OkStatus();
+  }
   absl::Status ScoreEval(std::span<const float> params, const TableRows&) override {
     SYNCOPATE_ASSIGN_OR_RETURN(
         evaluation_,
-        mlp_.Evaluate(params, {data_.features.data(), data_.labels.data(), data_.size}));
+        mlp_.Evaluate(params, {data_.example(eval_begin_), data_.labels.data() + eval_begin_,
+                               eval_end_ - eval_begin_}));
     return absl::OkStatus();
   }
   absl::StatusOr<model::Evaluation> FinishEval() override {
@@ -65,6 +76,8 @@ class ImageWorkload final : public Workload {
   data::Dataset data_;
   std::vector<float> features_;
   std::vector<int32_t> labels_;
+  int64_t eval_begin_ = 0;
+  int64_t eval_end_;  // the examples ScoreEval scores: [eval_begin_, eval_end_)
   std::optional<model::Evaluation> evaluation_;
   const std::vector<int32_t> no_tables_;
   const TableKeys no_keys_;

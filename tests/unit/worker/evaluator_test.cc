@@ -23,6 +23,23 @@ v1::Welcome EvaluatorWelcome() {
   return welcome;
 }
 
+// Options with a validation set that chooses the kept version by AUC.
+EvaluatorOptions ChoosingByAuc(FakeWorkload& validation) {
+  EvaluatorOptions options;
+  options.validation = &validation;
+  options.quality_metric = "auc";
+  return options;
+}
+
+// The point reads that released a point: (point, keep), in order.
+std::vector<std::pair<int64_t, bool>> Releases(const FakeParameters& parameters) {
+  std::vector<std::pair<int64_t, bool>> releases;
+  for (const EvalPointRead& read : parameters.point_reads) {
+    if (read.release) releases.emplace_back(read.point, read.keep);
+  }
+  return releases;
+}
+
 v1::CoordinatorToWorker Evaluate(bool final) {
   v1::CoordinatorToWorker command;
   command.mutable_evaluate()->set_final(final);
@@ -108,20 +125,71 @@ TEST(Evaluator, ReleasesAPointBetterOnValidationThanAnyBeforeItAsKept) {
   validation.auc_sequence = {0.6, 0.7, 0.65, 0.8};
   FakeParameters parameters({0.25f}, 0.1f);
   parameters.serve_points = true;
-  EvaluatorOptions options;
-  options.validation = &validation;
-  options.quality_metric = "auc";
-  ASSERT_TRUE(RunEvaluator(coordinator, model, parameters, options).ok());
+  ASSERT_TRUE(RunEvaluator(coordinator, model, parameters, ChoosingByAuc(validation)).ok());
 
-  std::vector<std::pair<int64_t, bool>> releases;  // (point, keep)
   for (const EvalPointRead& read : parameters.point_reads) {
     EXPECT_FALSE(read.keep && !read.release) << "only the release carries keep";
-    if (read.release) releases.emplace_back(read.point, read.keep);
   }
-  EXPECT_THAT(releases, ElementsAre(Pair(1, false), Pair(2, true), Pair(3, false), Pair(4, true)));
+  EXPECT_THAT(Releases(parameters),
+              ElementsAre(Pair(1, false), Pair(2, true), Pair(3, false), Pair(4, true)));
   const std::vector<v1::WorkerMessage> sent = coordinator.sent();
   ASSERT_EQ(sent.size(), 4u);
   EXPECT_DOUBLE_EQ(sent[1].eval().validation().auc(), 0.7);
+}
+
+// Evaluation within its budget (job::EvalPointTestExamples): with k = 1 and G = 10, a point
+// scores the test set's first ceil(10% x 3 x 1 x 10) = 3 examples, the same ones at every point,
+// and its read of them releases the point; the final evaluation scores the whole set.
+TEST(Evaluator, ScoresAPointOnTheTestSetsFirstExamplesAndTheFinalOnAll) {
+  v1::Welcome welcome = EvaluatorWelcome();
+  welcome.mutable_job()->set_global_batch(10);
+  welcome.mutable_job()->mutable_eval()->set_every_global_batches(1);
+  FakeCoordinator coordinator(welcome, [](const v1::WorkerMessage& m, FakeCoordinator& c) {
+    if (m.has_eval() && m.eval().point() == 2) c.Queue(Evaluate(true));
+    if (m.has_eval() && m.eval().final()) c.Stop();
+  });
+  FakeWorkload model(0, /*eval_size=*/10, /*eval_chunk=*/4);
+  FakeParameters parameters({0.25f}, 0.1f);
+  parameters.serve_points = true;
+  ASSERT_TRUE(RunEvaluator(coordinator, model, parameters, {}).ok());
+
+  EXPECT_THAT(model.chunks,
+              ElementsAre(Pair(0, 3), Pair(0, 3), Pair(0, 4), Pair(4, 8), Pair(8, 10)));
+  EXPECT_THAT(Releases(parameters), ElementsAre(Pair(1, false), Pair(2, false)));
+  const std::vector<v1::WorkerMessage> sent = coordinator.sent();
+  ASSERT_EQ(sent.size(), 3u);
+  EXPECT_EQ(sent[0].eval().examples(), 3);
+  EXPECT_EQ(sent[1].eval().examples(), 3);
+  EXPECT_TRUE(sent[2].eval().final());
+  EXPECT_EQ(sent[2].eval().examples(), 10);
+}
+
+// The kept version's test scores are the run's result (ADR 0017), so a point the validation set
+// (always scored whole) chooses scores the whole test set; a point it does not choose scores
+// the budget's first 3 examples (k = 1, G = 10, as above).
+TEST(Evaluator, AKeptPointScoresTheWholeTestSet) {
+  v1::Welcome welcome = EvaluatorWelcome();
+  welcome.mutable_job()->set_global_batch(10);
+  welcome.mutable_job()->mutable_eval()->set_every_global_batches(1);
+  FakeCoordinator coordinator(welcome, [](const v1::WorkerMessage& m, FakeCoordinator& c) {
+    if (m.has_eval() && m.eval().point() == 2) c.Stop();
+  });
+  FakeWorkload model(0, /*eval_size=*/10, /*eval_chunk=*/4);
+  FakeWorkload validation(0, /*eval_size=*/6, /*eval_chunk=*/4);
+  validation.auc_sequence = {0.6, 0.5};  // point 1 is the best, point 2 is not
+  FakeParameters parameters({0.25f}, 0.1f);
+  parameters.serve_points = true;
+  ASSERT_TRUE(RunEvaluator(coordinator, model, parameters, ChoosingByAuc(validation)).ok());
+
+  EXPECT_THAT(validation.chunks, ElementsAre(Pair(0, 4), Pair(4, 6), Pair(0, 4), Pair(4, 6)));
+  EXPECT_THAT(model.chunks, ElementsAre(Pair(0, 4), Pair(4, 8), Pair(8, 10), Pair(0, 3)));
+  EXPECT_THAT(Releases(parameters), ElementsAre(Pair(1, true), Pair(2, false)));
+  const std::vector<v1::WorkerMessage> sent = coordinator.sent();
+  ASSERT_EQ(sent.size(), 2u);
+  EXPECT_EQ(sent[0].eval().examples(), 10);
+  EXPECT_EQ(sent[0].eval().validation().examples(), 6);
+  EXPECT_EQ(sent[1].eval().examples(), 3);
+  EXPECT_EQ(sent[1].eval().validation().examples(), 6);
 }
 
 // A failed pull is retried on the next request; a permanent refusal ends the loop.

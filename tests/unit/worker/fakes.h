@@ -8,6 +8,7 @@
 #include <functional>
 #include <optional>
 #include <set>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -184,6 +185,7 @@ class FakeWorkload : public workload::Workload {
   int64_t eval_chunk() const override { return eval_chunk_; }
   absl::Status PrepareEval(int64_t begin, int64_t end) override {
     chunks.emplace_back(begin, end);
+    prepared_ += end - begin;
     return absl::OkStatus();
   }
   absl::Status ScoreEval(std::span<const float> params, const workload::TableRows&) override {
@@ -195,10 +197,11 @@ class FakeWorkload : public workload::Workload {
       auc = auc_sequence.front();
       auc_sequence.pop_front();
     }
+    const int64_t examples = std::exchange(prepared_, 0);
     return model::Evaluation{.accuracy = 0.5,
                              .mean_loss = 0.25,
                              .auc = auc,
-                             .examples = eval_size_,
+                             .examples = examples,
                              .auc_standard_error = auc_standard_error};
   }
 
@@ -213,6 +216,7 @@ class FakeWorkload : public workload::Workload {
   const float target_;
   const int64_t eval_size_;
   const int64_t eval_chunk_;
+  int64_t prepared_ = 0;  // examples prepared since the last FinishEval: what it reports
   const std::vector<int32_t> dims_;
   const workload::TableKeys keys_;
 };
