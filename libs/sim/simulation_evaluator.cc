@@ -111,10 +111,12 @@ void Simulation::Evaluate(const v1::EvaluateNow& request) {
     report->set_final(request.final());
     report->set_requested_at_examples(request.at_examples());
     report->set_requested_at_seconds(request.at_seconds());
-    Send(evaluator_thread_.get(), static_cast<int64_t>(message.ByteSizeLong()),
-         [this, message = std::move(message)] {
-           coordinator_->WorkerMessage(evaluator_.id, message);
-         });
+    // Sized before the lambda takes it: the order in which a call's arguments are evaluated is
+    // unspecified, so sized in the call it could be measured after the move.
+    const int64_t bytes = static_cast<int64_t>(message.ByteSizeLong());
+    Send(evaluator_thread_.get(), bytes, [this, message = std::move(message)] {
+      coordinator_->WorkerMessage(evaluator_.id, message);
+    });
   };
   const double seconds = timing_.spec().evaluation_seconds();
   if (seconds == 0) {

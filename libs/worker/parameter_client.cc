@@ -84,7 +84,11 @@ void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
     reply.message.mutable_pull()->clear_push_ack();
   }
   absl::MutexLock lock(&mu_);
-  if (ack.has_value()) replies_[ack->message.ack().request_id()] = *std::move(ack);
+  if (ack.has_value()) {
+    // The id first: bugprone-use-after-move does not see that the move happens in operator=.
+    const int64_t push_id = ack->message.ack().request_id();
+    replies_[push_id] = *std::move(ack);
+  }
   replies_[id] = std::move(reply);
 }
 

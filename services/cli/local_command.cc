@@ -47,9 +47,9 @@ std::string RunDirFromFlags() {
     std::error_code error;
     const std::filesystem::path path = run_dir + state;
     if (std::filesystem::exists(path, error) && !std::filesystem::is_empty(path, error)) {
-      runtime::Die("--run_dir " + run_dir + " holds another run (" + path.string() +
-                   "): pick a new directory, or --resume=" + run_dir +
-                   " to start from its checkpoints");
+      runtime::Die(absl::StrCat("--run_dir ", run_dir, " holds another run (", path.string(),
+                                "): pick a new directory, or --resume=", run_dir,
+                                " to start from its checkpoints"));
     }
   }
   return run_dir;
