@@ -48,8 +48,19 @@ std::string ExecutableDir();
 // /dev/termination-log, written when it exists and the variable is unset, into the pod's status.
 inline constexpr char kTerminationLogEnv[] = "SYNCOPATE_TERMINATION_LOG";
 
+// The exit code of a permanent refusal: the coordinator refused this process (a wrong join
+// token, another job, a shard id outside the job, any answer to its hello that the retry policy,
+// rpc::IsRetryable, calls permanent) or a shard cannot adopt the job it was assigned. Restarting
+// the process with the same flags meets the same answer. It has a code of its own so that a batch
+// system can tell it from exit 1, the failures a new process may get past (a spent join budget, a
+// worker that gave up rejoining, a port that cannot be bound); 2 is a start-up check (Die's
+// default). The Helm chart's podFailurePolicy fails a Job on 2 and 3 and leaves 1 to its retries
+// (helm/syncopate/values.yaml; the table in docs/operations.md, "Running a cluster by hand").
+inline constexpr int kExitRefused = 3;
+
 // Prints "<program>: <message>" to stderr, writes the same line to the termination log (above)
-// and exits with `code` (bad flags, bad job specs, a permanent refusal).
+// and exits with `code` (2: bad flags, bad job specs; kExitRefused: a permanent refusal; 1: any
+// other failure).
 [[noreturn]] void Die(const std::string& message, int code = 2);
 
 }  // namespace syncopate::runtime

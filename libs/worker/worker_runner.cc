@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "glog/logging.h"
 #include "libs/rpc/grpc_util.h"
+#include "libs/runtime/process_runtime.h"
 
 namespace syncopate::worker {
 
@@ -38,7 +39,7 @@ std::unique_ptr<CoordinatorChannel> WorkerRunner::Join(const v1::WorkerHello& he
       return nullptr;
     }
     if (!rpc::IsRetryable(status)) {
-      exit = {1, std::string(status.message())};
+      exit = {runtime::kExitRefused, std::string(status.message())};
       return nullptr;
     }
     if (clock.Now() >= give_up) {

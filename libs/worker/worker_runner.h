@@ -7,7 +7,11 @@
 //   join OK, role OK                       -> exit 0 (the coordinator said stop)
 //   join OUT_OF_RANGE                      -> exit 0: the job ended before we (re)joined; a batch
 //                                             system must not count a late worker as failed
-//   join or role error, permanent          -> exit 1 with the error as one line
+//   join error, permanent                  -> exit runtime::kExitRefused (3) with the error as
+//                                             one line: the coordinator refused our hello (a
+//                                             wrong join token, another job, a bad role), and a
+//                                             restart with the same flags meets the same answer
+//   role error, permanent                  -> exit 1 with the error as one line (below)
 //   join error, retryable                  -> retry with backoff until join_timeout, then exit 1
 //   role error, retryable                  -> rejoin (same name, so the same worker id, and the
 //                                             job id of the welcome), after a backoff
@@ -17,7 +21,7 @@
 // other timeout, so the runner rejoins. Decided on purpose: the session is open but the
 // coordinator gives nothing, and a fresh hello settles what is wrong in one bounded step — the
 // coordinator supersedes the old session (releasing its leases) and welcomes us, or says the job
-// is over (exit 0), or refuses (exit 1), or does not answer within join_timeout (exit 1).
+// is over (exit 0), or refuses (exit 3), or does not answer within join_timeout (exit 1).
 // Exiting 1 instead would only hand the same rejoin to the supervisor (or Kubernetes) after a
 // process restart.
 //
@@ -26,6 +30,12 @@
 // that welcomes but never leases, or crash-loops), ends the worker with exit 1 after that many
 // rejoins in a row. A life of at least stable_life resets the count, so a long job survives any
 // number of coordinator restarts spread over time.
+//
+// A role's permanent error is not a refusal of the process: it ends this worker (the goodbye
+// names it in the coordinator's status, which re-issues its leases) while the job goes on, and it
+// may be the user's model code raising on one batch (ADR 0013) or a shard that runs another
+// job. Exit 1 leaves a retry to the batch system; exit 3 makes a Kubernetes podFailurePolicy fail
+// the whole Job, which only the coordinator's refusal deserves.
 //
 // Thread-safety: thread-compatible (one thread calls Run).
 #ifndef SYNCOPATE_LIBS_WORKER_WORKER_RUNNER_H_
@@ -74,7 +84,7 @@ struct WorkerRunnerOptions {
 
 struct WorkerExit {
   int code = 0;
-  // Why, in one line: empty on a normal exit, the error for exit 1.
+  // Why, in one line: empty on a normal exit, the error otherwise.
   std::string message;
 };
 

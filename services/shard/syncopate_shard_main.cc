@@ -87,7 +87,9 @@ int Main() {
   while (state == ShardServer::State::kRunning && !runtime::WaitForShutdown(absl::ZeroDuration())) {
     state = (*server)->Wait(absl::Milliseconds(200));
   }
-  if (state == ShardServer::State::kRefused) runtime::Die((*server)->refusal(), 1);
+  if (state == ShardServer::State::kRefused) {
+    runtime::Die((*server)->refusal(), runtime::kExitRefused);
+  }
   (*server)->Shutdown();
   LOG(INFO) << "shard " << shard_id << " stopped";
   return 0;

@@ -142,7 +142,8 @@ expect_refused "another CA's certificate" --tls_cert="$tmp/other/tls.crt" --tls_
 expect_refused "a client checking another name" --tls_cert="$mounts/tls/tls.crt" --tls_key="$mounts/tls/tls.key" \
   --tls_ca="$mounts/tls/ca.crt" --tls_server_name=someone-else
 # The chart's join token: a rendered worker without its token file and a rendered shard with a
-# wrong token (both with the certificate) are refused with UNAUTHENTICATED, exit 1, and counted.
+# wrong token (both with the certificate) are refused with UNAUTHENTICATED, exit 3 (a permanent
+# refusal), and counted.
 rendered() {  # rendered COMPONENT: the rendered argv, one per line
   python3 -c 'import json,sys; print("\n".join(json.load(open(sys.argv[1]))["components"][sys.argv[2]]["argv"]))' \
     "$tmp/commands.json" "$1"
@@ -155,7 +156,7 @@ expect_token_refusal() {  # expect_token_refusal WHAT EXPECTED ARGV...
   (cd "$tmp/state" && timeout 30 "$@") >"$tmp/logs/rogue.log" 2>&1
   code=$?
   set -e
-  [[ $code -eq 1 ]] || fail "$what: exit code $code, want 1: $(tail -n 3 "$tmp/logs/rogue.log")"
+  [[ $code -eq 3 ]] || fail "$what: exit code $code, want 3: $(tail -n 3 "$tmp/logs/rogue.log")"
   grep -q "$expected" "$tmp/logs/rogue.log" || fail "$what: no '$expected': $(tail -n 3 "$tmp/logs/rogue.log")"
 }
 mapfile -t rogue < <(rendered worker | grep -v -- '--join_token_file=')

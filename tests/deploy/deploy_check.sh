@@ -135,8 +135,8 @@ quiet_helm template syncopate "$CHART" -f "$SCHED" --kube-version 1.27.0 >"$tmp/
 quiet_helm template syncopate "$CHART" -f "$SCHED" --kube-version 1.25.0 >"$tmp/sched-125.yaml"
 check "schemas: scheduling values on Kubernetes 1.27 and 1.25 (PodGroup by its hand-written shape check)" \
   validate "$tmp/sched-127.yaml" "$tmp/sched-125.yaml"
-check "scheduling on 1.27: Volcano gang (minMember 1 + 3 shards + evaluator + 2 = 7), Kueue label, priorities, podFailurePolicy" \
-  scheduling "$tmp/sched-127.yaml" --gang=volcano --min-member=7 --queue=team-ml --pod-failure-policy \
+check "scheduling on 1.27: Volcano gang (minMember 1 + 3 shards + evaluator + 2 = 7), Kueue label, priorities, podFailurePolicy failing on 2 and 3 (not 1)" \
+  scheduling "$tmp/sched-127.yaml" --gang=volcano --min-member=7 --queue=team-ml --pod-failure-policy=2,3 \
     "${sched_priorities[@]}"
 check "scheduling on 1.25: the same without podFailurePolicy (every Job restartPolicy OnFailure)" \
   scheduling "$tmp/sched-125.yaml" --gang=volcano --min-member=7 --queue=team-ml "${sched_priorities[@]}"

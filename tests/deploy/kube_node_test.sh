@@ -121,7 +121,8 @@ say "a fifth worker joined the running job (parallelism 4 -> 5)"
 
 # A stranger in the cluster: a pod of the same image, not of the release, without the token. The
 # bridge network does not enforce the NetworkPolicy, so it reaches the coordinator; the join
-# token refuses it (UNAUTHENTICATED: exit 1 with one line), and the refusal is counted.
+# token refuses it (UNAUTHENTICATED: exit 3, a permanent refusal, with one line), and the refusal
+# is counted.
 kn run intruder --image="$IMAGE" --image-pull-policy=Never --restart=Never --command -- \
   syncopate-worker --coordinator="$rel-syncopate-coordinator:7070" --name=intruder >/dev/null
 deadline=$((SECONDS + 120))
@@ -130,13 +131,15 @@ until [[ $(kn get pod intruder -o jsonpath='{.status.phase}') == Failed ]]; do
   sleep 2
 done
 kn logs intruder | grep -q 'missing join token' || fail "intruder: $(kn logs intruder | tail -n 3)"
+code="$(kn get pod intruder -o jsonpath='{.status.containerStatuses[0].state.terminated.exitCode}')"
+[[ $code == 3 ]] || fail "the intruder exited $code, want 3 (a permanent refusal)"
 metrics="$(kn exec "job/$rel-syncopate-coordinator" -- bash -c 'exec 3<>/dev/tcp/127.0.0.1/9100 &&
   printf "GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n" >&3 && cat <&3')"
 grep -q '^syncopate_coordinator_rejections_total{reason="unauthenticated",session="worker"} 1' <<<"$metrics" ||
   fail "expected exactly one refused worker session (the intruder's): $(grep rejections_total <<<"$metrics")
 $(kn logs "job/$rel-syncopate-coordinator" | grep refused)"
 kn delete pod intruder --wait=false >/dev/null
-say "an intruder pod without the join token: refused (missing join token), exit 1, counted"
+say "an intruder pod without the join token: refused (missing join token), exit 3, counted"
 
 say "helm test (waits for the end, reads the final status)"
 helm test "$rel" -n "$ns" --logs --timeout 15m >"$LOGS/helm-test.txt" 2>&1 ||

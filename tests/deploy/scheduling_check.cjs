@@ -4,8 +4,9 @@
 // (pkg/apis/batch/validation): restartPolicy Never, a containerName naming a container of the pod,
 // exit code values ascending, without repeats and without 0 under `In`.
 //   node scheduling_check.cjs TOOLS_DIR FILE [--gang=volcano|scheduler-plugins --min-member=N]
-//        [--queue=NAME] [--pod-failure-policy] [--priority=COMPONENT=CLASS ...]
-// Without --gang, --queue or --pod-failure-policy the check expects that option absent. Prints one
+//        [--queue=NAME] [--pod-failure-policy=CODES] [--priority=COMPONENT=CLASS ...]
+// CODES: the exit codes expected to fail each Job, comma-separated (e.g. 2,3). Without --gang,
+// --queue or --pod-failure-policy the check expects that option absent. Prints one
 // line per check; exit 0 iff all pass.
 "use strict";
 const fs = require("fs");
@@ -15,7 +16,7 @@ const { createRequire } = require("module");
 const [toolsDir, file, ...flags] = process.argv.slice(2);
 if (!toolsDir || !file) {
   console.error("usage: node scheduling_check.cjs TOOLS_DIR FILE [--gang=S --min-member=N] " +
-                "[--queue=NAME] [--pod-failure-policy] [--priority=COMPONENT=CLASS ...]");
+                "[--queue=NAME] [--pod-failure-policy=CODES] [--priority=COMPONENT=CLASS ...]");
   process.exit(2);
 }
 const flag = (name) => {
@@ -25,7 +26,8 @@ const flag = (name) => {
 const gang = flag("gang");
 const minMember = Number(flag("min-member"));
 const queue = flag("queue");
-const podFailurePolicy = flags.includes("--pod-failure-policy");
+const failJobCodes = flag("pod-failure-policy");
+const podFailurePolicy = failJobCodes !== undefined;
 const priorities = Object.fromEntries(
   flags.filter((x) => x.startsWith("--priority=")).map((x) => x.slice(11).split("=")));
 
@@ -114,11 +116,13 @@ for (const job of jobs) {
   check(`${job.metadata.name}: podFailurePolicy passes the API's cross-field rules`,
     problems.length === 0, problems.join("; "));
   const first = rules[0] || {};
-  check(`${job.metadata.name}: a disruption is ignored first, a give-up exit code of its own container fails the Job`,
+  const failJob = rules.filter((r) => r.action === "FailJob" && r.onExitCodes);
+  check(`${job.metadata.name}: a disruption is ignored first, then exit codes ${failJobCodes} of its own container fail the Job`,
     first.action === "Ignore" &&
       JSON.stringify(first.onPodConditions) === JSON.stringify([{ type: "DisruptionTarget", status: "True" }]) &&
-      rules.some((r) => r.action === "FailJob" && r.onExitCodes &&
-                        r.onExitCodes.containerName === component(job) && r.onExitCodes.values.includes(1)));
+      failJob.length === 1 && failJob[0].onExitCodes.containerName === component(job) &&
+      failJob[0].onExitCodes.operator === "In" && failJob[0].onExitCodes.values.join(",") === failJobCodes,
+    JSON.stringify(failJob.map((r) => r.onExitCodes)));
 }
 
 // Priority classes, per component (absent where not given).

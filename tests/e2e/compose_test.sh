@@ -116,7 +116,7 @@ done
 say "HEALTHCHECK passes for coordinator, shard-0, shard-1"
 
 # Secure by default: the join-token service generated a token into its volume; strangers without
-# it are refused (UNAUTHENTICATED, exit 1 with one line) and counted; it is on no command line
+# it are refused (UNAUTHENTICATED, exit 3 with one line) and counted; it is on no command line
 # (every process on this host, containers included) and in no container's environment.
 token="$(podman exec "$coordinator" cat /var/lib/syncopate/secrets/join_token)"
 [[ $token =~ ^[0-9a-f]{64}$ ]] || fail "the generated join token '$token' is not 64 hex characters"
@@ -135,7 +135,7 @@ expect_refused() {  # expect_refused WHAT EXPECTED SHELL_COMMAND: run in the coo
   podman exec "$coordinator" timeout 30 /bin/sh -c "$3" >"$LOGS/rogue.out" 2>&1
   code=$?
   set -e
-  [[ $code -eq 1 ]] || fail "$what: exit code $code, want 1: $(cat "$LOGS/rogue.out")"
+  [[ $code -eq 3 ]] || fail "$what: exit code $code, want 3 (a permanent refusal): $(cat "$LOGS/rogue.out")"
   grep -q "$expected" "$LOGS/rogue.out" || fail "$what: output lacks '$expected': $(cat "$LOGS/rogue.out")"
 }
 expect_refused "a worker without the token" "missing join token" \

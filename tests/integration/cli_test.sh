@@ -118,7 +118,8 @@ assert r["wire_bytes_per_example"] > 0, r["wire_bytes_per_example"]
 PY
 # Secure by default: `syncopate local` generates a join token per run and hands it to its children
 # in a file. No process's argv or environment holds it; strangers without it are refused with
-# UNAUTHENTICATED (a worker and a shard, each exiting 1 with one line) and counted.
+# UNAUTHENTICATED (a worker and a shard, each exiting 3, a permanent refusal, with one line) and
+# counted.
 bindir="$(dirname "$bin")"
 "$bin" local --job="$root/examples/fashion_mnist_mlp.textproto" --workers=2 --shards=1 \
   --epochs=100000 --train_limit=2000 --test_limit=500 --run_dir="$tmp/secure" >"$tmp/secure.out" 2>&1 &
@@ -147,13 +148,13 @@ for pid in $local_pid $children; do
   tr '\0' ' ' <"/proc/$pid/cmdline" | grep -qF -- "--join_token_file=$tmp/secure/join_token" ||
     fail "child $pid was not given the token file: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
 done
-expect_refused() {  # expect_refused WHAT EXPECTED COMMAND...: exit 1, one line naming the refusal
+expect_refused() {  # expect_refused WHAT EXPECTED COMMAND...: exit 3, one line naming the refusal
   local what="$1" expected="$2"; shift 2
   set +e
   timeout 30 "$@" >"$tmp/rogue.out" 2>"$tmp/rogue.err"
   local code=$?
   set -e
-  [[ $code -eq 1 ]] || fail "$what: exit code $code, want 1: $(cat "$tmp/rogue.err")"
+  [[ $code -eq 3 ]] || fail "$what: exit code $code, want 3: $(cat "$tmp/rogue.err")"
   grep -v '^[IW][0-9]\{4\} ' "$tmp/rogue.err" | grep -q "$expected" ||
     fail "$what: stderr lacks '$expected': $(cat "$tmp/rogue.err")"
 }

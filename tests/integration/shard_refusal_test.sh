@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Scenario: a shard started with a --shard_id outside the job (shard 5 of a 2-shard job) is
-# refused by the coordinator with INVALID_ARGUMENT, which retrying cannot fix: it exits 1 within
-# seconds with one line that says why, instead of reconnecting forever (rpc::IsRetryable).
+# refused by the coordinator with INVALID_ARGUMENT, which retrying cannot fix: it exits 3 (a
+# permanent refusal, runtime::kExitRefused) within seconds with one line that says why, instead of
+# reconnecting forever (rpc::IsRetryable).
 # Usage: shard_refusal_test.sh BIN_DIR
 set -euo pipefail
 bin="$1"
@@ -27,7 +28,7 @@ timeout 30 "$bin/syncopate-shard" --shard_id=5 --coordinator="127.0.0.1:$port" \
 code=$?
 set -e
 [[ $code -ne 124 ]] || fail "the shard was still retrying after 30 s: $(tail -3 "$tmp/shard.err")"
-[[ $code -eq 1 ]] || fail "the shard exited $code, want 1: $(tail -3 "$tmp/shard.err")"
+[[ $code -eq 3 ]] || fail "the shard exited $code, want 3: $(tail -3 "$tmp/shard.err")"
 # The last line is the reason, once; the log before it shows no reconnect attempt.
 last="$(tail -n 1 "$tmp/shard.err")"
 [[ $last == "syncopate-shard: the coordinator refused this shard: shard id 5 is outside [0, 2) for this job" ]] ||

@@ -281,10 +281,10 @@ podFailurePolicy:
       onPodConditions:
         - type: DisruptionTarget
           status: "True"
-    # The process gave up (docs/operations.md "Exit codes": 1 = a permanent refusal, or its
-    # bounded joins and rejoins ran out; 2 = a start-up check failed): another pod cannot do
-    # better, so the Job fails now instead of after backoffLimit pods. Crashes (signals, OOM
-    # kills) are not among these codes and count against backoffLimit.
+    # The process cannot succeed (the exit codes in docs/operations.md, "Running a cluster by
+    # hand"; by default 2 = a start-up check failed, 3 = a permanent refusal): another pod cannot
+    # do better, so the Job fails now instead of after backoffLimit pods. Exit 1 (joins or rejoins ran out, a port not bound)
+    # and crashes (signals, OOM kills) count against backoffLimit.
     - action: FailJob
       onExitCodes:
         containerName: {{ $component }}

@@ -6,6 +6,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/runtime/process_runtime.h"
 #include "tests/unit/worker/fakes.h"
 
 namespace syncopate::worker {
@@ -108,18 +109,24 @@ TEST(WorkerRunner, JobOverOnJoinExitsZeroWithoutRunningTheRole) {
   EXPECT_EQ(script.hellos.size(), 1u);
 }
 
-// A refusal retrying cannot fix exits 1 at once with the refusal as the one line: at the join
-// (here a wrong join token: no wait, no second hello) or from the role (a shard refusing our
-// job id: no rejoin).
-TEST(WorkerRunner, PermanentErrorsExitOneWithOneLine) {
+// The coordinator's refusal of our hello (here a wrong join token) exits at once with the exit
+// code of a permanent refusal (3: a Kubernetes podFailurePolicy fails the Job on it) and the
+// refusal as the one line: no wait, no second hello.
+TEST(WorkerRunner, RefusedJoinExitsRefusedWithOneLine) {
   Script refused_join;
-  refused_join.joins = {absl::PermissionDeniedError("join token rejected")};
+  refused_join.joins = {absl::UnauthenticatedError("wrong join token")};
   const WorkerExit join_exit = refused_join.Runner().Run(Hello());
-  EXPECT_EQ(join_exit.code, 1);
-  EXPECT_EQ(join_exit.message, "join token rejected");
+  EXPECT_EQ(join_exit.code, runtime::kExitRefused);
+  EXPECT_EQ(join_exit.code, 3);  // the number the chart's values.yaml and the docs name
+  EXPECT_EQ(join_exit.message, "wrong join token");
   EXPECT_EQ(refused_join.hellos.size(), 1u);
   EXPECT_TRUE(refused_join.waits.empty());
+}
 
+// A role's permanent error (a shard refusing our job id, the user's model code raising) ends
+// this worker with exit 1 and the error as the one line, without a rejoin: the job goes on
+// without it, and a batch system may retry it.
+TEST(WorkerRunner, PermanentRoleErrorExitsOneWithoutRejoining) {
   Script refused_role;
   refused_role.lives = {absl::FailedPreconditionError("shard 0 runs another job")};
   const WorkerExit role_exit = refused_role.Runner().Run(Hello());
