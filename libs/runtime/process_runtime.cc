@@ -187,9 +187,13 @@ void Die(const std::string& message, int code) {
   fprintf(stderr, "%s: %s\n", ProgramName().c_str(), message.c_str());
   fflush(stderr);
   // Kubernetes' terminationMessagePath exists inside the container; never create it elsewhere.
+  // Only the container's main process (PID 1: the chart starts the binary without a shell or
+  // init) writes it: an exec probe (`syncopate health`) or a `kubectl exec` command that fails
+  // while the main process exits would otherwise replace the main process's message with its
+  // own (kube_node_test saw the coordinator's summary replaced by a probe's "connection refused").
   const char* path = std::getenv(kTerminationLogEnv);
   std::error_code error;
-  if (path == nullptr && std::filesystem::exists("/dev/termination-log", error)) {
+  if (path == nullptr && getpid() == 1 && std::filesystem::exists("/dev/termination-log", error)) {
     path = "/dev/termination-log";
   }
   if (path != nullptr && *path != '\0') {

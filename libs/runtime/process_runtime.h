@@ -45,7 +45,8 @@ std::string ExecutableDir();
 
 // The environment variable naming the file a process writes its fatal one-line reason to (Die):
 // `syncopate local` gives each child its own and prints the line; Kubernetes reads
-// /dev/termination-log, written when it exists and the variable is unset, into the pod's status.
+// /dev/termination-log, written when it exists, the variable is unset and this process is the
+// container's main process (PID 1), into the pod's status.
 inline constexpr char kTerminationLogEnv[] = "SYNCOPATE_TERMINATION_LOG";
 
 // The exit code of a permanent refusal: the coordinator refused this process (a wrong join

@@ -141,6 +141,11 @@ $(kn logs "job/$rel-syncopate-coordinator" | grep refused)"
 kn delete pod intruder --wait=false >/dev/null
 say "an intruder pod without the join token: refused (missing join token), exit 3, counted"
 
+# A command that fails inside the coordinator's container (what an exec probe does while the
+# coordinator exits) must not write the container's termination message: only PID 1 does.
+kn exec "job/$rel-syncopate-coordinator" -- syncopate health --address=127.0.0.1:1 >/dev/null 2>&1 &&
+  fail "syncopate health against a closed port succeeded"
+
 say "helm test (waits for the end, reads the final status)"
 helm test "$rel" -n "$ns" --logs --timeout 15m >"$LOGS/helm-test.txt" 2>&1 ||
   { tail -n 30 "$LOGS/helm-test.txt"; fail "helm test"; }
