@@ -1,6 +1,7 @@
 #include "libs/sim/simulation.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <memory>
 #include <numeric>
@@ -11,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
+#include "libs/common/mode_rules.h"
 #include "libs/common/status_macros.h"
 #include "libs/coordinator/coordinator_core.h"
 #include "libs/job/job_spec.h"
@@ -203,7 +205,38 @@ absl::StatusOr<SimResult> Simulation::Run() {
 
 void Simulation::Tick() {
   coordinator_->Tick();
+  ApplyModeSchedule();
   if (!Done()) queue_.After(coordinator::kTickInterval, [this] { Tick(); });
+}
+
+void Simulation::ApplyModeSchedule() {
+  const auto& schedule = timing_.spec().mode_schedule();
+  if (next_scheduled_mode_ >= schedule.size() || shards_.empty()) return;
+  if (run_global_batches_ == 0) {
+    const int64_t target = coordinator_->Status().target_examples();
+    if (target <= 0) return;
+    run_global_batches_ = (target + job_.global_batch() - 1) / job_.global_batch();
+  }
+  int64_t version = std::numeric_limits<int64_t>::max();
+  for (const auto& shard : shards_) {
+    if (shard == nullptr) return;  // not assigned yet
+    version = std::min(version, shard->Stats().version);
+  }
+  const v1::ModeAt& next = schedule[next_scheduled_mode_];
+  if (static_cast<double>(version) <
+      next.at_fraction() * static_cast<double>(run_global_batches_)) {
+    return;
+  }
+  ++next_scheduled_mode_;
+  v1::SetMode command;
+  command.set_mode(next.mode());
+  command.set_reason("mode_schedule");
+  for (size_t s = 0; s < shards_.size(); ++s) {
+    result_.switches.push_back({Now(), static_cast<int32_t>(s), next.mode(), command.reason()});
+    if (absl::Status applied = shards_[s]->ApplyModeCommand(command); !applied.ok()) {
+      return Fail(applied);
+    }
+  }
 }
 
 std::vector<float> Simulation::GatherParameters() const {
@@ -232,8 +265,36 @@ absl::StatusOr<v1::SimSpec> LoadSimSpecFile(const std::string& path) {
   return spec;
 }
 
+namespace {
+
+absl::Status ValidateModeSchedule(const v1::SimSpec& spec, const v1::JobSpec& job) {
+  double last = 0;
+  for (const v1::ModeAt& entry : spec.mode_schedule()) {
+    if (!IsShardMode(job.mode())) {
+      return absl::InvalidArgumentError(
+          "sim spec: mode_schedule needs a job mode a shard runs: sync, gba or async (auto would "
+          "fight it)");
+    }
+    if (!(entry.at_fraction() > last && entry.at_fraction() < 1)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("sim spec: mode_schedule.at_fraction ", entry.at_fraction(),
+                       " must lie in (0, 1) and increase from one entry to the next"));
+    }
+    last = entry.at_fraction();
+    if (!IsShardMode(entry.mode())) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "sim spec: mode_schedule.mode must be a mode a shard runs (sync, gba, async), not ",
+          v1::Mode_Name(entry.mode())));
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<SimResult> RunSimulation(const SimOptions& options) {
   SYNCOPATE_RETURN_IF_ERROR(job::ValidateJobSpec(options.job));
+  SYNCOPATE_RETURN_IF_ERROR(ValidateModeSchedule(options.spec, options.job));
   SYNCOPATE_ASSIGN_OR_RETURN(
       StepTimeModel timing,
       StepTimeModel::Create(options.spec, options.job.num_workers(), options.timing_seed));

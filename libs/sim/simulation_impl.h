@@ -146,6 +146,9 @@ class Simulation {
 
   // The coordinator's periodic work, every coordinator::kTickInterval until the job is done.
   void Tick();
+  // SimSpec.mode_schedule: once every shard has applied the next entry's fraction of the run's
+  // global batches, tells every shard its mode (checked at each tick).
+  void ApplyModeSchedule();
   // A message on one of the coordinator's streams travels MessageSeconds(bytes) and never
   // overtakes the one sent before it on that stream (`last_arrival`: that one's arrival).
   void Transmit(absl::Duration& last_arrival, int64_t bytes, EventQueue::Action deliver);
@@ -207,6 +210,8 @@ class Simulation {
   std::vector<std::unique_ptr<shard::ShardCore>> shards_;
   std::vector<absl::Duration> shard_busy_until_;
   std::vector<bool> shard_stopped_;  // the coordinator said stop: no more reports
+  int next_scheduled_mode_ = 0;      // SimSpec.mode_schedule's next entry
+  int64_t run_global_batches_ = 0;   // ceil(target examples / G), known once the job started
   // With contention: each shard's serving thread (the real one works under one lock), and the
   // evaluator's.
   std::vector<std::unique_ptr<CpuThread>> shard_threads_;

@@ -512,6 +512,44 @@ TEST(Simulation, RefusesBadSpecs) {
   EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// SimSpec.mode_schedule: a sync job's shards run gba from half of the run's global batches on,
+// every shard switched once, at the tick after the slower shard passed the half.
+TEST(Simulation, AModeScheduleSwitchesEveryShardAtItsFraction) {
+  SimOptions options;
+  options.job = TinyJob(v1::MODE_SYNC, 4, 2);
+  options.job.mutable_dataset()->set_train_limit(2048);  // 2 epochs: 128 global batches of 32
+  options.spec = Clockwork();
+  options.periodic_eval = false;
+  v1::ModeAt* at = options.spec.add_mode_schedule();
+  at->set_at_fraction(0.5);
+  at->set_mode(v1::MODE_GBA);
+  absl::StatusOr<SimResult> result = RunSimulation(options);
+  ASSERT_TRUE(result.ok()) << result.status();
+  ASSERT_EQ(result->switches.size(), 2u);
+  for (const SimSwitch& s : result->switches) {
+    EXPECT_EQ(s.mode, v1::MODE_GBA);
+    EXPECT_EQ(s.reason, "mode_schedule");
+    // Half of the run's virtual time, give or take a tick and the start-up.
+    EXPECT_GT(s.seconds, 0.4 * result->wall_seconds);
+    EXPECT_LT(s.seconds, 0.6 * result->wall_seconds);
+  }
+  EXPECT_GE(result->examples, 4096);
+
+  // Refused: an auto job (the policy would fight the script), a fraction outside (0, 1) or not
+  // increasing, a mode no shard runs.
+  options.job = TinyJob(v1::MODE_AUTO, 4, 2);
+  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.job = TinyJob(v1::MODE_SYNC, 4, 2);
+  at->set_at_fraction(1);
+  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
+  at->set_at_fraction(0.5);
+  options.spec.add_mode_schedule()->CopyFrom(*at);
+  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
+  options.spec.mutable_mode_schedule()->RemoveLast();
+  options.spec.mutable_mode_schedule(0)->set_mode(v1::MODE_AUTO);
+  EXPECT_EQ(RunSimulation(options).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
 TEST(Simulation, ShippedBenchScenariosParse) {
   for (const char* name : {"bench_a", "bench_b", "bench_c", "bench_d", "scale", "scale_ctr"}) {
     absl::StatusOr<v1::SimSpec> spec =
