@@ -15,6 +15,9 @@
 //   (d) statistics: what the goodput guard's measurement (aggregation::GradientStatistics, run on
 //       every sync push and update) costs / what aggregating the same sync version costs
 //       (GlobalBatchAggregator: 4 pushes and the update), on the default MLP's slice and 16 MiB.
+//   (e) lookahead: gba's buffer-aware look-ahead on a shard's slice of the default MLP, per
+//       worker step over the job's shards / the worker's compute step (issue 43: gba's samples/s
+//       within 5% of before).
 // Every figure is the median over --rounds rounds; in each round both sides of a ratio run for
 // --seconds each, back to back.
 #include <unistd.h>
@@ -24,6 +27,7 @@
 #include <cstring>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -56,7 +60,7 @@
 ABSL_FLAG(int, rounds, 5, "Rounds per ratio; every figure is the median over rounds");
 ABSL_FLAG(double, seconds, 0.4, "Seconds each side of a ratio runs per round");
 ABSL_FLAG(std::string, only, "",
-          "Run one part only: wire | apply | compute | statistics (default: all)");
+          "Run one part only: wire | apply | compute | statistics | lookahead (default: all)");
 
 namespace syncopate::bench {
 namespace {
@@ -287,23 +291,33 @@ void MeasureApply(int rounds, double seconds) {
 
 // ---- (c) the worker's compute ----
 
-void MeasureCompute(int rounds, double seconds) {
-  const v1::JobSpec job = Check(job::ParseJobSpec(job::DefaultJobText()), "default job");
-  const int batch = job.global_batch() / job.num_workers();
-  std::vector<int> hidden(job.model().hidden().begin(), job.model().hidden().end());
-  constexpr int kInput = 784, kClasses = 10;  // Fashion-MNIST
-  std::vector<float> features(static_cast<size_t>(batch) * kInput);
-  std::vector<int32_t> labels(batch);
-  for (size_t i = 0; i < features.size(); ++i) features[i] = static_cast<float>(i % 255) / 255.0f;
-  for (int i = 0; i < batch; ++i) labels[i] = i % kClasses;
-  const model::BatchView view{features.data(), labels.data(), batch};
+// The default job's step: its MLP on one worker's local batch of Fashion-MNIST-shaped inputs.
+struct DefaultJobBatch {
+  v1::JobSpec job = Check(job::ParseJobSpec(job::DefaultJobText()), "default job");
+  int batch = job.global_batch() / job.num_workers();
+  std::vector<int> hidden{job.model().hidden().begin(), job.model().hidden().end()};
+  std::vector<float> features;
+  std::vector<int32_t> labels;
+  static constexpr int kInput = 784, kClasses = 10;  // Fashion-MNIST
 
+  DefaultJobBatch() : features(static_cast<size_t>(batch) * kInput), labels(batch) {
+    for (size_t i = 0; i < features.size(); ++i) {
+      features[i] = static_cast<float>(i % 255) / 255.0f;
+    }
+    for (int i = 0; i < batch; ++i) labels[i] = i % kClasses;
+  }
+  model::BatchView view() const { return {features.data(), labels.data(), batch}; }
+  model::Mlp Model(isa::IsaLevel level) const {
+    return Check(model::Mlp::Create(kInput, hidden, kClasses, level), "mlp");
+  }
+};
+
+void MeasureCompute(int rounds, double seconds) {
+  const DefaultJobBatch input;
   const std::vector<isa::IsaLevel> levels = isa::SupportedIsaLevels();
   std::vector<model::Mlp> models;
   models.reserve(levels.size());
-  for (const isa::IsaLevel level : levels) {
-    models.push_back(Check(model::Mlp::Create(kInput, hidden, kClasses, level), "mlp"));
-  }
+  for (const isa::IsaLevel level : levels) models.push_back(input.Model(level));
   const std::vector<float> params = model::InitialParameters(models[0], 1);
   std::vector<float> grad(params.size());
   // per_level[l][round]: seconds per step.
@@ -311,7 +325,7 @@ void MeasureCompute(int rounds, double seconds) {
   for (int round = 0; round < rounds; ++round) {
     for (size_t l = 0; l < levels.size(); ++l) {
       per_level[l].push_back(SecondsPerCall(
-          [&] { Check(models[l].LossAndGradient(params, view, grad), "step"); }, seconds));
+          [&] { Check(models[l].LossAndGradient(params, input.view(), grad), "step"); }, seconds));
     }
   }
   const isa::IsaLevel active = isa::ActiveIsaLevel();
@@ -325,8 +339,9 @@ void MeasureCompute(int rounds, double seconds) {
     std::printf(
         "compute %-8s MLP 784-%d-%d-10, batch %d: %6.3f ms/step, %7.0f examples/s; "
         "x%.2f the baseline%s\n",
-        std::string(isa::IsaLevelName(levels[l])).c_str(), !hidden.empty() ? hidden[0] : 0,
-        hidden.size() > 1 ? hidden[1] : 0, batch, step * 1e3, batch / step, Median(speedups),
+        std::string(isa::IsaLevelName(levels[l])).c_str(),
+        !input.hidden.empty() ? input.hidden[0] : 0, input.hidden.size() > 1 ? input.hidden[1] : 0,
+        input.batch, step * 1e3, input.batch / step, Median(speedups),
         levels[l] == active ? " <- dispatched (expected >= 2.5x)" : "");
   }
   std::fflush(stdout);
@@ -377,6 +392,52 @@ void MeasureStatistics(int rounds, double seconds) {
   std::fflush(stdout);
 }
 
+// ---- (e) the buffer-aware look-ahead ----
+
+// What gba's look-ahead (ADR 0007, "The pending update") adds per worker step: each of the
+// default job's 2 shards runs Optimizer::LookAheadPending over its slice for the worker's pull
+// (landing 1: the pending update's step; landing 2: one more update of drift), against a plain
+// copy of the slice and against the worker's compute step it serves, measured in the same run.
+void MeasureLookAhead(int rounds, double seconds) {
+  DefaultJobBatch input;
+  model::Mlp mlp = input.Model(isa::ActiveIsaLevel());
+  const std::vector<float> params = model::InitialParameters(mlp, 1);
+  std::vector<float> grad(params.size());
+  const int shards = input.job.num_shards();
+  const size_t slice = params.size() / static_cast<size_t>(shards);
+  job::ResolveRunLength(input.job, 60000);  // the schedule's length: one Fashion-MNIST epoch
+  std::unique_ptr<optim::Optimizer> optimizer = Check(
+      optim::CreateOptimizer(input.job.optimizer(), static_cast<int64_t>(slice)), "optimizer");
+  const std::span<const float> x(params.data(), slice);
+  std::vector<float> pending(slice, 1e-3f), out(slice);
+  std::vector<float> trained(x.begin(), x.end());
+  optimizer->Apply(trained, pending);  // a velocity to drift with
+  std::vector<double> step_times, copy_times, one_times, two_times, shares;
+  for (int round = 0; round < rounds; ++round) {
+    const double step = SecondsPerCall(
+        [&] { Check(mlp.LossAndGradient(params, input.view(), grad), "step"); }, seconds);
+    const double copy =
+        SecondsPerCall([&] { std::memcpy(out.data(), x.data(), slice * sizeof(float)); }, seconds);
+    const double one =
+        SecondsPerCall([&] { optimizer->LookAheadPending(x, pending, 1, out); }, seconds);
+    const double two =
+        SecondsPerCall([&] { optimizer->LookAheadPending(x, pending, 2, out); }, seconds);
+    step_times.push_back(step);
+    copy_times.push_back(copy);
+    one_times.push_back(one);
+    two_times.push_back(two);
+    shares.push_back(shards * two / step);
+  }
+  std::printf(
+      "lookahead %s over %zu floats (1 of %d shards): landing 1 %6.1f us, landing 2 %6.1f us, a "
+      "plain copy %5.1f us; per worker step (%d shards, landing 2) %.1f%% of its compute "
+      "(%.3f ms, batch %d)\n",
+      std::string(optimizer->name()).c_str(), slice, shards, Median(one_times) * 1e6,
+      Median(two_times) * 1e6, Median(copy_times) * 1e6, shards, Median(shares) * 100,
+      Median(step_times) * 1e3, input.batch);
+  std::fflush(stdout);
+}
+
 }  // namespace
 }  // namespace syncopate::bench
 
@@ -396,6 +457,7 @@ int main(int argc, char** argv) {
   if (only.empty() || only == "compute") syncopate::bench::MeasureCompute(rounds, seconds);
   if (only.empty() || only == "apply") syncopate::bench::MeasureApply(rounds, seconds);
   if (only.empty() || only == "statistics") syncopate::bench::MeasureStatistics(rounds, seconds);
+  if (only.empty() || only == "lookahead") syncopate::bench::MeasureLookAhead(rounds, seconds);
   if (only.empty() || only == "wire") {
     // The default job's MLP (784-256-128-10, 0.9 MiB) and one with a 16 MiB parameter vector
     // (784-5276-10: 795 * 5276 + 10 = 4,194,430 floats).
