@@ -6,7 +6,10 @@
 //
 // For every group (a value of --group) and value column: the mean and its 95% Student-t interval
 // over the seeds; against --ref, Welch's 95% interval of the difference of means and the mean
-// and interval of the ratio paired by seed (rows of the same --seed).
+// and interval of the ratio paired by seed (rows of the same --seed), then, on a line of its own,
+// the mean of the differences paired by seed with its 95% Student-t interval (n - 1 df over the
+// seeds both groups ran). When both runs of a seed share its randomness (initialisation, data
+// order), the paired interval removes the seed-to-seed variance the Welch one still carries.
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -85,12 +88,13 @@ int main(int argc, char** argv) {
     const auto& reference = data[name][ref];
     for (const auto& [group, by_seed] : data[name]) {
       if (group == ref) continue;
-      std::vector<double> a, b, ratios;
+      std::vector<double> a, b, ratios, differences;
       for (const auto& [seed, value] : reference) a.push_back(value);
       for (const auto& [seed, value] : by_seed) {
         b.push_back(value);
-        if (auto it = reference.find(seed); it != reference.end() && value != 0) {
-          ratios.push_back(it->second / value);
+        if (auto it = reference.find(seed); it != reference.end()) {
+          differences.push_back(it->second - value);
+          if (value != 0) ratios.push_back(it->second / value);
         }
       }
       const auto difference = syncopate::stats::WelchDifferenceInterval(a, b, 0.95);
@@ -100,6 +104,12 @@ int main(int argc, char** argv) {
                   difference.ok() ? Format(*difference, "%+.4g").c_str() : "", ref.c_str(),
                   group.c_str(), syncopate::stats::Summarize(ratios).mean,
                   ratio.ok() ? Format(*ratio, "%.3f").c_str() : "");
+      // Its own line, after the Welch one: tests/conformance/run.py reads the first line that
+      // names the two groups.
+      const auto paired = syncopate::stats::MeanInterval(differences, 0.95);
+      std::printf("  %s - %s paired by seed (n=%zu): %+.4g %s (95%%, t with n-1 df)\n", ref.c_str(),
+                  group.c_str(), differences.size(), syncopate::stats::Summarize(differences).mean,
+                  paired.ok() ? Format(*paired, "%+.4g").c_str() : "");
     }
   }
   return 0;
