@@ -3,6 +3,8 @@
 # and three nodes of node.sh (kubelet, containerd, kube-proxy in iptables mode), each node in its
 # own network namespace on an underlay bridge this script owns. Services get virtual IPs (a
 # ClusterIP is DNATed by the kube-proxy of the client's node), and the cluster DNS answers them.
+# NetworkPolicies are enforced (ingress) by netpol.py, a test fixture of ours (nftables in each
+# node's namespace); the connections it refused: DIR/netpol/denied.txt ("SRC DST PORT" lines).
 #
 #   cluster.sh start       clean up whatever an earlier run left (clean), then start it all
 #   cluster.sh dir         print the state directory: DIR/cp/kubeconfig is the admin kubeconfig,
@@ -48,15 +50,26 @@ node_ip() { echo "10.250.0.1$1"; }
 node_name() { echo "syncnode-$1"; }
 subnet() { echo "10.244.$1.0/24"; }
 
-# Runs "$@" in the pids (and freezer) cgroup /syncopate-cluster/NAME, so clean finds it again.
+# in_cgroup [--background] NAME COMMAND...: runs COMMAND in the pids (and freezer) cgroup
+# /syncopate-cluster/NAME, so clean finds it again, without the caller's open files beyond
+# stdin/out/err: a daemon must not hold the caller's lock (the tests' node lock on fd 9), or after
+# a kill -9 of the test the rerun would wait for it. --background: do not wait for it ($! is its
+# pid); not `in_cgroup ... &`, whose extra shell would keep the caller's files while it waits.
 in_cgroup() {
-  local name="$1" h
+  local background=false name h
+  [[ $1 != --background ]] || { background=true; shift; }
+  name="$1"
   shift
   for h in pids freezer; do mkdir -p "/sys/fs/cgroup/$h/$CGROUP/$name"; done
   (
     for h in pids freezer; do echo "$BASHPID" >"/sys/fs/cgroup/$h/$CGROUP/$name/cgroup.procs"; done
+    for h in /proc/"$BASHPID"/fd/*; do
+      h="${h##*/}"
+      ((h <= 2 || h == 255)) || eval "exec $h>&-"
+    done
     exec "$@"
-  )
+  ) &
+  $background || wait $!
 }
 
 # The processes of every cgroup under /syncopate-cluster, and all their descendants (a shim's
@@ -106,6 +119,7 @@ clean() {
 start() {
   local n m names=() dir="$DIR"
   "$CP" bin kube-proxy >/dev/null || die "kube-proxy not built: run ./dev k8s"
+  "$CP" install nftables
   clean
   mkdir -p "$dir"
 
@@ -142,7 +156,7 @@ start() {
     # containerd), with the host paths they would write covered by tmpfs. Not `ip netns exec`: it
     # remounts /sys, and the kubelet then finds no cgroup mounts ("mountpoint for cpu not found").
     # shellcheck disable=SC2016
-    in_cgroup "node-$n" unshare --mount --propagation slave nsenter --net="/run/netns/$ns" bash -c '
+    in_cgroup --background "node-$n" unshare --mount --propagation slave nsenter --net="/run/netns/$ns" bash -c '
       set -e
       for d in /run/netns /run/containerd /var/lib/cni /var/log/pods /var/log/containers; do
         [[ -d $d ]] || mkdir -p "$d"
@@ -150,13 +164,22 @@ start() {
       done
       exec "$@"' _ "$NODE" start "$dir/node-$n" "$dir/cp" --name "$ns" --subnet "$(subnet "$n")" \
         --node-ip "$(node_ip "$n")" --kubeconfig "$dir/cp/node-$ns.kubeconfig" --dns "$HOST_IP" \
-        --proxy --pause-tar "$dir/pause.tar" >"$dir/node-$n.start.log" 2>&1 &
+        --proxy --pause-tar "$dir/pause.tar" >"$dir/node-$n.start.log" 2>&1
     pids+=($!)
   done
   for n in "${!pids[@]}"; do
     wait "${pids[$n]}" || { rc=1; cat "$dir/node-${NODES[$n]}.start.log" >&2; }
   done
   ((rc == 0)) || die "a node did not start (logs in $dir/node-*/logs)"
+  # The NetworkPolicy enforcer (a test fixture: netpol.py), on this host, loading its nftables
+  # table into the three node namespaces.
+  local kubectl node_dirs=()
+  kubectl="$("$HERE/k8s_tools.sh")/layer/kubectl/kubectl"
+  for n in "${NODES[@]}"; do node_dirs+=(--node-dir "$dir/node-$n"); done
+  mkdir -p "$dir/netpol/logs"
+  in_cgroup --background netpol python3 "$HERE/netpol.py" --kubeconfig "$dir/cp/kubeconfig" --kubectl "$kubectl" \
+    --netns "$(printf 'syncnode-%s,' "${NODES[@]}" | sed 's/,$//')" --denied "$dir/netpol/denied.txt" \
+    "${node_dirs[@]}" >"$dir/netpol/logs/netpol.log" 2>&1
   log "3 nodes Ready: $(printf '%s ' "${names[@]/--node/}")(API https://$HOST_IP, DNS $HOST_IP)"
 }
 

@@ -86,7 +86,7 @@ teardown() {
   say "collecting logs into $LOGS and stopping the cluster"
   kube_collect_logs
   local d
-  for d in "$STATE"/cp "$STATE"/dns "$STATE"/node-*; do
+  for d in "$STATE"/cp "$STATE"/dns "$STATE"/netpol "$STATE"/node-*; do
     [[ ! -d $d/logs ]] || cp -r "$d/logs" "$LOGS/$(basename "$d")"
   done
   "$CLUSTER" stop
@@ -105,6 +105,27 @@ say "three nodes (network namespaces on an underlay bridge; kubelet, containerd,
 "$CLUSTER" start
 "$CLUSTER" import "$IMAGE"
 say "image imported into the three nodes' containerd"
+
+# For the NetworkPolicy checks, started before the release: a pod outside it on every node, and a
+# Prometheus-labelled pod in a `monitoring` namespace labelled as the chart's default metricsFrom
+# expects (Kubernetes sets kubernetes.io/metadata.name itself only from 1.21).
+k create namespace "$ns" >/dev/null
+k create namespace monitoring >/dev/null
+k label namespace monitoring kubernetes.io/metadata.name=monitoring >/dev/null
+probe_pod() {  # NAMESPACE NAME NODE LABEL
+  k apply -f - >/dev/null <<YAML
+apiVersion: v1
+kind: Pod
+metadata: {name: $2, namespace: $1, labels: {$4}}
+spec:
+  nodeName: $3
+  containers:
+    - {name: probe, image: "$IMAGE", imagePullPolicy: Never, command: [sleep, "1800"],
+       resources: {requests: {cpu: 10m, memory: 16Mi}}}
+YAML
+}
+for n in 1 2 3; do probe_pod "$ns" "outsider-$n" "syncnode-$n" "role: outsider"; done
+probe_pod monitoring prometheus syncnode-2 "app.kubernetes.io/name: prometheus"
 kube_install "$STATE/cp" "$TAG" "the default job: 4 workers, 2 shards, 8 epochs, spread over nodes"
 
 # Spread: the workers' nodes.
@@ -138,11 +159,57 @@ for node in $(sort -u <<<"$worker_nodes"); do
 done
 say "workers reach the coordinator through its ClusterIP $vip (DNS answer; DNAT to $coordinator_ip on every worker's node)"
 
+# The chart's NetworkPolicy, enforced by netpol.py (cluster.sh): no pod outside the release opens a
+# gRPC or metrics port of it, on its own node or another, by pod IP or the Service's IP; the
+# Prometheus pod opens every /metrics and no gRPC port.
+k -n "$ns" wait --for=condition=Ready pod/outsider-1 pod/outsider-2 pod/outsider-3 --timeout=120s >/dev/null
+k -n monitoring wait --for=condition=Ready pod/prometheus --timeout=120s >/dev/null
+# reachable NAMESPACE POD IP:PORT...: the targets the pod can open (3 s each, all at once).
+reachable() {
+  local where=(-n "$1" "$2")
+  shift 2
+  # shellcheck disable=SC2016
+  k exec "${where[@]}" -- bash -c 'for t in "$@"; do
+    (timeout 3 bash -c "exec 3<>/dev/tcp/${t%:*}/${t#*:}" 2>/dev/null && echo "$t") & done; wait' _ "$@"
+}
+members="$(kn get pods -l "app.kubernetes.io/instance=$rel" -o jsonpath='{range .items[*]}{.metadata.name} {.status.podIP} {.spec.containers[0].ports[?(@.name=="metrics")].containerPort}{"\n"}{end}')"
+grpc=("$vip:7070" "$coordinator_ip:7070")
+for ip in $(kn get pods -l "app.kubernetes.io/instance=$rel,app.kubernetes.io/component=shard" -o jsonpath='{.items[*].status.podIP}'); do
+  grpc+=("$ip:7071")
+done
+mapfile -t metrics < <(awk '{print $2 ":" $3}' <<<"$members")
+for n in 1 2 3; do
+  open="$(reachable "$ns" "outsider-$n" "${grpc[@]}" "${metrics[@]}")"
+  [[ -z $open ]] || fail "outsider-$n (on syncnode-$n, outside the release) opened: $open"
+done
+open="$(reachable monitoring prometheus "${grpc[@]}")"
+[[ -z $open ]] || fail "the Prometheus pod opened gRPC ports: $open"
+while read -r pod ip port; do
+  # shellcheck disable=SC2016
+  body="$(k -n monitoring exec prometheus -- bash -c 'exec 3<>/dev/tcp/$0/$1 &&
+    printf "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n" >&3 && timeout 5 cat <&3' "$ip" "$port")" ||
+    fail "the Prometheus pod could not scrape $pod ($ip:$port)"
+  grep -q '^# HELP' <<<"$body" || fail "no metrics from $pod ($ip:$port): $(head -n 3 <<<"$body")"
+  # Nothing outside the release reached a gRPC port: its servers refused no unauthenticated hello.
+  bad="$(grep 'rejections_total{reason="unauthenticated"' <<<"$body" | awk '$2 != 0')" || true
+  [[ -z $bad ]] || fail "$pod counted unauthenticated hellos: $bad"
+done <<<"$members"
+say "NetworkPolicy: outsiders on all 3 nodes open no gRPC or metrics port (${#grpc[@]} gRPC, ${#metrics[@]} metrics targets each); Prometheus scrapes all $(grep -c . <<<"$members") pods' /metrics and opens no gRPC port; unauthenticated hellos 0"
+
 say "helm test (waits for the end, reads the final status)"
 kube_helm_test "$MIN_ACCURACY"
 say "helm test: JOB_DONE, final test accuracy ${ACCURACY}%"
 kube_check_completed
 say "all 5 Jobs Complete, every pod Succeeded (restarts: $RESTARTS)"
+# A whole run under the policy: no connection between two pods of the release was refused (the
+# enforcer's record of refusals, "SRC DST PORT"), and the outsiders' were.
+sleep 2
+member_ips="$(kn get pods -l "app.kubernetes.io/instance=$rel" -o jsonpath='{range .items[*]}{.status.podIP}{"\n"}{end}'; awk '{print $2}' <<<"$members")"
+denied="$(cat "$STATE/netpol/denied.txt" 2>/dev/null || true)"
+inside="$(awk 'NR == FNR { m[$1] = 1; next } ($1 in m) && ($2 in m)' <(grep . <<<"$member_ips") - <<<"$denied")"
+[[ -z $inside ]] || fail "the policy refused connections between the release's own pods: $inside"
+[[ -n $denied ]] || fail "the enforcer recorded no refusal, not even the outsiders'"
+say "NetworkPolicy over the whole run: 0 refused connections between the release's pods; $(grep -c . <<<"$denied") refused (source, destination, port) from outside"
 printf '%s\n%s\n%s\n' "$SUMMARY" "$RESTARTS" "$placement" >"$LOGS/result.txt"
 helm uninstall "$rel" -n "$ns" --wait >/dev/null || fail "helm uninstall"
 

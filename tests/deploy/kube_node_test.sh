@@ -38,8 +38,9 @@ say "building $IMAGE with podman (docker/Dockerfile)"
 kube_build_image "$IMAGE"
 
 say "control plane, then a node (kubelet + containerd + CNI + DNS)"
-"$CP" start "$tmp/cp" >/dev/null
-"$NODE" start "$tmp/node" "$tmp/cp"
+# 9>&-: the daemons must not hold the node lock, or a run after a kill -9 of this one waits for them.
+"$CP" start "$tmp/cp" >/dev/null 9>&-
+"$NODE" start "$tmp/node" "$tmp/cp" 9>&-
 "$NODE" import "$tmp/node" "$IMAGE"
 say "image imported into the node's containerd"
 
