@@ -11,12 +11,17 @@
 #     DNS answers the coordinator's name with it, and on every node that runs a worker the
 #     kernel's connection tracking shows a connection to VIP:7070 answered by the coordinator's
 #     pod IP (kube-proxy's DNAT) and kube-proxy's rule for it counted packets;
+#   - the chart's NetworkPolicy, enforced by cluster.sh's test-fixture enforcer (netpol.py): a
+#     pod outside the release on each node opens no gRPC or metrics port of it (by pod IP or the
+#     ClusterIP) and the servers' unauthenticated counters stay 0; a Prometheus-labelled pod in a
+#     labelled `monitoring` namespace scrapes every pod's /metrics and opens no gRPC port; over
+#     the whole run no connection between two pods of the release is refused;
 #   - `helm test`: JOB_DONE, final accuracy >= MIN_ACCURACY; every Job Complete;
 #   - the host's iptables/ip6tables rules (counters aside) and sysctls (volatile counters aside)
 #     are the same before and after, and the run leaves no network namespace, link, cgroup or
 #     state directory behind (cluster.sh clean also removes what a killed run left, at start).
-# Needs root and ./dev k8s (kube-proxy included). ~6-10 min on the shared 2-core machine with the
-# image cached. Exit 77 (ctest: skipped, with the reason) without root or the binaries.
+# Needs root and ./dev k8s (kube-proxy included). 3.5-5 min on the shared 2-core machine with the
+# image cached (docs/measurements/kubernetes.md). Exit 77 (ctest: skipped, with the reason) without root or the binaries.
 #   tests/deploy/kube_cluster_test.sh [REPO_ROOT]
 # Environment: MIN_ACCURACY (85), KEEP_LOGS_DIR (default ./kube-cluster-test-logs).
 set -euo pipefail
