@@ -63,8 +63,20 @@ kube_cleanup() {
   exit "$rc"
 }
 
-# kube_build_image IMAGE: the project image with podman (docker/Dockerfile), log in LOGS/build.log.
+# kube_stale_images: remove this test's images left by runs killed before their cleanup (one run
+# per machine at a time holds the node lock, so any other tag of this test is such a leftover).
+kube_stale_images() {
+  local image
+  for image in $(podman images --format '{{.Repository}}:{{.Tag}}' 2>/dev/null |
+                   grep "^localhost/syncopate:${TAG%-*}-[0-9]*$" || true); do
+    [[ $image == "$IMAGE" ]] || podman rmi "$image" >/dev/null 2>&1 || true
+  done
+}
+
+# kube_build_image IMAGE: the project image with podman (docker/Dockerfile), log in LOGS/build.log;
+# first kube_stale_images.
 kube_build_image() {
+  kube_stale_images
   # 9>&-: the podman service this may start outlives the test; with fd 9 it would hold the node
   # lock forever and the next run would wait its 25 minutes (seen 2026-11-26: a 23-minute stall).
   eval "$("$ROOT/docker/podman-setup.sh" 9>&- | tail -n 1)"
