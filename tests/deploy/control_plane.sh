@@ -3,12 +3,22 @@
 # kube-apiserver, kube-controller-manager and kube-scheduler built from Debian bookworm's
 # Kubernetes 1.20.2 source (`apt-get source kubernetes`; no Debian or npm package ships them).
 #
-#   control_plane.sh build        build the three binaries and a kubelet once into the cache
-#                                 (~14 + 8 min of one niced core, 2.2 GB of build tree deleted
-#                                 afterwards); a second run with the binaries present does nothing
-#   control_plane.sh bin          print the cached binary directory; exit 1 if not built
-#   control_plane.sh start DIR    start etcd + the three on loopback ports (state, logs and a
-#                                 kubeconfig under DIR); ready in ~6 s; prints the kubeconfig path
+#   control_plane.sh build        build the three binaries, a kubelet and a kube-proxy once into
+#                                 the cache (~14 + 8 + 11 min of one niced core, 2.2 GB of build
+#                                 tree deleted afterwards); only what the cache lacks is built (a
+#                                 cache from before kube-proxy builds just kube-proxy); a second
+#                                 run with every binary present does nothing
+#   control_plane.sh bin [NAME...]
+#                                 print the cached binary directory; exit 1 if the control plane,
+#                                 the kubelet or one of the NAMEs (e.g. kube-proxy) is not built
+#   control_plane.sh start DIR [--address IP] [--node NAME]...
+#                                 start etcd + the three on loopback ports (state, logs and a
+#                                 kubeconfig under DIR); ready in ~6 s; prints the kubeconfig path.
+#                                 --address: the API server binds and advertises IP instead of
+#                                 127.0.0.1 (cluster.sh: an underlay bridge's address). --node:
+#                                 a kubelet identity and DIR/node-NAME.kubeconfig for each NAME
+#                                 (default: the one node $SYNCOPATE_K8S_NODE, DIR/node.kubeconfig);
+#                                 DIR/kube-proxy.kubeconfig is always written
 #   control_plane.sh stop DIR     stop what `start DIR` started (SIGTERM, then SIGKILL after 10 s)
 #   control_plane.sh storage DIR CLASS SIZE COUNT [--default] [--rwx]
 #                                 a StorageClass without a provisioner and COUNT hostPath
@@ -37,6 +47,9 @@ KEY="kubernetes-${DEB_VERSION}"
 BIN="$CACHE/$KEY/bin"
 # The control plane, and a kubelet for node.sh (built from the same tree: ~8 min more).
 COMPONENTS=(kube-apiserver kube-controller-manager kube-scheduler kubelet)
+# Built by `build` too, but not needed by `start` or a one-node test: kube-proxy for the
+# multi-node harness (cluster.sh).
+EXTRA_COMPONENTS=(kube-proxy)
 # The name of the one node a kubelet (node.sh) may register as.
 NODE_NAME="${SYNCOPATE_K8S_NODE:-syncopate-node}"
 BUILD_PACKAGES=(golang-go golang-github-modern-go-reflect2-dev make rsync gcc libc6-dev)
@@ -45,9 +58,10 @@ RUN_PACKAGES=(etcd-server openssl)
 log() { echo "control_plane: $*" >&2; }
 die() { log "$*"; exit 1; }
 
+# built [NAME...]: the control plane, the kubelet, pause and the NAMEs are all in the cache.
 built() {
   local c
-  for c in "${COMPONENTS[@]}" pause; do [[ -x $BIN/$c ]] || return 1; done
+  for c in "${COMPONENTS[@]}" pause "$@"; do [[ -x $BIN/$c ]] || return 1; done
 }
 
 install_packages() {
@@ -70,7 +84,9 @@ debian_mirror() {
 }
 
 build() {
-  if built; then
+  local c missing=()
+  for c in "${COMPONENTS[@]}" "${EXTRA_COMPONENTS[@]}"; do [[ -x $BIN/$c ]] || missing+=("$c"); done
+  if ((${#missing[@]} == 0)) && [[ -x $BIN/pause ]]; then
     log "already built: $BIN"
     return 0
   fi
@@ -93,16 +109,16 @@ build() {
   mkdir -p "$src/vendor/github.com/modern-go/reflect2"
   find /usr/share/gocode/src/github.com/modern-go/reflect2 -maxdepth 1 -type f \
     \( -name '*.go' -o -name '*.s' \) ! -name '*_test.go' -exec cp {} "$src/vendor/github.com/modern-go/reflect2/" \;
-  log "building ${COMPONENTS[*]} (one core, ~22 min; log: $work/build.log)"
+  ((${#missing[@]} > 0)) || missing=(kubelet)  # only pause is missing: any one target gives the tree
+  log "building ${missing[*]} (one core; ~14 min for the control plane, ~8 for the kubelet, ~11 for kube-proxy; log: $work/build.log)"
   local what
-  what="$(printf 'cmd/%s ' "${COMPONENTS[@]}")"
+  what="$(printf 'cmd/%s ' "${missing[@]}")"
   if ! (cd "$src" && env GOFLAGS="-p=1 -tags=providerless" CGO_ENABLED=0 GOCACHE="$work/gocache" \
           GOPATH="$work/gopath" nice -n 19 make WHAT="${what% }" >"$work/build.log" 2>&1); then
     tail -n 30 "$work/build.log" >&2
     die "build failed (full log: $work/build.log)"
   fi
-  local c
-  for c in "${COMPONENTS[@]}"; do
+  for c in "${missing[@]}"; do
     install -m 0755 "$src/_output/local/bin/linux/amd64/$c" "$BIN/$c"
   done
   # The pod sandbox's process (node.sh makes the pause image from it): Kubernetes' own pause.c.
@@ -128,7 +144,16 @@ wait_for() {
 }
 
 start() {
-  local dir="${1:?usage: control_plane.sh start DIR}"
+  local dir="${1:?usage: control_plane.sh start DIR [--address IP] [--node NAME]...}" address=127.0.0.1
+  local nodes=()
+  shift
+  while (($#)); do
+    case "$1" in
+      --address) address="${2:?}"; shift 2 ;;
+      --node) nodes+=("${2:?}"); shift 2 ;;
+      *) die "start: unknown flag $1" ;;
+    esac
+  done
   built || die "not built: run 'tests/deploy/control_plane.sh build' or './dev k8s-build' first"
   install_packages "${RUN_PACKAGES[@]}"
   mkdir -p "$dir/pki" "$dir/etcd" "$dir/logs"
@@ -139,7 +164,7 @@ start() {
   openssl genrsa -out "$dir/pki/sa.key" 2048 2>/dev/null
   openssl rsa -in "$dir/pki/sa.key" -pubout -out "$dir/pki/sa.pub" 2>/dev/null
   openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=kube-apiserver" \
-    -addext "subjectAltName=IP:127.0.0.1,DNS:localhost" \
+    -addext "subjectAltName=IP:$address,IP:127.0.0.1,DNS:localhost" \
     -keyout "$dir/pki/apiserver.key" -out "$dir/pki/apiserver.crt" 2>/dev/null
   # The client certificate the API server presents to kubelets (logs, exec), from a CA that
   # node.sh's kubelet trusts.
@@ -152,17 +177,23 @@ start() {
     -out "$dir/pki/apiserver-kubelet-client.crt" 2>/dev/null
   # Static token authentication: one admin (system:masters) for helm/kubectl, and one identity
   # each for the controller manager and the scheduler (their built-in RBAC roles apply).
-  # And one for a kubelet (node.sh): user system:node:<name> in group system:nodes, which the Node
-  # authorizer and the NodeRestriction admission plugin expect.
-  local admin_token cm_token sched_token node_token
+  # And one per kubelet (node.sh): user system:node:<name> in group system:nodes, which the Node
+  # authorizer and the NodeRestriction admission plugin expect; and one for kube-proxy (the
+  # built-in binding gives user system:kube-proxy the role system:node-proxier).
+  local admin_token cm_token sched_token proxy_token node_tokens=() i one_node=false
   admin_token="$(openssl rand -hex 16)"; cm_token="$(openssl rand -hex 16)"; sched_token="$(openssl rand -hex 16)"
-  node_token="$(openssl rand -hex 16)"
-  cat >"$dir/pki/tokens.csv" <<EOF
-$admin_token,admin,admin,system:masters
-$cm_token,system:kube-controller-manager,system:kube-controller-manager
-$sched_token,system:kube-scheduler,system:kube-scheduler
-$node_token,system:node:$NODE_NAME,system:node:$NODE_NAME,system:nodes
-EOF
+  proxy_token="$(openssl rand -hex 16)"
+  ((${#nodes[@]} > 0)) || { nodes=("$NODE_NAME"); one_node=true; }
+  for i in "${!nodes[@]}"; do node_tokens+=("$(openssl rand -hex 16)"); done
+  {
+    echo "$admin_token,admin,admin,system:masters"
+    echo "$cm_token,system:kube-controller-manager,system:kube-controller-manager"
+    echo "$sched_token,system:kube-scheduler,system:kube-scheduler"
+    echo "$proxy_token,system:kube-proxy,system:kube-proxy"
+    for i in "${!nodes[@]}"; do
+      echo "${node_tokens[$i]},system:node:${nodes[$i]},system:node:${nodes[$i]},system:nodes"
+    done
+  } >"$dir/pki/tokens.csv"
   chmod 600 "$dir/pki/tokens.csv" "$dir/pki/"*.key
   kubeconfig() {  # kubeconfig TOKEN FILE
     cat >"$2" <<EOF
@@ -170,7 +201,7 @@ apiVersion: v1
 kind: Config
 clusters:
 - name: local
-  cluster: {server: "https://127.0.0.1:$api_port", certificate-authority: "$dir/pki/apiserver.crt"}
+  cluster: {server: "https://$address:$api_port", certificate-authority: "$dir/pki/apiserver.crt"}
 users:
 - name: user
   user: {token: "$1"}
@@ -184,7 +215,12 @@ EOF
   kubeconfig "$admin_token" "$dir/kubeconfig"
   kubeconfig "$cm_token" "$dir/controller-manager.kubeconfig"
   kubeconfig "$sched_token" "$dir/scheduler.kubeconfig"
-  kubeconfig "$node_token" "$dir/node.kubeconfig"
+  kubeconfig "$proxy_token" "$dir/kube-proxy.kubeconfig"
+  if $one_node; then
+    kubeconfig "${node_tokens[0]}" "$dir/node.kubeconfig"
+  else
+    for i in "${!nodes[@]}"; do kubeconfig "${node_tokens[$i]}" "$dir/node-${nodes[$i]}.kubeconfig"; done
+  fi
 
   etcd --name=syncopate-test --data-dir="$dir/etcd" \
     --listen-client-urls="http://127.0.0.1:$etcd_port" --advertise-client-urls="http://127.0.0.1:$etcd_port" \
@@ -193,7 +229,7 @@ EOF
     >"$dir/logs/etcd.log" 2>&1 &
   echo $! >"$dir/etcd.pid"
   "$BIN/kube-apiserver" --etcd-servers="http://127.0.0.1:$etcd_port" \
-    --bind-address=127.0.0.1 --secure-port="$api_port" --advertise-address=127.0.0.1 \
+    --bind-address="$address" --secure-port="$api_port" --advertise-address="$address" \
     --tls-cert-file="$dir/pki/apiserver.crt" --tls-private-key-file="$dir/pki/apiserver.key" \
     --token-auth-file="$dir/pki/tokens.csv" --authorization-mode=Node,RBAC \
     --service-account-key-file="$dir/pki/sa.pub" --service-account-signing-key-file="$dir/pki/sa.key" \
@@ -205,7 +241,7 @@ EOF
     >"$dir/logs/kube-apiserver.log" 2>&1 &
   echo $! >"$dir/kube-apiserver.pid"
   echo "$api_port" >"$dir/api_port"
-  local kubectl_cmd="curl -sf --cacert '$dir/pki/apiserver.crt' -H 'Authorization: Bearer $admin_token' https://127.0.0.1:$api_port/readyz"
+  local kubectl_cmd="curl -sf --cacert '$dir/pki/apiserver.crt' -H 'Authorization: Bearer $admin_token' https://$address:$api_port/readyz"
   if ! wait_for "$kubectl_cmd" 60; then
     tail -n 20 "$dir/logs/kube-apiserver.log" >&2
     stop "$dir"
@@ -280,8 +316,8 @@ case "${1:-}" in
   build) build ;;
   storage) shift; storage "$@" ;;
   install) shift; install_packages "$@" ;;
-  bin) built && echo "$BIN" || exit 1 ;;
+  bin) shift; built "$@" && echo "$BIN" || exit 1 ;;
   start) shift; start "$@" ;;
   stop) shift; stop "$@" ;;
-  *) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

@@ -4,18 +4,33 @@
 # a cluster DNS of our own (no CoreDNS package exists): dnsmasq answering from a hosts directory
 # that a loop here fills from the API's Services and Endpoints every second.
 #
-#   node.sh start DIR CP_DIR   start containerd, the DNS and a kubelet registering as
+#   node.sh start DIR CP_DIR [FLAGS]
+#                              start containerd, the DNS and a kubelet registering as
 #                              $SYNCOPATE_K8S_NODE (default syncopate-node) with the control plane
 #                              started in CP_DIR; state and logs under DIR
-#   node.sh import DIR IMAGE   load a podman image into the node's containerd (no registry)
+#   node.sh import DIR IMAGE   load a podman image (or a docker-archive file of one) into the
+#                              node's containerd (no registry)
+#   node.sh pause FILE         build the pause image and save it as a docker-archive FILE
 #   node.sh stop DIR           stop what `start DIR` started and remove the pods' network
 #                              (the bridge and the pods' network namespaces)
+#   node.sh dns DIR KUBECONFIG IP [--vip]
+#                              only the DNS, on IP (state under DIR); --vip answers a Service with
+#                              a cluster IP with that IP (kube-proxy's virtual IP), a headless one
+#                              with its endpoints; `stop DIR` stops it
+# FLAGS of start, for one node of several (cluster.sh runs each in its own network namespace):
+#   --name NAME --subnet 10.244.N.0/24 --node-ip IP --kubeconfig FILE --cgroup-root /PATH
+#   --dns IP      use the DNS on IP (one for the whole cluster) instead of starting one
+#   --proxy       start kube-proxy (iptables mode) too: Services get their virtual IPs
+#   --pause-tar FILE  the pause image from `node.sh pause FILE` instead of building it here
+# With --node-ip the pods' subnet is routed by the caller: the pods' traffic is not masqueraded.
 #
-# What differs from a production node, on purpose (a shared machine): no kube-proxy (it would
-# rewrite the machine's iptables and bridge sysctls), so Services get no virtual IP here; the DNS
-# answers a Service's name with its endpoints' pod IPs instead (the way a headless Service works),
-# which is all the chart needs. The pod network is one bridge (syncopate0, 10.244.0.0/24) on this
-# host. NetworkPolicies are not enforced (the bridge plugin has no policy engine).
+# What differs from a production node, on purpose (a shared machine): alone on the host (no
+# --proxy), no kube-proxy (it would rewrite the machine's iptables and bridge sysctls), so Services
+# get no virtual IP; the DNS answers a Service's name with its endpoints' pod IPs instead (the way
+# a headless Service works), which is all the chart needs. The pod network is one bridge
+# (syncopate0, 10.244.0.0/24) on this host. In its own network namespace (cluster.sh) a node runs
+# kube-proxy, whose rules stay in that namespace. NetworkPolicies are not enforced (the bridge
+# plugin has no policy engine).
 set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 CP="$HERE/control_plane.sh"
@@ -23,6 +38,8 @@ NODE_NAME="${SYNCOPATE_K8S_NODE:-syncopate-node}"
 BRIDGE=syncopate0
 SUBNET=10.244.0.0/24
 GATEWAY=10.244.0.1
+# The range every node's pod subnet is in (kube-proxy: traffic from outside it is masqueraded).
+CLUSTER_CIDR=10.244.0.0/16
 PACKAGES=(containerd runc containernetworking-plugins dnsmasq-base iproute2)
 
 log() { echo "node: $*" >&2; }
@@ -53,31 +70,45 @@ remove_pod_network() {
   for ns in $(pod_netns); do ip netns del "$ns" 2>/dev/null || true; done
 }
 
-# The pause image (the pod sandbox): Kubernetes' own pause.c, compiled static into a scratch image.
-pause_image() {
-  local bin="$1" build="$DIR/pause-image"
-  mkdir -p "$build"
+# The pause image (the pod sandbox): Kubernetes' own pause.c, compiled static into a scratch
+# image, saved as the docker archive $1.
+pause_tar() {
+  local out="$1" bin build
+  bin="$("$CP" bin)" || die "control plane not built (./dev k8s)"
+  build="$(mktemp -d)"
   cp "$bin/pause" "$build/pause"
   printf 'FROM scratch\nCOPY pause /pause\nENTRYPOINT ["/pause"]\n' >"$build/Containerfile"
   podman build --quiet -t localhost/pause:3.4.1 "$build" >/dev/null 2>&1
-  rm -f "$build/pause.tar"
-  podman save -q --format docker-archive -o "$build/pause.tar" localhost/pause:3.4.1 >/dev/null
-  ctr_ images import "$build/pause.tar" >/dev/null
+  rm -f "$out"
+  podman save -q --format docker-archive -o "$out" localhost/pause:3.4.1 >/dev/null
+  rm -rf "$build"
 }
 
-# The cluster DNS: every second, the Services and Endpoints of the API as hosts files.
+# The cluster DNS: every second, the Services and Endpoints of the API as hosts files. With vip=1,
+# a Service with a cluster IP is answered with it (kube-proxy forwards it), a headless one with
+# its endpoints; without, every Service with its endpoints.
 dns_sync() {
-  local kubeconfig="$1" kubectl="$2" out="$DIR/dns/hosts.d"
+  local kubeconfig="$1" kubectl="$2" vip="$3" out="$DIR/dns/hosts.d"
   while true; do
-    "$kubectl" --kubeconfig="$kubeconfig" get endpoints -A -o json 2>/dev/null | python3 -c '
-import json, sys
+    "$kubectl" --kubeconfig="$kubeconfig" get services,endpoints -A -o json 2>/dev/null | VIP="$vip" python3 -c '
+import json, os, sys
 lines = []
-for ep in json.load(sys.stdin)["items"]:
+items = json.load(sys.stdin)["items"]
+vips = {}
+for svc in items:
+    if svc["kind"] == "Service" and svc["spec"].get("clusterIP", "None") != "None" and os.environ["VIP"] == "1":
+        ns, name = svc["metadata"]["namespace"], svc["metadata"]["name"]
+        vips[(ns, name)] = svc["spec"]["clusterIP"]
+        lines.append(svc["spec"]["clusterIP"] + " " + name + "." + ns + ".svc.cluster.local")
+for ep in items:
+    if ep["kind"] != "Endpoints":
+        continue
     ns, svc = ep["metadata"]["namespace"], ep["metadata"]["name"]
     for subset in ep.get("subsets") or []:
         for a in (subset.get("addresses") or []) + (subset.get("notReadyAddresses") or []):
             ip = a["ip"]
-            lines.append(ip + " " + svc + "." + ns + ".svc.cluster.local")
+            if (ns, svc) not in vips:
+                lines.append(ip + " " + svc + "." + ns + ".svc.cluster.local")
             if a.get("hostname"):
                 lines.append(ip + " " + a["hostname"] + "." + svc + "." + ns + ".svc.cluster.local")
 print("\n".join(sorted(set(lines))))' >"$DIR/dns/cluster.new" && mv "$DIR/dns/cluster.new" "$out/cluster"
@@ -85,16 +116,58 @@ print("\n".join(sorted(set(lines))))' >"$DIR/dns/cluster.new" && mv "$DIR/dns/cl
   done
 }
 
+# DNS on IP, answering only cluster names (no upstream: the pods need none), fed by dns_sync.
+# --user=root: dnsmasq otherwise drops to "nobody", who cannot read a 0700 mktemp directory.
+start_dns() {
+  local kubeconfig="$1" ip="$2" vip="$3" kubectl
+  kubectl="$("$HERE/k8s_tools.sh")/layer/kubectl/kubectl"
+  mkdir -p "$DIR"/{run,dns/hosts.d,logs}
+  dnsmasq --keep-in-foreground --user=root --no-resolv --no-hosts --hostsdir="$DIR/dns/hosts.d" \
+    --listen-address="$ip" --bind-interfaces --local-ttl=1 --domain-needed \
+    --local=/cluster.local/ --pid-file="$DIR/run/dnsmasq.pid" >"$DIR/logs/dnsmasq.log" 2>&1 &
+  echo $! >"$DIR/dnsmasq.pid"
+  dns_sync "$kubeconfig" "$kubectl" "$vip" >"$DIR/logs/dns-sync.log" 2>&1 &
+  echo $! >"$DIR/dns-sync.pid"
+}
+
+dns() {
+  DIR="${1:?usage: node.sh dns DIR KUBECONFIG IP [--vip]}"
+  local kubeconfig="${2:?}" ip="${3:?}" vip=0
+  [[ ${4:-} == --vip ]] && vip=1
+  "$CP" install "${PACKAGES[@]}"
+  mkdir -p "$DIR"
+  DIR="$(cd "$DIR" && pwd)"
+  start_dns "$kubeconfig" "$ip" "$vip"
+}
+
 start() {
-  DIR="${1:?usage: node.sh start DIR CP_DIR}"
-  local cp_dir="${2:?usage: node.sh start DIR CP_DIR}" bin kubectl
+  DIR="${1:?usage: node.sh start DIR CP_DIR [FLAGS]}"
+  local cp_dir="${2:?usage: node.sh start DIR CP_DIR [FLAGS]}" bin kubectl node_ip="" kubeconfig=""
+  local dns="" proxy=0 cgroup_root="" masq=true pause_tar=""
+  shift 2
+  while (($#)); do
+    case "$1" in
+      --name) NODE_NAME="${2:?}"; shift 2 ;;
+      --subnet) SUBNET="${2:?}"; GATEWAY="${SUBNET%.0/24}.1"; shift 2 ;;
+      --node-ip) node_ip="${2:?}"; masq=false; shift 2 ;;
+      --kubeconfig) kubeconfig="${2:?}"; shift 2 ;;
+      --dns) dns="${2:?}"; shift 2 ;;
+      --cgroup-root) cgroup_root="${2:?}"; shift 2 ;;
+      --proxy) proxy=1; shift ;;
+      --pause-tar) pause_tar="${2:?}"; shift 2 ;;
+      *) die "start: unknown flag $1" ;;
+    esac
+  done
   bin="$("$CP" bin)" || die "control plane not built (./dev k8s)"
   [[ -x $bin/kubelet && -x $bin/pause ]] || die "no kubelet/pause in $bin (./dev k8s builds them)"
+  ((proxy == 0)) || [[ -x $bin/kube-proxy ]] || die "no kube-proxy in $bin (./dev k8s builds it)"
   "$CP" install "${PACKAGES[@]}"
   kubectl="$("$HERE/k8s_tools.sh")/layer/kubectl/kubectl"
   mkdir -p "$DIR"/{run,containerd,cni/net.d,kubelet,dns/hosts.d,logs}
   DIR="$(cd "$DIR" && pwd)"
   cp_dir="$(cd "$cp_dir" && pwd)"
+  node_ip="${node_ip:-$GATEWAY}"
+  kubeconfig="${kubeconfig:-$cp_dir/node.kubeconfig}"
 
   # A bridge already here is a node that was never stopped (its test killed before its cleanup).
   # Its pods may still run, on this bridge, with the addresses this node's fresh IPAM hands out
@@ -113,7 +186,7 @@ start() {
   ip link set "$BRIDGE" up
   cat >"$DIR/cni/net.d/10-syncopate.conflist" <<EOF
 {"cniVersion": "0.4.0", "name": "syncopate",
- "plugins": [{"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": true, "hairpinMode": true,
+ "plugins": [{"type": "bridge", "bridge": "$BRIDGE", "isGateway": true, "ipMasq": $masq, "hairpinMode": true,
               "ipam": {"type": "host-local", "subnet": "$SUBNET", "dataDir": "$DIR/cni/ipam",
                        "routes": [{"dst": "0.0.0.0/0"}]}},
              {"type": "loopback"}]}
@@ -143,23 +216,23 @@ EOF
   echo $! >"$DIR/containerd.pid"
   for _ in $(seq 1 100); do ctr_ version >/dev/null 2>&1 && break; sleep 0.1; done
   ctr_ version >/dev/null 2>&1 || die "containerd did not start (log: $DIR/logs/containerd.log)"
-  pause_image "$bin"
+  if [[ -z $pause_tar ]]; then
+    pause_tar="$DIR/pause.tar"
+    pause_tar "$pause_tar"
+  fi
+  ctr_ images import "$pause_tar" >/dev/null
 
-  # DNS on the bridge's gateway, answering only cluster names (no upstream: the pods need none).
-  # --user=root: dnsmasq otherwise drops to "nobody", who cannot read a 0700 mktemp directory.
-  dnsmasq --keep-in-foreground --user=root --no-resolv --no-hosts --hostsdir="$DIR/dns/hosts.d" \
-    --listen-address="$GATEWAY" --bind-interfaces --local-ttl=1 --domain-needed \
-    --local=/cluster.local/ --pid-file="$DIR/run/dnsmasq.pid" >"$DIR/logs/dnsmasq.log" 2>&1 &
-  echo $! >"$DIR/dnsmasq.pid"
-  dns_sync "$cp_dir/kubeconfig" "$kubectl" >"$DIR/logs/dns-sync.log" 2>&1 &
-  echo $! >"$DIR/dns-sync.pid"
+  if [[ -z $dns ]]; then
+    start_dns "$cp_dir/kubeconfig" "$GATEWAY" "$proxy"
+    dns="$GATEWAY"
+  fi
 
   local port
   port="$(free_port)"  # a free loopback port is free on the bridge address too
   cat >"$DIR/kubelet.yaml" <<EOF
 apiVersion: kubelet.config.k8s.io/v1beta1
 kind: KubeletConfiguration
-address: $GATEWAY
+address: $node_ip
 port: $port
 readOnlyPort: 0
 # Only the API server's client certificate (logs, exec), authorized by the API server.
@@ -172,7 +245,7 @@ cgroupDriver: cgroupfs
 cgroupsPerQOS: false
 enforceNodeAllocatable: []
 failSwapOn: false
-clusterDNS: [$GATEWAY]
+clusterDNS: [$dns]
 clusterDomain: cluster.local
 resolvConf: /dev/null
 # A shared disk: never garbage-collect other people's images, never evict for disk pressure.
@@ -180,12 +253,26 @@ imageGCHighThresholdPercent: 100
 evictionHard: {memory.available: "100Mi"}
 serializeImagePulls: false
 EOF
-  "$bin/kubelet" --config="$DIR/kubelet.yaml" --kubeconfig="$cp_dir/node.kubeconfig" \
-    --hostname-override="$NODE_NAME" --node-ip="$GATEWAY" --root-dir="$DIR/kubelet" \
+  local extra=()
+  [[ -z $cgroup_root ]] || extra+=(--cgroup-root="$cgroup_root")
+  "$bin/kubelet" --config="$DIR/kubelet.yaml" --kubeconfig="$kubeconfig" "${extra[@]}" \
+    --hostname-override="$NODE_NAME" --node-ip="$node_ip" --root-dir="$DIR/kubelet" \
     --cert-dir="$DIR/kubelet/pki" --container-runtime=remote \
     --container-runtime-endpoint="unix://$DIR/run/containerd.sock" \
     --runtime-request-timeout=5m --oom-score-adj=0 >"$DIR/logs/kubelet.log" 2>&1 &
   echo $! >"$DIR/kubelet.pid"
+  if ((proxy)); then
+    # iptables mode, in this node's network namespace only. The conntrack flags at 0 keep it off
+    # the kernel's global conntrack table size and this namespace's timeouts; no OOM score
+    # (this machine refuses negative ones).
+    "$bin/kube-proxy" --kubeconfig="$cp_dir/kube-proxy.kubeconfig" --hostname-override="$NODE_NAME" \
+      --bind-address="$node_ip" --cluster-cidr="$CLUSTER_CIDR" --proxy-mode=iptables \
+      --conntrack-max-per-core=0 --conntrack-min=0 --conntrack-tcp-timeout-established=0 \
+      --conntrack-tcp-timeout-close-wait=0 --oom-score-adj=0 \
+      --metrics-bind-address="$node_ip:10249" --healthz-bind-address="$node_ip:10256" \
+      >"$DIR/logs/kube-proxy.log" 2>&1 &
+    echo $! >"$DIR/kube-proxy.pid"
+  fi
   local deadline=$((SECONDS + 60))
   until [[ $("$kubectl" --kubeconfig="$cp_dir/kubeconfig" get node "$NODE_NAME" \
               -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; do
@@ -195,12 +282,16 @@ EOF
     fi
     sleep 1
   done
-  log "node $NODE_NAME Ready (kubelet on $GATEWAY:$port, pods on $SUBNET, DNS $GATEWAY)"
+  log "node $NODE_NAME Ready (kubelet on $node_ip:$port, pods on $SUBNET, DNS $dns$( ((proxy)) && echo ", kube-proxy"))"
 }
 
 import_image() {
   DIR="${1:?usage: node.sh import DIR IMAGE}"
   local image="${2:?usage: node.sh import DIR IMAGE}"
+  if [[ -f $image ]]; then
+    ctr_ images import "$image" >/dev/null
+    return
+  fi
   rm -f "$DIR/image.tar"
   podman save -q --format docker-archive -o "$DIR/image.tar" "$image" >/dev/null
   ctr_ images import "$DIR/image.tar" >/dev/null
@@ -210,7 +301,7 @@ import_image() {
 stop() {
   DIR="${1:?usage: node.sh stop DIR}"
   local name pid
-  for name in kubelet dns-sync dnsmasq; do
+  for name in kube-proxy kubelet dns-sync dnsmasq; do
     [[ -f $DIR/$name.pid ]] || continue
     pid="$(cat "$DIR/$name.pid")"
     kill -TERM "$pid" 2>/dev/null || true
@@ -234,12 +325,15 @@ stop() {
   fi
   # Leftover mounts of the kubelet and containerd under DIR, then the pod network.
   { grep -o " $DIR/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
-  remove_pod_network
+  # (A DNS-only directory has no pod network.)
+  [[ ! -d $DIR/cni ]] || remove_pod_network
 }
 
 case "${1:-}" in
   start) shift; start "$@" ;;
   import) shift; import_image "$@" ;;
   stop) shift; stop "$@" ;;
-  *) sed -n '2,12p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  dns) shift; dns "$@" ;;
+  pause) shift; pause_tar "${1:?usage: node.sh pause FILE}" ;;
+  *) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac
