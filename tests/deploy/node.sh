@@ -323,6 +323,15 @@ stop() {
     kill -KILL "$pid" 2>/dev/null || true
     rm -f "$DIR/containerd.pid"
   fi
+  # The pods' log directories the kubelet wrote on the host (/var/log/pods/<ns>_<pod>_<uid>,
+  # linked from /var/log/containers): it removes them only for pods it saw deleted, so a node
+  # stopped with pods on it (every test run) left them behind: this node's pods', and the links
+  # left dangling.
+  local pod
+  for pod in "$DIR"/kubelet/pods/*; do
+    if [[ -d $pod ]]; then rm -rf /var/log/pods/*_"$(basename "$pod")"; fi
+  done
+  find /var/log/containers -maxdepth 1 -xtype l -delete 2>/dev/null || true
   # Leftover mounts of the kubelet and containerd under DIR, then the pod network.
   { grep -o " $DIR/[^ ]*" /proc/mounts || true; } | sort -r | while read -r m; do umount -l "$m" 2>/dev/null || true; done
   # (A DNS-only directory has no pod network.)
