@@ -26,15 +26,9 @@
 # Environment: MIN_ACCURACY (85), KEEP_LOGS_DIR (default ./kube-cluster-test-logs).
 set -euo pipefail
 ROOT="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}" && pwd)"
-CLUSTER="$ROOT/tests/deploy/cluster.sh"
 # shellcheck source=tests/deploy/kube_lib.sh
 source "$ROOT/tests/deploy/kube_lib.sh"
-kube_preflight kube_cluster_test "network namespaces, containerd" kube-proxy
-STATE="$("$CLUSTER" dir)"
-KUBECONFIG_FILE="$STATE/cp/kubeconfig"
-tmp="$(mktemp -d)"
-TMP_VALUES="$tmp/values.yaml"
-mkdir -p "$LOGS"
+kube_cluster_preflight kube_cluster_test
 
 # What this test may change on the host while it runs, and must not have changed after: firewall
 # rules without their counters, sysctls without the volatile ones, network namespaces, links,
@@ -84,19 +78,7 @@ $d"
 $d"
 }
 
-torn_down=false
-teardown() {
-  $torn_down && return 0
-  torn_down=true
-  say "collecting logs into $LOGS and stopping the cluster"
-  kube_collect_logs
-  local d
-  for d in "$STATE"/cp "$STATE"/dns "$STATE"/netpol "$STATE"/node-*; do
-    [[ ! -d $d/logs ]] || cp -r "$d/logs" "$LOGS/$(basename "$d")"
-  done
-  "$CLUSTER" stop
-}
-kube_on_exit teardown
+kube_on_exit kube_cluster_teardown
 
 say "building $IMAGE with podman (docker/Dockerfile)"
 kube_build_image "$IMAGE"
@@ -219,7 +201,7 @@ printf '%s\n%s\n%s\n' "$SUMMARY" "$RESTARTS" "$placement" >"$LOGS/result.txt"
 helm uninstall "$rel" -n "$ns" --wait >/dev/null || fail "helm uninstall"
 
 # Stop here rather than in cleanup, to compare the host with its state before the cluster.
-teardown
+kube_cluster_teardown
 host_state "$tmp/after"
 compare_host "$tmp/before" "$tmp/after"
 say "the host's firewall rules and sysctls are as before; nothing left behind"

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What the tests that train the default job in real pods share (kube_node_test.sh on one node,
-# kube_cluster_test.sh on three): sourced, not run; kube_preflight first. The caller sets ROOT (the
-# repository), KUBECONFIG_FILE (the admin kubeconfig), TMP_VALUES (a file for the chart's values)
-# and tmp (a directory removed at exit).
+# kube_cluster_test.sh and kube_drain_test.sh on three): sourced, not run; kube_preflight first.
+# The caller sets ROOT (the repository), KUBECONFIG_FILE (the admin kubeconfig), TMP_VALUES (a file
+# for the chart's values) and tmp (a directory removed at exit).
 # shellcheck disable=SC2154,SC2034  # the caller sets ROOT, ...; ACCURACY, SUMMARY, RESTARTS, and
 # MIN_ACCURACY, LOGS, TAG, IMAGE, rel, ns of kube_preflight are for it
 
@@ -35,6 +35,18 @@ kube_preflight() {
   TOOLS="$("$ROOT/tests/deploy/k8s_tools.sh")"
   HELM="$TOOLS/layer/helm/helm"
   KUBECTL="$TOOLS/layer/kubectl/kubectl"
+}
+
+# kube_cluster_preflight NAME: kube_preflight for the tests on cluster.sh's three nodes; sets
+# CLUSTER (the script), STATE (its directory), KUBECONFIG_FILE, tmp and TMP_VALUES.
+kube_cluster_preflight() {
+  kube_preflight "$1" "network namespaces, containerd" kube-proxy
+  CLUSTER="$ROOT/tests/deploy/cluster.sh"
+  STATE="$("$CLUSTER" dir)"
+  KUBECONFIG_FILE="$STATE/cp/kubeconfig"
+  tmp="$(mktemp -d)"
+  TMP_VALUES="$tmp/values.yaml"
+  mkdir -p "$LOGS"
 }
 
 fail() { say "FAIL: $*"; exit 1; }
@@ -113,14 +125,16 @@ kube_collect_logs() {
   done
 }
 
-# kube_install CP_DIR TAG WHAT: two hostPath PersistentVolumes for the shards' checkpoints (no
-# provisioner here; every node of this machine shares its file system), then `helm install --wait`
-# of the chart's defaults with kube_values, then kube_wait_running. WHAT describes the job.
+# kube_install CP_DIR TAG WHAT [HELM_ARG...]: two hostPath PersistentVolumes for the shards'
+# checkpoints (no provisioner here; every node of this machine shares its file system, so a shard
+# recreated on another node finds its checkpoints), then `helm install --wait` of the chart's
+# defaults with kube_values and the HELM_ARGs (e.g. -f more-values.yaml), then kube_wait_running.
+# WHAT describes the job.
 kube_install() {
   "$ROOT/tests/deploy/control_plane.sh" storage "$1" local 1Gi 2 --default
   kube_values "$TMP_VALUES" "$2"
   say "helm install --wait ($3)"
-  helm install "$rel" "$ROOT/helm/syncopate" -n "$ns" --create-namespace -f "$TMP_VALUES" \
+  helm install "$rel" "$ROOT/helm/syncopate" -n "$ns" --create-namespace -f "$TMP_VALUES" "${@:4}" \
     --wait --timeout 5m >"$LOGS/install.txt" || fail "helm install --wait: $(cat "$LOGS/install.txt")"
   say "helm install --wait returned"
   kube_wait_running
@@ -162,4 +176,20 @@ kube_check_completed() {
   SUMMARY="$(kn get pods -l "app.kubernetes.io/instance=$rel,app.kubernetes.io/component=coordinator" \
     -o jsonpath='{.items[0].status.containerStatuses[0].state.terminated.message}')"
   [[ $SUMMARY == "job fashion-mnist-mlp JOB_DONE"* ]] || fail "coordinator termination message: '$SUMMARY'"
+}
+
+# kube_cluster_teardown: for the tests on cluster.sh's three nodes (the caller sets CLUSTER, the
+# script, and STATE, its directory): the release's logs and the cluster's into LOGS, then
+# `cluster.sh stop`. Once only: a test may call it before its exit (to check the host afterwards)
+# and kube_on_exit calls it again.
+kube_cluster_teardown() {
+  ${KUBE_TORN_DOWN:-false} && return 0
+  KUBE_TORN_DOWN=true
+  say "collecting logs into $LOGS and stopping the cluster"
+  kube_collect_logs
+  local d
+  for d in "$STATE"/cp "$STATE"/dns "$STATE"/netpol "$STATE"/node-*; do
+    [[ ! -d $d/logs ]] || cp -r "$d/logs" "$LOGS/$(basename "$d")"
+  done
+  "$CLUSTER" stop
 }
