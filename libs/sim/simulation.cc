@@ -212,15 +212,15 @@ void Simulation::Tick() {
 void Simulation::ApplyModeSchedule() {
   const auto& schedule = timing_.spec().mode_schedule();
   if (next_scheduled_mode_ >= schedule.size() || shards_.empty()) return;
-  if (run_global_batches_ == 0) {
-    const int64_t target = coordinator_->Status().target_examples();
-    if (target <= 0) return;
-    run_global_batches_ = (target + job_.global_batch() - 1) / job_.global_batch();
-  }
   int64_t version = std::numeric_limits<int64_t>::max();
   for (const auto& shard : shards_) {
-    if (shard == nullptr) return;  // not assigned yet
+    if (shard == nullptr) return;  // not assigned yet (job_ neither)
     version = std::min(version, shard->Stats().version);
+  }
+  if (run_global_batches_ == 0) {
+    const int64_t target = coordinator_->Status().target_examples();
+    if (target <= 0 || job_.global_batch() <= 0) return;
+    run_global_batches_ = (target + job_.global_batch() - 1) / job_.global_batch();
   }
   const v1::ModeAt& next = schedule[next_scheduled_mode_];
   if (static_cast<double>(version) <
