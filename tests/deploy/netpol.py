@@ -25,12 +25,18 @@ yet (seen: the `helm test` pod's first SYN to the coordinator refused). So the l
 every 0.2 s the nodes' CNI address files (host-local IPAM, --node-dir: NODE_DIR/cni/ipam/...;
 an address is written there before the pod's sandbox starts its containers), asks that node's
 containerd which pod the sandbox belongs to, and compiles the rules with that address at once.
+That still leaves a window (a scan, a kubectl call and a reload: up to a second or two on a loaded
+machine; seen once more: the `helm test` pod's first SYN refused), so a new connection to a
+selected pod from an address of the pod network (POD_CIDR) that no known pod has yet is dropped
+without being counted or remembered: the enforcer cannot judge a source it cannot attribute, and
+fails closed, as a real engine holds a new pod's traffic until its endpoint is programmed. The
+client's SYN retransmission a second later is judged with the source known.
 
 Not handled (the chart does not use them): egress rules, ipBlock, endPort, SCTP, host-network
 pods. `--once` compiles and loads once (and prints the ruleset with --print).
 
   netpol.py --kubeconfig FILE --kubectl PATH --netns NS[,NS...] --denied FILE
-            [--node-dir DIR]... [--interval 1] [--once] [--print]
+            [--node-dir DIR]... [--pod-cidr 10.244.0.0/16] [--interval 1] [--once] [--print]
 """
 import argparse
 import glob
@@ -102,7 +108,7 @@ def peers(rule_from, policy_ns, pods, namespaces):
     return ips
 
 
-def compile_rules(data):
+def compile_rules(data, pod_cidr):
     items = data["items"]
     pods = [i for i in items if i["kind"] == "Pod" and (i.get("status") or {}).get("podIP")
             and not i["spec"].get("hostNetwork")]
@@ -133,11 +139,15 @@ def compile_rules(data):
                         rules.append("%smeta l4proto %s accept" % (src, proto))
                     elif number is not None:
                         rules.append("%s%s dport %d accept" % (src, proto, number))
+        rules.append("ip saddr %s ip saddr != @known drop" % pod_cidr)  # not attributable yet
         rules.append("add @denied_src { ip saddr . ip daddr . th dport } counter name denied drop")
         rules.append("counter name denied drop")  # no port (ICMP): refused, not remembered
         chains[ip] = rules
     out = ["table inet %s {" % TABLE, "  counter denied {}",
            "  set denied_src { type ipv4_addr . ipv4_addr . inet_service; flags dynamic; size 65535; }",
+           "  set known { type ipv4_addr; %s}" % (
+               "elements = { %s } " % ", ".join(sorted({p["status"]["podIP"] for p in pods}))
+               if pods else ""),
            "  chain forward {", "    type filter hook forward priority -10; policy accept;",
            "    ct state established,related accept"]
     names = {}
@@ -222,6 +232,7 @@ def main():
     ap.add_argument("--netns", required=True)
     ap.add_argument("--denied", required=True)
     ap.add_argument("--node-dir", action="append", default=[])
+    ap.add_argument("--pod-cidr", default="10.244.0.0/16")
     ap.add_argument("--interval", type=float, default=1.0)
     ap.add_argument("--once", action="store_true")
     ap.add_argument("--print", action="store_true")
@@ -245,7 +256,7 @@ def main():
             if got.returncode == 0:
                 api = got.stdout
         if api is not None:
-            ruleset = compile_rules(with_addresses(json.loads(api), addresses)[0])
+            ruleset = compile_rules(with_addresses(json.loads(api), addresses)[0], args.pod_cidr)
             if ruleset != last:
                 try:
                     load(ruleset, netns)
