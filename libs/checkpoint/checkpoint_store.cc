@@ -13,6 +13,7 @@
 #include <iterator>
 #include <limits>
 #include <map>
+#include <random>
 #include <sstream>
 #include <string_view>
 
@@ -242,6 +243,14 @@ absl::Status WriteTable(const std::vector<const v1::EmbeddingSlice*>& slices,
   return absl::OkStatus();
 }
 
+// A temporary name no other writer of `path` uses: the process id alone is not enough, since
+// two processes of one shard in two containers (a replacement and a stale one) can both be
+// PID 1 of their own namespace while writing to one shared directory.
+std::string TempName(const std::string& path) {
+  std::random_device random;
+  return absl::StrFormat("%s.tmp.%d.%08x", path, getpid(), random());
+}
+
 absl::Status DataLoss(const std::string& path, absl::string_view why) {
   return absl::DataLossError(absl::StrCat("checkpoint ", path, " ", why));
 }
@@ -251,7 +260,7 @@ absl::Status DataLoss(const std::string& path, absl::string_view why) {
 absl::Status WriteFramedFile(const std::string& path, const std::string& payload) {
   const uint64_t length = payload.size();
   const uint32_t crc = Crc32(payload);
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  const std::string tmp = TempName(path);
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
     out.write(kMagic, sizeof(kMagic));
@@ -291,6 +300,12 @@ absl::StatusOr<std::string> ReadFramedFile(const std::string& path) {
 }
 
 absl::Status WriteCheckpointFile(const std::string& path, const v1::ShardCheckpoint& checkpoint) {
+  return WriteCheckpointFileChecked(path, checkpoint, nullptr);
+}
+
+absl::Status WriteCheckpointFileChecked(const std::string& path,
+                                        const v1::ShardCheckpoint& checkpoint,
+                                        const ShardClaim* claim) {
   v1::ShardCheckpoint header = checkpoint;
   header.clear_slices();
   header.clear_embeddings();
@@ -315,7 +330,7 @@ absl::Status WriteCheckpointFile(const std::string& path, const v1::ShardCheckpo
     count->set_table(name);
     count->set_rows(rows);
   }
-  const std::string tmp = absl::StrCat(path, ".tmp.", getpid());
+  const std::string tmp = TempName(path);
   absl::Status written;
   {
     std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
@@ -331,6 +346,9 @@ absl::Status WriteCheckpointFile(const std::string& path, const v1::ShardCheckpo
       if (!out.flush()) written = absl::UnavailableError(absl::StrCat("cannot write ", tmp));
     }
   }
+  // The claim again just before the file becomes visible: writing a large checkpoint takes
+  // long, and a process frozen meanwhile may have been replaced (shard_claim.h).
+  if (written.ok() && claim != nullptr) written = claim->Check();
   if (!written.ok()) {
     std::error_code error;
     std::filesystem::remove(tmp, error);
@@ -467,7 +485,9 @@ absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path) 
   return checkpoint;
 }
 
-absl::Status CheckpointStore::Save(const v1::ShardCheckpoint& checkpoint) {
+absl::Status CheckpointStore::Save(const v1::ShardCheckpoint& checkpoint,
+                                   const ShardClaim* claim) {
+  if (claim != nullptr) SYNCOPATE_RETURN_IF_ERROR(claim->Check());
   std::error_code error;
   std::filesystem::create_directories(dir_, error);
   if (error) {
@@ -476,8 +496,17 @@ absl::Status CheckpointStore::Save(const v1::ShardCheckpoint& checkpoint) {
   const std::string path =
       absl::StrFormat("%s/shard-%d-of-%d-v%012d.ckpt", dir_, checkpoint.shard_id(),
                       checkpoint.num_shards(), checkpoint.version());
-  absl::Status written = WriteCheckpointFile(path, checkpoint);
+  absl::Status written = WriteCheckpointFileChecked(path, checkpoint, claim);
   if (!written.ok()) return written;
+  if (claim != nullptr) {
+    // Lost between the last check and the rename: take the file back (it may have replaced the
+    // new claimant's file of the same version; that claimant's older file remains) and prune
+    // nothing.
+    if (absl::Status still = claim->Check(); !still.ok()) {
+      std::filesystem::remove(path, error);
+      return still;
+    }
+  }
   int kept = 0;
   for (const FileName& file : ListCheckpoints(dir_)) {
     if (file.shard_id != checkpoint.shard_id() || file.num_shards != checkpoint.num_shards()) {

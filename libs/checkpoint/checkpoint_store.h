@@ -20,7 +20,7 @@
 // (WriteFramedFile).
 // Names: <dir>/shard-<id>-of-<S>-v<version, 12 digits>.ckpt; the newest kKeep per shard are kept.
 // Thread-safety: free functions and CheckpointStore are thread-compatible; a directory should
-// have one writer per shard id. A CheckpointReader is thread-compatible.
+// have one writer per shard id (a ShardClaim makes sure of it when writers are replaced). A CheckpointReader is thread-compatible.
 #ifndef SYNCOPATE_LIBS_CHECKPOINT_CHECKPOINT_STORE_H_
 #define SYNCOPATE_LIBS_CHECKPOINT_CHECKPOINT_STORE_H_
 
@@ -32,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "libs/checkpoint/shard_claim.h"
 #include "syncopate/v1/checkpoint.pb.h"
 
 namespace syncopate::checkpoint {
@@ -54,6 +55,11 @@ inline constexpr int64_t kRecordBytes = int64_t{16} << 20;
 // Writes format 2. A table's rows may come in any order and in several EmbeddingSlices; they
 // are written sorted by key (INTERNAL for a key that appears twice in one table).
 absl::Status WriteCheckpointFile(const std::string& path, const v1::ShardCheckpoint& checkpoint);
+// The same, checking `claim` (if not null) once the data is written, before the rename makes it
+// visible: its error then, and nothing visible written.
+absl::Status WriteCheckpointFileChecked(const std::string& path,
+                                        const v1::ShardCheckpoint& checkpoint,
+                                        const ShardClaim* claim);
 // DATA_LOSS for a truncated, corrupt or foreign file (the message says which and why);
 // NOT_FOUND when it does not exist. Reads either format.
 absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path);
@@ -95,8 +101,11 @@ class CheckpointStore {
 
   explicit CheckpointStore(std::string dir) : dir_(std::move(dir)) {}
 
-  // Writes the checkpoint and prunes older ones of the same shard and layout.
-  absl::Status Save(const v1::ShardCheckpoint& checkpoint);
+  // Writes the checkpoint and prunes older ones of the same shard and layout. With a claim
+  // (shard_claim.h): only while the claim holds, checked before writing, before the rename and
+  // after it; FAILED_PRECONDITION (ShardClaim::IsSuperseded) and nothing of this call left on
+  // disk once another process claimed the directory.
+  absl::Status Save(const v1::ShardCheckpoint& checkpoint, const ShardClaim* claim = nullptr);
 
   // The newest valid checkpoint of (shard_id, num_shards), skipping (and reporting in
   // `refused`) corrupt ones. NOT_FOUND when there is none.

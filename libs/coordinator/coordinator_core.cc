@@ -586,6 +586,8 @@ absl::Status CoordinatorCore::ShardHello(std::shared_ptr<ShardLink> link,
     }
     shard.link = std::move(link);
     shard.address = hello.address();
+    shard.last_report_at = absl::InfinitePast();
+    if (AllShardsConnected()) shards_complete_since_ = options_.clock->Now();
     LOG(INFO) << "shard " << id << " registered at " << shard.address;
     v1::CoordinatorToShard message;
     v1::ShardAssignment* assignment = message.mutable_assignment();
@@ -613,6 +615,7 @@ void CoordinatorCore::ShardReport(int32_t shard_id, const v1::ShardReport& repor
     auto it = shards_.find(shard_id);
     if (it == shards_.end()) return;
     it->second.last_report = report;
+    it->second.last_report_at = options_.clock->Now();
     it->second.final_report = it->second.final_report || report.final();
     it->second.wire.Add(report.wire());
     const v1::StalenessCostReport& c = report.staleness_cost();
@@ -712,15 +715,23 @@ void CoordinatorCore::TimeOutStalledWorkers(absl::Time now, Outbox& out) {
   // their own silence in steps is the stalled worker's doing, not theirs. A worker that beats but
   // never steps (a hung model call, a read that never returns) would otherwise hold every sync
   // barrier until someone noticed the SyncopateBarrierStalled alert.
+  // Every step needs every shard: while one is away (a lost node: its session stands until the
+  // keepalive ends it, ~20 s) nobody can step, and no one is judged; the bound then counts from
+  // the moment the last shard came back. A report older than a few of the shards' 0.5 s intervals
+  // is from a shard that stopped answering, and names who it waited for back then. Both judged
+  // healthy workers stalled on 2026-12-02 (kube_node_loss_test: three removed when the lost
+  // node's shards went silent, and again the moment their replacements registered).
+  if (!AllShardsConnected()) return;
+  constexpr absl::Duration kFreshReport = absl::Seconds(3);
   for (const auto& [shard_id, shard] : shards_) {
-    if (shard.link == nullptr) continue;
+    if (shard.link == nullptr || now - shard.last_report_at > kFreshReport) continue;
     for (const int32_t id : shard.last_report.barrier_waiting_for()) {
       auto it = workers_.find(id);
       if (it == workers_.end()) continue;
       Worker& worker = it->second;
       if (worker.link == nullptr || !worker.member) continue;
       const absl::Duration timeout = StepTimeout(worker);
-      if (now - worker.last_step <= timeout) continue;
+      if (now - std::max(worker.last_step, shards_complete_since_) <= timeout) continue;
       LOG(WARNING) << worker.name << " (id " << id << ") made no step within "
                    << absl::FormatDuration(timeout) << " while shard " << shard_id
                    << "'s sync barrier waited for it: removed, the barrier goes on without it";

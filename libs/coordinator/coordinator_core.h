@@ -143,6 +143,7 @@ class CoordinatorCore {
     std::shared_ptr<ShardLink> link;  // null while disconnected
     std::string address;
     v1::ShardReport last_report;
+    absl::Time last_report_at = absl::InfinitePast();
     bool final_report = false;
     rpc::WireBytesTally wire;  // its reports' bytes, across its restarts
   };
@@ -245,6 +246,8 @@ class CoordinatorCore {
   absl::Time finishing_since_ ABSL_GUARDED_BY(mu_);
   bool final_eval_requested_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time draining_since_ ABSL_GUARDED_BY(mu_);  // when DRAINING began
+  // When the last missing shard (re)registered: no worker could step while one was away.
+  absl::Time shards_complete_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   std::string done_reason_ ABSL_GUARDED_BY(mu_);
   // Why training ended before its target (EvalSpec.early_stop; EarlyStopReason), if it did.
   std::string early_stop_reason_ ABSL_GUARDED_BY(mu_);

@@ -47,6 +47,13 @@ absl::StatusOr<StartedServer> StartServer(const std::string& listen_address,
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  // The server pings its clients too: a client on a lost node (frozen, or cut off without a RST)
+  // leaves its streams open for the TCP retransmission timeout (~15 min) otherwise, and the
+  // coordinator refuses that shard id's replacement for as long as its old session stands.
+  // Detected within ~20 s, like the clients' side (tests/deploy/kube_node_loss_test.sh).
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 10000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   for (grpc::Service* service : services) builder.RegisterService(service);
   started.server = builder.BuildAndStart();
   if (started.server == nullptr || started.port == 0) {

@@ -59,6 +59,17 @@ inline constexpr char kTerminationLogEnv[] = "SYNCOPATE_TERMINATION_LOG";
 // (helm/syncopate/values.yaml; the table in docs/operations.md, "Running a cluster by hand").
 inline constexpr int kExitRefused = 3;
 
+// A parameter shard superseded by another process of the same shard id (checkpoint/shard_claim.h:
+// this one was frozen or cut off with its node and replaced). Not a failure of the job, and not
+// a completion: the chart's podFailurePolicy ignores it.
+inline constexpr int kExitSuperseded = 4;
+
+// A parameter shard stopped (SIGTERM, SIGINT) before its job ended: 128 + SIGTERM, what a shell
+// reports for a process the signal killed. Not 0, because a shard's Job counts a pod that exits 0
+// as its completion: a shard evicted by a drain or a lost node then ended its Job while the
+// replacement was restoring, and the Job controller stopped the replacement (ADR 0006).
+inline constexpr int kExitInterrupted = 143;
+
 // Prints "<program>: <message>" to stderr, writes the same line to the termination log (above)
 // and exits with `code` (2: bad flags, bad job specs; kExitRefused: a permanent refusal; 1: any
 // other failure).

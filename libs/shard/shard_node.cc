@@ -1,7 +1,12 @@
 #include "libs/shard/shard_node.h"
 
+#include <unistd.h>
+
 #include <filesystem>
 
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "glog/logging.h"
 #include "libs/common/clock.h"
 #include "libs/common/status_macros.h"
@@ -29,10 +34,36 @@ v1::ShardCheckpoint FinalPoint(const v1::ShardCheckpoint& snapshot) {
 
 }  // namespace
 
+std::shared_ptr<const checkpoint::ShardClaim> ShardNode::claim() {
+  absl::MutexLock lock(&mu_);
+  return claim_;
+}
+
+void ShardNode::Superseded(const absl::Status& why) {
+  LOG(ERROR) << "shard " << options_.shard_id << " stops: " << why.message();
+  absl::MutexLock lock(&mu_);
+  superseded_ = true;
+  if (error_.empty()) error_ = std::string(why.message());
+}
+
 absl::Status ShardNode::Adopt(const v1::ShardAssignment& assignment) {
   absl::StatusOr<std::unique_ptr<ShardCore>> core =
       ShardCore::Create(assignment, options_.clock, &metrics_, options_.max_push_bytes);
   if (!core.ok()) return core.status();
+  if (!options_.checkpoint_dir.empty()) {
+    // The coordinator accepted this process as the shard (it holds one session per shard id), so
+    // it is now the one that writes the shard's checkpoints: a process this one replaces, if it
+    // comes back, finds the directory claimed and stops (checkpoint/shard_claim.h).
+    char host[256] = {};
+    gethostname(host, sizeof(host) - 1);
+    absl::StatusOr<checkpoint::ShardClaim> claim = checkpoint::ShardClaim::Take(
+        options_.checkpoint_dir, options_.shard_id,
+        absl::StrCat(host, " pid ", getpid(), " at ",
+                     absl::FormatTime("%Y-%m-%dT%H:%M:%SZ", absl::Now(), absl::UTCTimeZone())));
+    if (!claim.ok()) return claim.status();
+    absl::MutexLock lock(&mu_);
+    claim_ = std::make_shared<const checkpoint::ShardClaim>(*std::move(claim));
+  }
   const int num_shards = assignment.job().num_shards();
   // After a crash, our own latest checkpoint; for a new run resuming an old one, the old run's
   // checkpoints, from the same layout or re-partitioned from any complete layout.
@@ -82,7 +113,13 @@ void ShardNode::Checkpoint(const char* why, bool final_is_kept) {
   std::shared_ptr<ShardCore> core = train_.core();
   if (options_.checkpoint_dir.empty() || core == nullptr) return;
   const v1::ShardCheckpoint snapshot = core->Snapshot();
-  absl::Status saved = checkpoint::CheckpointStore(options_.checkpoint_dir).Save(snapshot);
+  const std::shared_ptr<const checkpoint::ShardClaim> held = claim();
+  absl::Status saved =
+      checkpoint::CheckpointStore(options_.checkpoint_dir).Save(snapshot, held.get());
+  if (checkpoint::ShardClaim::IsSuperseded(saved)) {
+    Superseded(saved);
+    return;
+  }
   if (!saved.ok()) {
     LOG(ERROR) << "checkpoint (" << why << ") failed: " << saved;
     return;
@@ -96,7 +133,10 @@ void ShardNode::Checkpoint(const char* why, bool final_is_kept) {
   const std::string dir = options_.checkpoint_dir + "/" + kKeptDir;
   std::error_code error;
   std::filesystem::create_directories(dir, error);
-  if (absl::Status written = checkpoint::CheckpointStore(dir).Save(*kept); !written.ok()) {
+  if (absl::Status written = checkpoint::CheckpointStore(dir).Save(*kept, held.get());
+      checkpoint::ShardClaim::IsSuperseded(written)) {
+    Superseded(written);
+  } else if (!written.ok()) {
     LOG(ERROR) << "kept version (" << why << ") not written: " << written;
   } else if (kept->final_point()) {
     LOG(INFO) << "kept version written: the final parameters at version " << kept->version();
@@ -159,6 +199,16 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
     stopped_ = false;
     reached_ = false;
   }
+  // A process that comes back after its replacement claimed the shard (its node was frozen or
+  // cut off) must not register again: the coordinator would take it whenever the replacement's
+  // session is down, and it would serve parameters older than the replacement's.
+  if (std::shared_ptr<const checkpoint::ShardClaim> held = claim()) {
+    if (absl::Status still = held->Check(); checkpoint::ShardClaim::IsSuperseded(still)) {
+      Superseded(still);
+      fatal_error_ = std::string(still.message());
+      return SessionEnd::kSuperseded;
+    }
+  }
   Session session([&stub](grpc::ClientContext* context) { return stub.ShardSession(context); },
                   [this](v1::CoordinatorToShard& message) { OnCommand(message); }, nullptr);
   v1::ShardMessage hello;
@@ -174,14 +224,22 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
   // Report every kReportInterval. The last report (after the coordinator's stop) is marked
   // final so the job's status is exact.
   bool final = false;
+  bool superseded = false;
   std::string error;
   while (!final && !session.done()) {
     const bool shutdown = stop_.WaitForNotificationWithTimeout(kReportInterval);
+    if (std::shared_ptr<const checkpoint::ShardClaim> held = claim()) {
+      // A small file read twice a second: the first report after a thaw finds the claim lost.
+      if (absl::Status still = held->Check(); checkpoint::ShardClaim::IsSuperseded(still)) {
+        Superseded(still);
+      }
+    }
     {
       absl::MutexLock lock(&mu_);
       error = error_;
       final = stopped_;
       reached = reached_;
+      superseded = superseded_;
     }
     if (!error.empty() || (shutdown && !final)) break;
     std::shared_ptr<ShardCore> core = train_.core();
@@ -201,7 +259,7 @@ ShardNode::SessionEnd ShardNode::RunSession(v1::Coordinator::Stub& stub, bool& r
   }
   if (!error.empty()) {
     fatal_error_ = error;
-    return SessionEnd::kFatal;
+    return superseded ? SessionEnd::kSuperseded : SessionEnd::kFatal;
   }
   if (final) {
     session.WritesDone();

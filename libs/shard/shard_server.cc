@@ -48,10 +48,11 @@ void ShardServer::SessionLoop() {
       end = State::kJobDone;
       break;
     }
-    if (session == ShardNode::SessionEnd::kFatal) {
+    if (session == ShardNode::SessionEnd::kFatal ||
+        session == ShardNode::SessionEnd::kSuperseded) {
       absl::MutexLock lock(&mu_);
       refusal_ = node_->fatal_error();
-      end = State::kRefused;
+      end = session == ShardNode::SessionEnd::kFatal ? State::kRefused : State::kSuperseded;
       break;
     }
     if (reached) backoff.Reset();

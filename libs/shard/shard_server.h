@@ -53,6 +53,9 @@ class ShardServer {
     kRunning,  // registering with, or serving, the coordinator's job
     kJobDone,  // the coordinator said stop and got the final report
     kRefused,  // a refusal retrying cannot fix; refusal() says why
+    // Another process of this shard took over the checkpoint directory (this one was frozen or
+    // cut off and replaced: checkpoint/shard_claim.h); refusal() says which.
+    kSuperseded,
   };
 
   // UNAVAILABLE when the address cannot be bound; INVALID_ARGUMENT without a coordinator.
@@ -69,7 +72,8 @@ class ShardServer {
 
   // Waits up to `timeout` for the session loop to end; returns the state then.
   State Wait(absl::Duration timeout);
-  // Why the coordinator refused this shard (after kRefused), in one line.
+  // Why the coordinator refused this shard (after kRefused), or who superseded it (after
+  // kSuperseded), in one line.
   std::string refusal() const;
 
   // Ends the session loop and stops serving (open Train streams end within `grace`).

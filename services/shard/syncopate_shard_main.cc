@@ -90,7 +90,17 @@ int Main() {
   if (state == ShardServer::State::kRefused) {
     runtime::Die((*server)->refusal(), runtime::kExitRefused);
   }
+  if (state == ShardServer::State::kSuperseded) {
+    runtime::Die((*server)->refusal(), runtime::kExitSuperseded);
+  }
   (*server)->Shutdown();
+  if (state == ShardServer::State::kRunning) {
+    // Stopped before the job ended: a drain, a lost node, a helm uninstall mid-job. Not 0, which
+    // a shard's Job would count as its completion (runtime::kExitInterrupted).
+    LOG(INFO) << "shard " << shard_id << " stopped before the job ended (exit "
+              << runtime::kExitInterrupted << ")";
+    return runtime::kExitInterrupted;
+  }
   LOG(INFO) << "shard " << shard_id << " stopped";
   return 0;
 }

@@ -11,6 +11,10 @@
 #                          DIR/{cp,dns,node-N}/logs the logs
 #   cluster.sh import IMAGE
 #                          load a podman image into every node's containerd (no registry)
+#   cluster.sh freeze N    node N stops answering, as a hung or cut-off machine does: its link to
+#                          the underlay goes down, then its processes (kubelet, containerd,
+#                          kube-proxy, the shims) and its containers are frozen (cgroup freezer)
+#   cluster.sh thaw N      node N comes back: processes thawed, then the link up
 #   cluster.sh stop        stop it all (node.sh stop in each node, then clean)
 #   cluster.sh clean       remove every trace of a run, also of one killed with kill -9: its
 #                          processes (containers included), network namespaces, bridge, cgroups,
@@ -102,8 +106,11 @@ clean() {
     pids="$(our_pids)"
     for cg in $(container_cgroups); do pids+=" $(tr '\n' ' ' <"$cg/cgroup.procs" 2>/dev/null)"; done
     [[ -n ${pids// /} ]] || break
-    # Thaw first: a frozen process cannot die.
+    # Thaw first: a frozen process cannot die (cluster.sh freeze, or a freeze the test left).
     find "/sys/fs/cgroup/freezer/$CGROUP" -name freezer.state -exec sh -c 'echo THAWED >"$1"' _ {} \; 2>/dev/null || true
+    for cg in $(container_cgroups); do
+      [[ ! -f $cg/freezer.state ]] || echo THAWED >"$cg/freezer.state" 2>/dev/null || true
+    done
     # shellcheck disable=SC2086
     kill -KILL $pids 2>/dev/null || true
     sleep 0.5
@@ -193,6 +200,37 @@ import_image() {
   ((rc == 0)) || die "importing $image failed"
 }
 
+# The freezer.state files of node N: its own processes' cgroup and its containers'.
+node_freezers() {
+  local n="$1" bundle
+  echo "/sys/fs/cgroup/freezer/$CGROUP/node-$n/freezer.state"
+  for bundle in "$DIR/node-$n"/run/containerd/io.containerd.runtime.v2.task/k8s.io/*; do
+    [[ -d $bundle ]] || continue
+    [[ ! -f /sys/fs/cgroup/freezer/k8s.io/${bundle##*/}/freezer.state ]] ||
+      echo "/sys/fs/cgroup/freezer/k8s.io/${bundle##*/}/freezer.state"
+  done
+}
+
+freeze() {
+  local n="${1:?usage: cluster.sh freeze N}" f
+  [[ -d $DIR/node-$n ]] || die "no node $n running"
+  # The link first: nothing the node does while it is being frozen reaches the others.
+  ip link set "syncn$n" down
+  for f in $(node_freezers "$n"); do echo FROZEN >"$f"; done
+  for f in $(node_freezers "$n"); do
+    for _ in $(seq 1 50); do [[ $(cat "$f") == FROZEN ]] && break; sleep 0.1; done
+    [[ $(cat "$f") == FROZEN ]] || die "$f did not freeze: $(cat "$f")"
+  done
+  log "$(node_name "$n") frozen and cut off ($(node_freezers "$n" | wc -l) cgroups)"
+}
+
+thaw() {
+  local n="${1:?usage: cluster.sh thaw N}" f
+  for f in $(node_freezers "$n"); do echo THAWED >"$f"; done
+  ip link set "syncn$n" up
+  log "$(node_name "$n") thawed and reconnected"
+}
+
 stop() {
   local dir="$DIR" n
   for n in "${NODES[@]}"; do
@@ -208,8 +246,10 @@ stop() {
 case "${1:-}" in
   start) start ;;
   import) shift; import_image "$@" ;;
+  freeze) shift; freeze "$@" ;;
+  thaw) shift; thaw "$@" ;;
   stop) stop ;;
   clean) clean ;;
   dir) echo "$DIR" ;;
-  *) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
+  *) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2 ;;
 esac

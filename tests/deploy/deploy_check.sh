@@ -146,6 +146,15 @@ quiet_helm template syncopate "$CHART" --kube-version 1.27.0 --set gang.enabled=
 check "schemas: scheduler-plugins gang" validate "$tmp/coscheduling.yaml"
 check "scheduler-plugins gang: minMember 1 + 4 shards + no evaluator + all 5 workers = 10, pods labelled" \
   scheduling "$tmp/coscheduling.yaml" --gang=scheduler-plugins --min-member=10
+quiet_helm template syncopate "$CHART" --set nodeLoss.tolerationSeconds=null >"$tmp/node-loss-default.yaml"
+check "nodeLoss.tolerationSeconds=null: no node-loss tolerations (the cluster's 300 s)" \
+  scheduling "$tmp/node-loss-default.yaml" --node-loss=none
+quiet_helm template syncopate "$CHART" --set nodeLoss.tolerationSeconds=15 \
+  --set 'shards.tolerations[0].key=dedicated' --set 'shards.tolerations[0].operator=Exists' \
+  >"$tmp/node-loss-15.yaml"
+check "nodeLoss.tolerationSeconds=15 on every pod, beside a component's own tolerations" \
+  bash -c "node '$ROOT/tests/deploy/scheduling_check.cjs' '$TOOLS' '$tmp/node-loss-15.yaml' --node-loss=15 \
+    && grep -q 'key: dedicated' '$tmp/node-loss-15.yaml'"
 check "chart rejects gang.minWorkers above workers.replicas" \
   expect_rejected --set gang.enabled=true --set gang.minWorkers=5
 check "values schema rejects an unknown gang.scheduler" expect_rejected --set gang.scheduler=yunikorn

@@ -27,7 +27,6 @@ ROOT="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}" && pwd)"
 source "$ROOT/tests/deploy/kube_lib.sh"
 kube_cluster_preflight kube_drain_test
 DRAINED=syncnode-1
-LABEL=syncopate.test/shards
 drain_pid=""
 teardown() {
   [[ -z $drain_pid ]] || kill "$drain_pid" 2>/dev/null || true
@@ -35,27 +34,8 @@ teardown() {
 }
 kube_on_exit teardown
 
-say "building $IMAGE with podman (docker/Dockerfile)"
-kube_build_image "$IMAGE"
-say "three nodes (cluster.sh)"
-"$CLUSTER" start
-"$CLUSTER" import "$IMAGE"
-
-k label node "$DRAINED" "$LABEL=here" >/dev/null
-cat >"$tmp/placement.yaml" <<EOF
-shards: {nodeSelector: {$LABEL: here}}
-coordinator: {nodeSelector: {kubernetes.io/hostname: syncnode-3}}
-evaluator: {nodeSelector: {kubernetes.io/hostname: syncnode-3}}
-EOF
-# The default job, longer (24 epochs instead of 8: unhindered it ends in ~30 s here, before a drain
-# could move a shard) and checkpointing every 5 s instead of 30.
-sed -e 's/^stop { epochs: 8 }$/stop { epochs: 24 }/' "$ROOT/helm/syncopate/files/fashion_mnist_mlp.textproto" >"$tmp/job.textproto"
-echo 'checkpoint_interval_seconds: 5' >>"$tmp/job.textproto"
-grep -q 'epochs: 24' "$tmp/job.textproto" || fail "the default job's stop line changed: $(grep stop "$tmp/job.textproto")"
-kube_install "$STATE/cp" "$TAG" "the default job for 24 epochs, both shards on $DRAINED" \
-  -f "$tmp/placement.yaml" --set-file job.spec="$tmp/job.textproto"
-placement="$(kn get pods -l "app.kubernetes.io/instance=$rel" -o wide --no-headers | awk '{print $1, $7}')"
-say "placement: $(tr '\n' ' ' <<<"$placement")"
+kube_cluster_start
+kube_install_shards_on "$DRAINED" "to drain"
 # One line a shard pod: ID NAME node=NODE PHASE del=DELETION-TIME ready=READY (the markers keep
 # the columns when a field is empty).
 shard_pods() {
@@ -65,24 +45,15 @@ shard_pods() {
       'ready={.status.conditions[?(@.type=="Ready")].status}{"\n"}{end}')"
 }
 first="$(shard_pods)"
-[[ $(awk -v n="node=$DRAINED" '$3 == n' <<<"$first" | wc -l) == 2 ]] || fail "the shards are not both on $DRAINED: $first"
 
-# A checkpoint of each shard before the drain (the coordinator asks every 30 s), for the new
+# A checkpoint of each shard before the drain (the coordinator asks every 5 s), for the new
 # shards to restore.
-deadline=$((SECONDS + 180))
-for id in 0 1; do
-  until kn logs "job/$rel-syncopate-shard-$id" 2>/dev/null | grep -q 'checkpoint (periodic) at version'; do
-    ! status | grep -q 'JOB_DONE\|JOB_FINISHING' || fail "the job ended before shard $id's first checkpoint"
-    ((SECONDS < deadline)) || fail "shard $id wrote no checkpoint in 180 s"
-    sleep 2
-  done
-done
+kube_shards_checkpointed
 progress="$(status | head -n 1)"
 [[ $progress == *JOB_RUNNING* ]] || fail "the job is not running when the drain would start: $progress"
 say "both shards checkpointed: $progress"
 
-k label node "$DRAINED" "$LABEL-" >/dev/null
-k label node syncnode-2 syncnode-3 "$LABEL=here" >/dev/null
+kube_shards_label_elsewhere "$DRAINED"
 say "kubectl drain $DRAINED (both shards, and the workers there)"
 drain_start=$SECONDS
 # The binary itself in the background (not the function k), so that $! is kubectl's pid.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # What the tests that train the default job in real pods share (kube_node_test.sh on one node,
-# kube_cluster_test.sh and kube_drain_test.sh on three): sourced, not run; kube_preflight first.
+# kube_cluster_test.sh, kube_drain_test.sh, kube_node_loss_test.sh and kube_preemption_test.sh on
+# three): sourced, not run; kube_preflight first.
 # The caller sets ROOT (the repository), KUBECONFIG_FILE (the admin kubeconfig), TMP_VALUES (a file
 # for the chart's values) and tmp (a directory removed at exit).
 # shellcheck disable=SC2154,SC2034  # the caller sets ROOT, ...; ACCURACY, SUMMARY, RESTARTS, and
@@ -176,6 +177,64 @@ kube_check_completed() {
   SUMMARY="$(kn get pods -l "app.kubernetes.io/instance=$rel,app.kubernetes.io/component=coordinator" \
     -o jsonpath='{.items[0].status.containerStatuses[0].state.terminated.message}')"
   [[ $SUMMARY == "job fashion-mnist-mlp JOB_DONE"* ]] || fail "coordinator termination message: '$SUMMARY'"
+}
+
+# kube_cluster_start: the project image built (kube_build_image), cluster.sh's three nodes
+# started and the image imported into each.
+kube_cluster_start() {
+  say "building $IMAGE with podman (docker/Dockerfile)"
+  kube_build_image "$IMAGE"
+  say "three nodes (cluster.sh)"
+  "$CLUSTER" start
+  "$CLUSTER" import "$IMAGE"
+}
+
+# kube_install_shards_on NODE WHY [HELM_ARG...]: kube_install of the default job, 24 epochs
+# instead of 8 (unhindered it ends in ~30 s here, before a disruption could reach a shard) and a
+# checkpoint every 5 s instead of 30, with both shards on NODE (a nodeSelector on the label
+# SHARDS_LABEL, which only NODE carries while they are scheduled) and the coordinator and the
+# evaluator on syncnode-3; the workers spread as the chart spreads them. Fails unless both shards
+# run on NODE. Then, as a rule, kube_shards_checkpointed and kube_shards_label_elsewhere.
+SHARDS_LABEL=syncopate.test/shards
+kube_install_shards_on() {
+  local node="$1" why="$2" shards
+  shift 2
+  k label node "$node" "$SHARDS_LABEL=here" >/dev/null
+  printf '%s\n' "shards: {nodeSelector: {$SHARDS_LABEL: here}}" \
+    'coordinator: {nodeSelector: {kubernetes.io/hostname: syncnode-3}}' \
+    'evaluator: {nodeSelector: {kubernetes.io/hostname: syncnode-3}}' >"$tmp/placement.yaml"
+  sed -e 's/^stop { epochs: 8 }$/stop { epochs: 24 }/' "$ROOT/helm/syncopate/files/fashion_mnist_mlp.textproto" >"$tmp/job.textproto"
+  echo 'checkpoint_interval_seconds: 5' >>"$tmp/job.textproto"
+  grep -q 'epochs: 24' "$tmp/job.textproto" || fail "the default job's stop line changed: $(grep stop "$tmp/job.textproto")"
+  kube_install "$STATE/cp" "$TAG" "the default job for 24 epochs, both shards on $node, $why" \
+    -f "$tmp/placement.yaml" --set-file job.spec="$tmp/job.textproto" "$@"
+  say "placement: $(kn get pods -l "app.kubernetes.io/instance=$rel" -o wide --no-headers | awk '{printf "%s %s ", $1, $7}')"
+  shards="$(kn get pods -l "app.kubernetes.io/instance=$rel,app.kubernetes.io/component=shard" \
+    -o jsonpath='{range .items[*]}{.spec.nodeName}{"\n"}{end}')"
+  [[ $(grep -cx "$node" <<<"$shards") == 2 ]] || fail "the shards are not both on $node: $shards"
+}
+
+# kube_shards_checkpointed: until each shard's log shows a periodic checkpoint past version 0 (a
+# restore is then told from a fresh start), 180 s at most; fails if the job ends first.
+kube_shards_checkpointed() {
+  local id deadline=$((SECONDS + 180))
+  for id in 0 1; do
+    until kn logs "job/$rel-syncopate-shard-$id" 2>/dev/null | grep -q 'checkpoint (periodic) at version [1-9]'; do
+      ! status | grep -q 'JOB_DONE\|JOB_FINISHING' || fail "the job ended before shard $id's first checkpoint"
+      ((SECONDS < deadline)) || fail "shard $id wrote no checkpoint in 180 s"
+      sleep 2
+    done
+  done
+}
+
+# kube_shards_label_elsewhere NODE: SHARDS_LABEL moves from NODE to the two other nodes (a
+# nodeSelector binds only at scheduling: the shards run on; their replacements go elsewhere).
+kube_shards_label_elsewhere() {
+  local n
+  k label node "$1" "$SHARDS_LABEL-" >/dev/null
+  for n in syncnode-1 syncnode-2 syncnode-3; do
+    [[ $n == "$1" ]] || k label node "$n" "$SHARDS_LABEL=here" >/dev/null
+  done
 }
 
 # kube_cluster_teardown: for the tests on cluster.sh's three nodes (the caller sets CLUSTER, the

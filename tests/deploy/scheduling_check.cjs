@@ -1,11 +1,13 @@
 // Checks the chart's scheduling wiring in one rendered file (values gang, kueue, podFailurePolicy,
-// per-component priorityClassName and topologySpreadConstraints), including the cross-field rules
+// per-component priorityClassName and topologySpreadConstraints, nodeLoss tolerations), including the cross-field rules
 // the Kubernetes API server applies to podFailurePolicy that no schema expresses
 // (pkg/apis/batch/validation): restartPolicy Never, a containerName naming a container of the pod,
 // exit code values ascending, without repeats and without 0 under `In`.
 //   node scheduling_check.cjs TOOLS_DIR FILE [--gang=volcano|scheduler-plugins --min-member=N]
 //        [--queue=NAME] [--pod-failure-policy=CODES] [--priority=COMPONENT=CLASS ...]
-// CODES: the exit codes expected to fail each Job, comma-separated (e.g. 2,3). Without --gang,
+//        [--node-loss=SECONDS|none]
+// CODES: the exit codes expected to fail each Job, comma-separated (e.g. 2,3). SECONDS: the
+// tolerationSeconds of the node-loss tolerations every pod must carry (default 60, the chart's). Without --gang,
 // --queue or --pod-failure-policy the check expects that option absent. Prints one
 // line per check; exit 0 iff all pass.
 "use strict";
@@ -28,6 +30,7 @@ const minMember = Number(flag("min-member"));
 const queue = flag("queue");
 const failJobCodes = flag("pod-failure-policy");
 const podFailurePolicy = failJobCodes !== undefined;
+const nodeLoss = flag("node-loss") ?? "60";
 const priorities = Object.fromEntries(
   flags.filter((x) => x.startsWith("--priority=")).map((x) => x.slice(11).split("=")));
 
@@ -116,6 +119,12 @@ for (const job of jobs) {
   check(`${job.metadata.name}: podFailurePolicy passes the API's cross-field rules`,
     problems.length === 0, problems.join("; "));
   const first = rules[0] || {};
+  const superseded = rules.findIndex((r) => r.action === "Ignore" && r.onExitCodes &&
+    r.onExitCodes.containerName === "shard" && r.onExitCodes.values.join(",") === "4");
+  const isShard = component(job) === "shard";
+  check(`${job.metadata.name}: ${isShard ? "a superseded shard (exit 4) is ignored before any FailJob" : "no rule for exit 4 (a shard's only)"}`,
+    isShard ? superseded > 0 && rules.slice(0, superseded).every((r) => r.action !== "FailJob")
+            : superseded === -1);
   const failJob = rules.filter((r) => r.action === "FailJob" && r.onExitCodes);
   check(`${job.metadata.name}: a disruption is ignored first, then exit codes ${failJobCodes} of its own container fail the Job`,
     first.action === "Ignore" &&
@@ -123,6 +132,20 @@ for (const job of jobs) {
       failJob.length === 1 && failJob[0].onExitCodes.containerName === component(job) &&
       failJob[0].onExitCodes.operator === "In" && failJob[0].onExitCodes.values.join(",") === failJobCodes,
     JSON.stringify(failJob.map((r) => r.onExitCodes)));
+}
+
+// Node loss: every pod tolerates a NotReady or unreachable node for nodeLoss.tolerationSeconds,
+// then is replaced (absent with "none": the cluster's default).
+for (const job of jobs) {
+  const tolerations = job.spec.template.spec.tolerations || [];
+  for (const key of ["node.kubernetes.io/not-ready", "node.kubernetes.io/unreachable"]) {
+    const named = tolerations.filter((t) => t.key === key);
+    const ok = nodeLoss === "none" ? named.length === 0
+      : named.length === 1 && named[0].effect === "NoExecute" && named[0].operator === "Exists" &&
+        String(named[0].tolerationSeconds) === nodeLoss;
+    check(`${job.metadata.name}: ${key} tolerated ${nodeLoss === "none" ? "as the cluster decides" : `for ${nodeLoss} s`}`,
+      ok, JSON.stringify(named));
+  }
 }
 
 // Priority classes, per component (absent where not given).

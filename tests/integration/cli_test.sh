@@ -198,6 +198,23 @@ port="$(sed -n 's/^grpc_port=//p' "$tmp/coordinator.ready")"
 [[ -n $port ]] || fail "coordinator did not write its ready file: $(cat "$tmp/coordinator.log")"
 "$bin" health --address="127.0.0.1:$port" >"$tmp/health.out" || fail "health of a live coordinator"
 grep -q "SERVING" "$tmp/health.out" || fail "health printed '$(cat "$tmp/health.out")'"
+# A shard stopped by SIGTERM before its job ended exits 143, not 0: a shard's Kubernetes Job
+# counts a pod that exits 0 as its completion (runtime::kExitInterrupted, ADR 0006).
+"$bindir/syncopate-shard" --coordinator="127.0.0.1:$port" --shard_id=0 --listen=127.0.0.1:0 \
+  --metrics_listen=127.0.0.1:0 --checkpoint_dir="$tmp/sigterm-ckpt" \
+  --ready_file="$tmp/shard.ready" >"$tmp/shard.log" 2>&1 &
+shard_pid=$!
+trap 'kill "$coordinator_pid" "$shard_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
+for _ in $(seq 1 100); do grep -q 'registered at' "$tmp/coordinator.log" && break; sleep 0.1; done
+grep -q 'registered at' "$tmp/coordinator.log" || fail "the shard never registered: $(tail -n 5 "$tmp/shard.log")"
+kill -TERM "$shard_pid"
+set +e
+timeout 30 tail --pid="$shard_pid" -f /dev/null
+wait "$shard_pid"
+code=$?
+set -e
+[[ $code -eq 143 ]] || fail "a shard SIGTERMed mid-job exited $code, want 143: $(tail -n 3 "$tmp/shard.log")"
+grep -q 'stopped before the job ended' "$tmp/shard.log" || fail "the shard did not say why: $(tail -n 3 "$tmp/shard.log")"
 kill "$coordinator_pid"
 wait "$coordinator_pid" || true
 set +e

@@ -2,6 +2,9 @@
 // localhost:0 (CoordinatorServer, ShardServer), a worker's CoordinatorSession and ParameterClient
 // talking to them over the real gRPC streams (BidiStream on the servers, ClientStream on the
 // clients). No child processes: each scenario takes well under a second.
+#include <unistd.h>
+
+#include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
@@ -11,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "libs/checkpoint/shard_claim.h"
 #include "libs/coordinator/coordinator_server.h"
 #include "libs/job/job_spec.h"
 #include "libs/job/model_kind.h"
@@ -341,6 +345,37 @@ TEST_F(InProcess, AShardOutsideTheJobIsRefusedNotRetried) {
   ASSERT_NE(stray, nullptr);
   EXPECT_EQ(stray->Wait(absl::Seconds(10)), shard::ShardServer::State::kRefused);
   EXPECT_THAT(stray->refusal(), HasSubstr("shard id 5 is outside [0, 1)"));
+}
+
+// Scenario: a shard process replaced while it was frozen (its node lost) comes back. Its
+// replacement claimed the checkpoint directory; the stale process sees that at its next report,
+// ends as superseded with who took over, writes no checkpoint, and its session closes, so the
+// coordinator can take the replacement's hello.
+TEST_F(InProcess, AShardWhoseCheckpointDirectoryWasClaimedByAReplacementStops) {
+  shard_->Shutdown();
+  ASSERT_TRUE(Eventually([&] { return !coordinator_->core().Status().shards(0).connected(); }));
+  const std::string dir = absl::StrCat(testing::TempDir(), "/claimed-", getpid());
+  std::filesystem::remove_all(dir);
+  shard::ShardServerOptions options;
+  options.shard_id = 0;
+  options.coordinator = coordinator_->local_address();
+  options.join_token = kToken;
+  options.checkpoint_dir = dir;
+  absl::StatusOr<std::unique_ptr<shard::ShardServer>> stale =
+      shard::ShardServer::Start(std::move(options));
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  ASSERT_TRUE(Eventually([&] { return (*stale)->core() != nullptr; }));
+  ASSERT_TRUE(std::filesystem::exists(dir + "/shard-0.claim"));
+
+  ASSERT_TRUE(checkpoint::ShardClaim::Take(dir, 0, "the replacement").ok());
+  EXPECT_EQ((*stale)->Wait(absl::Seconds(10)), shard::ShardServer::State::kSuperseded);
+  EXPECT_THAT((*stale)->refusal(), HasSubstr("superseded"));
+  EXPECT_THAT((*stale)->refusal(), HasSubstr("the replacement"));
+  EXPECT_TRUE(Eventually([&] { return !coordinator_->core().Status().shards(0).connected(); }));
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    EXPECT_NE(entry.path().extension(), ".ckpt") << entry.path();
+  }
+  std::filesystem::remove_all(dir);
 }
 
 // GetStatus, the unary RPC, over a real stub.

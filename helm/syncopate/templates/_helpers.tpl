@@ -281,6 +281,15 @@ podFailurePolicy:
       onPodConditions:
         - type: DisruptionTarget
           status: "True"
+    {{- if eq $component "shard" }}
+    # A shard superseded by its replacement (exit 4: its node was lost, and it came back after
+    # the replacement claimed its checkpoint directory) is not a failure of the job.
+    - action: Ignore
+      onExitCodes:
+        containerName: shard
+        operator: In
+        values: [4]
+    {{- end }}
     # The process cannot succeed (the exit codes in docs/operations.md, "Running a cluster by
     # hand"; by default 2 = a start-up check failed, 3 = a permanent refusal): another pod cannot
     # do better, so the Job fails now instead of after backoffLimit pods. Exit 1 (joins or rejoins ran out, a port not bound)
@@ -414,7 +423,17 @@ imagePullSecrets:
 nodeSelector:
   {{- toYaml . | nindent 2 }}
 {{- end }}
-{{- with $component.tolerations }}
+{{- $tolerations := concat (list) ($component.tolerations | default list) }}
+{{- if not (kindIs "invalid" $root.Values.nodeLoss.tolerationSeconds) }}
+{{- range $key := list "node.kubernetes.io/not-ready" "node.kubernetes.io/unreachable" }}
+{{- $named := false }}
+{{- range $component.tolerations }}{{ if eq (default "" .key) $key }}{{ $named = true }}{{ end }}{{ end }}
+{{- if not $named }}
+{{- $tolerations = append $tolerations (dict "key" $key "operator" "Exists" "effect" "NoExecute" "tolerationSeconds" (int $root.Values.nodeLoss.tolerationSeconds)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- with $tolerations }}
 tolerations:
   {{- toYaml . | nindent 2 }}
 {{- end }}

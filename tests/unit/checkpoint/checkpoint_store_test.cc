@@ -2,11 +2,13 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
 #include <random>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "libs/tensor/packed.h"
 
@@ -49,6 +51,74 @@ TEST(CheckpointStore, RoundTripsAndKeepsTheNewestTwo) {
   int files = 0;
   for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(store.dir())) ++files;
   EXPECT_EQ(files, CheckpointStore::kKeep);
+}
+
+std::vector<std::string> CheckpointFiles(const std::string& dir) {
+  std::vector<std::string> files;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    if (e.path().extension() == ".ckpt") files.push_back(e.path().filename());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+// Scenario: a shard's process is replaced while it is frozen (its node lost); the replacement
+// claims the directory. The stale process, thawed, writes nothing and prunes nothing: the
+// directory keeps the replacement's checkpoints, whose versions are lower than the stale one's.
+TEST(ShardClaim, TheNewestClaimWinsAndAStaleWriterLeavesNothingOnDisk) {
+  const std::string dir = TempDir("claim");
+  absl::StatusOr<ShardClaim> stale = ShardClaim::Take(dir, 0, "node-1 pid 1");
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_TRUE(stale->Check().ok());
+  CheckpointStore store(dir);
+  ASSERT_TRUE(store.Save(Checkpoint(0, 1, 100), &*stale).ok());
+
+  absl::StatusOr<ShardClaim> replacement = ShardClaim::Take(dir, 0, "node-2 pid 1");
+  ASSERT_TRUE(replacement.ok()) << replacement.status();
+  ASSERT_TRUE(store.Save(Checkpoint(0, 1, 101), &*replacement).ok());
+  ASSERT_TRUE(store.Save(Checkpoint(0, 1, 102), &*replacement).ok());
+
+  const absl::Status lost = stale->Check();
+  EXPECT_TRUE(ShardClaim::IsSuperseded(lost)) << lost;
+  EXPECT_THAT(std::string(lost.message()), testing::HasSubstr("node-2 pid 1"));
+  // Version 250 would be the newest on disk and prune 101 and 102; 101 would replace theirs.
+  for (int64_t version : {250, 101}) {
+    const absl::Status saved = store.Save(Checkpoint(0, 1, version), &*stale);
+    EXPECT_TRUE(ShardClaim::IsSuperseded(saved)) << saved;
+  }
+  EXPECT_THAT(CheckpointFiles(dir), testing::ElementsAre("shard-0-of-1-v000000000101.ckpt",
+                                                         "shard-0-of-1-v000000000102.ckpt"));
+  EXPECT_EQ(store.LoadLatest(0, 1)->version(), 102);
+  // No temporary file left either.
+  int files = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator(dir)) ++files;
+  EXPECT_EQ(files, 3);  // two checkpoints and the claim
+  EXPECT_TRUE(replacement->Check().ok());
+}
+
+// Fail closed: a claim file that is gone or is not a claim supersedes its holder; every claim of
+// one holder name is still distinct.
+TEST(ShardClaim, AMissingOrForeignClaimFileSupersedesAndTokensAreDistinct) {
+  const std::string dir = TempDir("claim-gone");
+  absl::StatusOr<ShardClaim> claim = ShardClaim::Take(dir, 3, "host pid 7");
+  ASSERT_TRUE(claim.ok()) << claim.status();
+  EXPECT_EQ(claim->path(), dir + "/shard-3.claim");
+  absl::StatusOr<ShardClaim> again = ShardClaim::Take(dir, 3, "host pid 7");
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(claim->token(), again->token());
+  EXPECT_TRUE(ShardClaim::IsSuperseded(claim->Check()));
+  std::filesystem::remove(again->path());
+  EXPECT_TRUE(ShardClaim::IsSuperseded(again->Check()));
+  std::ofstream(again->path()) << "not a claim";
+  EXPECT_TRUE(ShardClaim::IsSuperseded(again->Check()));
+  // Another shard's claim in the same directory is its own.
+  absl::StatusOr<ShardClaim> other = ShardClaim::Take(dir, 4, "host pid 8");
+  ASSERT_TRUE(other.ok());
+  EXPECT_TRUE(other->Check().ok());
+  // An unreadable directory says nothing about the claim: UNAVAILABLE, not superseded.
+  std::filesystem::remove_all(dir);
+  const absl::Status gone = other->Check();
+  EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable) << gone;
 }
 
 TEST(CheckpointStore, RefusesACorruptNewestFileAndFallsBackToThePreviousOne) {

@@ -170,6 +170,8 @@ class CoordinatorCoreTest : public ::testing::Test {
     ASSERT_EQ(core_->state(), v1::JOB_RUNNING);
   }
 
+  v1::ShardReport StartAndMakeShard0WaitForW2();
+
   FakeClock clock_;
   CoordinatorMetrics* metrics_ = nullptr;
   std::shared_ptr<ProgressJournal> journal_;
@@ -539,10 +541,9 @@ TEST_F(CoordinatorCoreTest, SilenceTimeoutGrowsWithTheObservedStepTime) {
   EXPECT_TRUE(w1_->closed.has_value());
 }
 
-// A worker that beats but makes no step (a hung step) while a sync barrier waits for it is
-// removed after the silence bound, counted from its last step; the workers waiting at that barrier
-// made no step either, but no barrier names them, so they stay.
-TEST_F(CoordinatorCoreTest, AWorkerASyncBarrierWaitsForIsRemovedWhenItMakesNoStep) {
+// The job started, both workers asked for work and stepped once, and shard 0 reported that its
+// sync barrier waits for w2; returns that report.
+v1::ShardReport CoordinatorCoreTest::StartAndMakeShard0WaitForW2() {
   Create();
   StartJob();
   for (int32_t id : {id1_, id2_}) {
@@ -552,16 +553,26 @@ TEST_F(CoordinatorCoreTest, AWorkerASyncBarrierWaitsForIsRemovedWhenItMakesNoSte
   v1::ShardReport waiting_for_w2;
   waiting_for_w2.add_barrier_waiting_for(id2_);
   core_->ShardReport(0, waiting_for_w2);
+  return waiting_for_w2;
+}
+
+// A worker that beats but makes no step (a hung step) while a sync barrier waits for it is
+// removed after the silence bound, counted from its last step; the workers waiting at that barrier
+// made no step either, but no barrier names them, so they stay.
+TEST_F(CoordinatorCoreTest, AWorkerASyncBarrierWaitsForIsRemovedWhenItMakesNoStep) {
+  const v1::ShardReport waiting_for_w2 = StartAndMakeShard0WaitForW2();
   for (int second = 1; second <= 10; ++second) {  // 10 s without a step: not yet
     clock_.Advance(absl::Seconds(1));
     core_->WorkerMessage(id1_, Heartbeat());
     core_->WorkerMessage(id2_, Heartbeat());
+    core_->ShardReport(0, waiting_for_w2);
     core_->Tick();
   }
   EXPECT_FALSE(w2_->closed.has_value());
   clock_.Advance(absl::Seconds(1));
   core_->WorkerMessage(id1_, Heartbeat());
   core_->WorkerMessage(id2_, Heartbeat());
+  core_->ShardReport(0, waiting_for_w2);
   core_->Tick();
   ASSERT_TRUE(w2_->closed.has_value());
   EXPECT_EQ(w2_->closed->code(), absl::StatusCode::kDeadlineExceeded);
@@ -572,6 +583,38 @@ TEST_F(CoordinatorCoreTest, AWorkerASyncBarrierWaitsForIsRemovedWhenItMakesNoSte
   }
   v1::ClusterStatus status = core_->Status();
   EXPECT_EQ(status.workers(1).departed_reason(), "stalled");
+}
+
+// Scenario: the node of shard 0 is lost. Its last report names w2 at its barrier, then nothing
+// comes (frozen); later its session ends and a replacement registers. No worker can step
+// meanwhile, so none is judged stalled: not from the stale report, not while the shard is away,
+// and not the moment it is back (the bound counts from then), until the bound passes again.
+TEST_F(CoordinatorCoreTest, AStallIsNotJudgedFromAStaleReportOrWhileAShardWasAway) {
+  const v1::ShardReport waiting_for_w2 = StartAndMakeShard0WaitForW2();
+  auto beat = [&](int seconds) {
+    for (int second = 1; second <= seconds; ++second) {
+      clock_.Advance(absl::Seconds(1));
+      core_->WorkerMessage(id1_, Heartbeat());
+      core_->WorkerMessage(id2_, Heartbeat());
+      core_->ShardReport(1, v1::ShardReport());
+      core_->Tick();
+    }
+  };
+  beat(20);  // shard 0 silent: its report goes stale
+  EXPECT_FALSE(w2_->closed.has_value());
+  core_->ShardGone(0);
+  beat(60);  // away
+  EXPECT_FALSE(w2_->closed.has_value());
+  ConnectShard(0);
+  for (int second = 1; second <= 10; ++second) {
+    core_->ShardReport(0, waiting_for_w2);
+    beat(1);
+  }
+  EXPECT_FALSE(w2_->closed.has_value()) << "judged within 10 s of the shard's return";
+  core_->ShardReport(0, waiting_for_w2);
+  beat(1);
+  ASSERT_TRUE(w2_->closed.has_value()) << "a real stall after the return is still judged";
+  EXPECT_FALSE(w1_->closed.has_value());
 }
 
 // Before its first request for work a worker is loading its data: a barrier that names it does
@@ -588,6 +631,7 @@ TEST_F(CoordinatorCoreTest, AStallIsJudgedOnlyFromTheFirstRequestForWorkAndOnlyW
     clock_.Advance(absl::Seconds(1));
     core_->WorkerMessage(id1_, Heartbeat());  // still loading: never asked for work
     core_->WorkerMessage(id2_, Step(4));      // steps every second
+    core_->ShardReport(1, waiting_for_both);
     core_->Tick();
   }
   EXPECT_FALSE(w1_->closed.has_value());
