@@ -485,8 +485,7 @@ absl::StatusOr<v1::ShardCheckpoint> ReadCheckpointFile(const std::string& path) 
   return checkpoint;
 }
 
-absl::Status CheckpointStore::Save(const v1::ShardCheckpoint& checkpoint,
-                                   const ShardClaim* claim) {
+absl::Status CheckpointStore::Save(const v1::ShardCheckpoint& checkpoint, const ShardClaim* claim) {
   if (claim != nullptr) SYNCOPATE_RETURN_IF_ERROR(claim->Check());
   std::error_code error;
   std::filesystem::create_directories(dir_, error);

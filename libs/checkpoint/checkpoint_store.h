@@ -20,7 +20,8 @@
 // (WriteFramedFile).
 // Names: <dir>/shard-<id>-of-<S>-v<version, 12 digits>.ckpt; the newest kKeep per shard are kept.
 // Thread-safety: free functions and CheckpointStore are thread-compatible; a directory should
-// have one writer per shard id (a ShardClaim makes sure of it when writers are replaced). A CheckpointReader is thread-compatible.
+// have one writer per shard id (a ShardClaim makes sure of it when writers are replaced). A
+// CheckpointReader is thread-compatible.
 #ifndef SYNCOPATE_LIBS_CHECKPOINT_CHECKPOINT_STORE_H_
 #define SYNCOPATE_LIBS_CHECKPOINT_CHECKPOINT_STORE_H_
 

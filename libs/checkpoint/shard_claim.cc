@@ -43,8 +43,8 @@ absl::Status ShardClaim::Check() const {
   const bool dir_readable =
       std::filesystem::is_directory(std::filesystem::path(path_).parent_path(), error);
   if (!dir_readable) {
-    return absl::UnavailableError(absl::StrCat("cannot read the claim ", path_, ": ",
-                                               current.status().message()));
+    return absl::UnavailableError(
+        absl::StrCat("cannot read the claim ", path_, ": ", current.status().message()));
   }
   return absl::FailedPreconditionError(
       absl::StrCat("superseded: this process's claim ", path_, " is gone or unreadable (",

@@ -48,8 +48,7 @@ void ShardServer::SessionLoop() {
       end = State::kJobDone;
       break;
     }
-    if (session == ShardNode::SessionEnd::kFatal ||
-        session == ShardNode::SessionEnd::kSuperseded) {
+    if (session == ShardNode::SessionEnd::kFatal || session == ShardNode::SessionEnd::kSuperseded) {
       absl::MutexLock lock(&mu_);
       refusal_ = node_->fatal_error();
       end = session == ShardNode::SessionEnd::kFatal ? State::kRefused : State::kSuperseded;

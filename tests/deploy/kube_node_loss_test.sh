@@ -143,6 +143,9 @@ for pod in $(awk '{print $1}' <<<"$old_shards") $old_workers; do
   done
 done
 timeline "stale pods gone"
+# The shards' gradient counts (a stale worker's push from before the freeze is refused: the
+# coordinator removed it as silent, so the shards answer not_member; or dropped as stale).
+status >"$LOGS/status-after-thaw.txt" || true
 kill "$watch_pid" 2>/dev/null || true
 watch_pid=""
 stale_exits=""
