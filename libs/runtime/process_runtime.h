@@ -66,8 +66,8 @@ inline constexpr int kExitSuperseded = 4;
 
 // A parameter shard stopped (SIGTERM, SIGINT) before its job ended: 128 + SIGTERM, what a shell
 // reports for a process the signal killed. Not 0, because a shard's Job counts a pod that exits 0
-// as its completion: a shard evicted by a drain or a lost node then ended its Job while the
-// replacement was restoring, and the Job controller stopped the replacement (ADR 0006).
+// as its completion: a shard evicted by a drain or a lost node would end its Job while its
+// replacement restores, and the Job controller would delete the replacement as surplus (ADR 0006).
 inline constexpr int kExitInterrupted = 143;
 
 // Prints "<program>: <message>" to stderr, writes the same line to the termination log (above)
