@@ -80,11 +80,13 @@ disk_pid=$!
 
 kube_shards_checkpointed
 kube_shards_label_elsewhere "$LOST_NODE"
-examples() { status | head -n 1 | sed -n 's/.*, \([0-9]*\) examples,.*/\1/p'; }
+# The examples and the elapsed seconds in a status line (the first line of `syncopate status`).
+examples_in() { sed -n 's/.*, \([0-9]*\) examples,.*/\1/p' <<<"$1"; }
+examples() { examples_in "$(status | head -n 1)"; }
+elapsed() { sed -n 's/.*JOB_[A-Z]*, \([0-9.]*\) s,.*/\1/p' <<<"$1"; }
 before="$(status | head -n 1)"
 [[ $before == *JOB_RUNNING* ]] || fail "the job is not running when the node would be lost: $before"
 e0="$(examples)"
-elapsed() { sed -n 's/.*JOB_[A-Z]*, \([0-9.]*\) s,.*/\1/p' <<<"$1"; }
 say "both shards checkpointed: $before"
 
 timeline() { printf '%4d s %s\n' $((SECONDS - t0)) "$*" | tee -a "$LOGS/timeline.txt"; }
@@ -149,9 +151,14 @@ status >"$LOGS/status-after-thaw.txt" || true
 kill "$watch_pid" 2>/dev/null || true
 watch_pid=""
 stale_exits=""
+# The exit code of POD's last container termination the watch saw ("" if none).
+last_exit() {
+  awk -v p="$1" '$1 == p { for (i = 1; i <= NF; i++) if ($i ~ /^exit=[0-9]/) c = substr($i, 6) } END { print c }' \
+    "$LOGS/pod-watch.txt"
+}
 # shellcheck disable=SC2013  # pod names have no spaces
 for pod in $(awk '{print $1}' <<<"$old_shards"); do
-  code="$(awk -v p="$pod" '$1 == p { for (i = 1; i <= NF; i++) if ($i ~ /^exit=[0-9]/) c = substr($i, 6) } END { print c }' "$LOGS/pod-watch.txt")"
+  code="$(last_exit "$pod")"
   why="$(grep "^$pod " "$LOGS/pod-watch.txt" | grep -o 'superseded: .*' | tail -n 1 | cut -c 1-120 || true)"
   [[ -n $code ]] || fail "no termination of stale shard $pod was seen (LOGS/pod-watch.txt)"
   [[ $code == 4 || $code == 143 ]] || fail "stale shard $pod exited $code, not 4 (superseded) or 143 (SIGTERM)"
@@ -160,7 +167,7 @@ for pod in $(awk '{print $1}' <<<"$old_shards"); do
   timeline "stale shard $pod exited $code${why:+ ($why)}"
 done
 for pod in $old_workers; do
-  code="$(awk -v p="$pod" '$1 == p { for (i = 1; i <= NF; i++) if ($i ~ /^exit=[0-9]/) c = substr($i, 6) } END { print c }' "$LOGS/pod-watch.txt")"
+  code="$(last_exit "$pod")"
   timeline "stale worker $pod exited ${code:-(not seen)}"
 done
 
@@ -178,8 +185,8 @@ kube_check_completed
 kill "$disk_pid" 2>/dev/null || true
 disk_pid=""
 # Per volume, in the order the files first appeared (sampled every second): each new checkpoint
-# file has a higher version than every file the volume held before. A stale shard's write (its
-# version at the freeze, below what its replacement has written since) would break the order.
+# file has a higher version than every file the volume held before. A stale shard's write (at its
+# version of the freeze) breaks that order unless its replacement had not yet passed that version.
 awk '{ v = $3; sub(/.*-v/, "", v); sub(/\.ckpt$/, "", v); v += 0
        if (!(($2, $3) in seen)) { seen[$2, $3] = 1; print $1, $2, v } }' "$LOGS/checkpoints.txt" |
   sort -k2,2 -k1,1n -k3,3n >"$LOGS/checkpoint-writes.txt"
@@ -191,7 +198,7 @@ say "checkpoint versions on disk monotone: $(wc -l <"$LOGS/checkpoint-writes.txt
 # kept after resuming (from the freeze on, the examples left at that rate).
 total="$(sed -n 's/.* after \([0-9.]*\) s: \([0-9]*\) examples.*/\1 \2/p' <<<"$SUMMARY")"
 added="$(awk -v end="${total% *}" -v n="${total#* }" -v tf="$(elapsed "$before")" -v ef="$e0" \
-  -v tr="$(elapsed "$resumed")" -v er="$(sed -n 's/.*, \([0-9]*\) examples,.*/\1/p' <<<"$resumed")" \
+  -v tr="$(elapsed "$resumed")" -v er="$(examples_in "$resumed")" \
   'BEGIN { rate = (n - er) / (end - tr); printf "%.0f s (job %.1f s; %.0f examples/s after the resume)", end - (tf + (n - ef) / rate), end, rate }')"
 say "time added by the loss, estimated: $added"
 printf '%s\nstall %d s (freeze to training resumed), toleration %d s; added ~%s; stale shards: %s; stalled removals %s\n%s\n' \
