@@ -173,9 +173,14 @@ open="$(reachable monitoring prometheus "${grpc[@]}")"
 [[ -z $open ]] || fail "the Prometheus pod opened gRPC ports: $open"
 while read -r pod ip port; do
   # shellcheck disable=SC2016
-  body="$(k -n monitoring exec prometheus -- bash -c 'exec 3<>/dev/tcp/$0/$1 &&
-    printf "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n" >&3 && timeout 5 cat <&3' "$ip" "$port")" ||
-    fail "the Prometheus pod could not scrape $pod ($ip:$port)"
+  # Up to 3 attempts a second apart, as Prometheus itself scrapes again: one attempt was once
+  # reset mid-request (exit 141, SIGPIPE) on the loaded machine.
+  for attempt in 1 2 3; do
+    body="$(k -n monitoring exec prometheus -- bash -c 'exec 3<>/dev/tcp/$0/$1 &&
+      printf "GET /metrics HTTP/1.0\r\nHost: x\r\n\r\n" >&3 && timeout 5 cat <&3' "$ip" "$port")" && break
+    ((attempt < 3)) || fail "the Prometheus pod could not scrape $pod ($ip:$port) in 3 attempts"
+    sleep 1
+  done
   grep -q '^# HELP' <<<"$body" || fail "no metrics from $pod ($ip:$port): $(head -n 3 <<<"$body")"
   # Nothing outside the release reached a gRPC port: its servers refused no unauthenticated hello.
   bad="$(grep 'rejections_total{reason="unauthenticated"' <<<"$body" | awk '$2 != 0')" || true

