@@ -117,7 +117,11 @@ CoordinatorCore::CoordinatorCore(CoordinatorOptions options,
       modes_(options_.job, options_.clock, options_.metrics) {
   options_.metrics->SetJobState(v1::JOB_WAITING);
   absl::MutexLock lock(&mu_);
+  held_ = options_.hold_start;
   RestoreProgress();
+  // A restart into a job that already started (or ended) has nothing to hold.
+  if (phase_ != JobPhase::kWaiting) held_ = false;
+  if (held_) LOG(INFO) << "holding the job at its start until `syncopate release`";
 }
 
 void CoordinatorCore::RestoreProgress() {
@@ -325,8 +329,24 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
   return id;
 }
 
+bool CoordinatorCore::Release() {
+  Outbox out;
+  bool was_held = false;
+  {
+    Decision decision(*this, out);
+    was_held = held_;
+    held_ = false;
+    if (was_held) {
+      LOG(INFO) << "released: the job starts once everyone it waits for has registered";
+      MaybeStart(out);
+    }
+  }
+  Deliver();
+  return was_held;
+}
+
 void CoordinatorCore::MaybeStart(Outbox& out) {
-  if (phase_ != JobPhase::kWaiting || !AllShardsConnected()) return;
+  if (phase_ != JobPhase::kWaiting || held_ || !AllShardsConnected()) return;
   const int workers = LiveWorkers(v1::ROLE_WORKER);
   const bool grace_over = options_.clock->Now() - created_ >= options_.startup_grace;
   if (workers < options_.job.num_workers() && !(grace_over && workers > 0)) return;
@@ -885,6 +905,7 @@ v1::ClusterStatus CoordinatorCore::Status() const {
   if (!latest_export_.path().empty()) *status.mutable_latest_export() = latest_export_;
   status.set_exports_finished(exports_finished_);
   status.set_state(ToJobState(phase_));
+  status.set_held(held_);
   status.set_job_mode(options_.job.mode());
   status.set_elapsed_seconds(Elapsed());
   status.set_examples(examples_);

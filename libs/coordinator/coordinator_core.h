@@ -65,6 +65,11 @@ struct CoordinatorOptions {
   // Once this long has passed with every shard but fewer than num_workers workers, the job
   // starts with the workers it has rather than waiting forever.
   absl::Duration startup_grace = absl::Seconds(60);
+  // Hold the job in WAITING, however many have registered, until Release(): an operator (or a
+  // test) checks placement, connectivity and metrics of a cluster that is up and not yet
+  // training, then lets it go (`syncopate release`). The startup grace still counts from the
+  // coordinator's start. A coordinator restarted into a job already under way never holds it.
+  bool hold_start = false;
   // A worker that sends nothing (no step, no heartbeat; workers beat every second from their
   // hello) for max(this, 10 x its median step time) is declared gone. The bound counts from the
   // last message or from the welcome, whichever is later. The same bound, counted from its last
@@ -103,6 +108,10 @@ class CoordinatorCore {
   void Tick();
 
   v1::ClusterStatus Status() const;
+  // Ends the hold of CoordinatorOptions::hold_start; the job then starts as it would have (every
+  // shard and num_workers workers, or the startup grace). Returns whether it was held; releasing
+  // a job that is not held does nothing.
+  bool Release();
   // The newest model export published as the job runs (model_export::LiveExporter); the status
   // names it.
   void SetLatestExport(const v1::ExportRecord& record);
@@ -268,6 +277,7 @@ class CoordinatorCore {
   std::map<std::string, int32_t> worker_ids_by_name_ ABSL_GUARDED_BY(mu_);
   int restarts_ ABSL_GUARDED_BY(mu_) = 0;
   bool expect_evaluator_ ABSL_GUARDED_BY(mu_) = false;
+  bool held_ ABSL_GUARDED_BY(mu_) = false;  // CoordinatorOptions::hold_start, until Release
 };
 
 }  // namespace syncopate::coordinator

@@ -1,4 +1,4 @@
-// The Coordinator gRPC service: worker and shard sessions and GetStatus, wired to a
+// The Coordinator gRPC service: worker and shard sessions, GetStatus and Release, wired to a
 // CoordinatorCore. One .cc per RPC.
 // Thread-safety: thread-safe.
 #ifndef SYNCOPATE_LIBS_COORDINATOR_COORDINATOR_SERVICE_H_
@@ -35,6 +35,9 @@ class CoordinatorService final : public v1::Coordinator::CallbackService {
   grpc::ServerUnaryReactor* GetStatus(grpc::CallbackServerContext* context,
                                       const v1::GetStatusRequest* request,
                                       v1::ClusterStatus* response) override;
+  grpc::ServerUnaryReactor* Release(grpc::CallbackServerContext* context,
+                                    const v1::ReleaseRequest* request,
+                                    v1::ReleaseResponse* response) override;
 
  private:
   CoordinatorCore* const core_;

@@ -29,6 +29,9 @@ struct LocalClusterOptions {
   // Every worker's --min_step_time: a floor on each step, so the job lasts at least its steps
   // times this however fast the machine (tests that act while the job runs).
   absl::Duration min_step_time = absl::ZeroDuration();
+  // The co-located data plane between the shards and the workers (ADR 0022); false passes
+  // --shared_memory=false to both, so every payload takes the wire (A/B benchmarks).
+  bool shared_memory = true;
   bool evaluator = true;
   // Worker processes to start; -1: job.num_workers. Tests that play the workers themselves
   // start fewer (the job still waits for job.num_workers hellos).

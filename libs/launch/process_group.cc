@@ -12,6 +12,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "libs/runtime/process_runtime.h"
 
 extern char** environ;
@@ -27,8 +28,60 @@ std::string Exit::Describe() const {
   return absl::StrCat(name, " ended (status ", status, ")", why);
 }
 
-Exit ProcessGroup::Exited(const std::string& name, int status) const {
+void ResourceUse::Add(const ResourceUse& other) {
+  cpu_seconds += other.cpu_seconds;
+  voluntary_switches += other.voluntary_switches;
+  involuntary_switches += other.involuntary_switches;
+  processes += other.processes;
+}
+
+std::string ChildClass(const std::string& name) {
+  const size_t dash = name.find_last_of('-');
+  if (dash == std::string::npos || dash + 1 == name.size()) return name;
+  for (size_t i = dash + 1; i < name.size(); ++i) {
+    if (name[i] < '0' || name[i] > '9') return name;
+  }
+  return name.substr(0, dash);
+}
+
+std::string DescribeUsage(const std::map<std::string, ResourceUse>& by_class, int64_t examples) {
+  std::string out = "cpu:";
+  ResourceUse total;
+  for (const auto& [name, use] : by_class) {
+    absl::StrAppend(&out, total.processes == 0 ? " " : ", ", name, " ",
+                    absl::StrFormat("%.1f", use.cpu_seconds), " s");
+    if (use.processes > 1) absl::StrAppend(&out, " (", use.processes, " processes)");
+    total.Add(use);
+  }
+  absl::StrAppend(&out, "; ", absl::StrFormat("%.1f", total.cpu_seconds), " CPU-s");
+  if (examples > 0) {
+    absl::StrAppend(
+        &out, ", ",
+        absl::StrFormat("%.1f", 1e6 * total.cpu_seconds / static_cast<double>(examples)),
+        " us/example");
+  }
+  absl::StrAppend(&out, "; context switches ", total.voluntary_switches, " voluntary, ",
+                  total.involuntary_switches, " involuntary");
+  return out;
+}
+
+std::optional<Exit> ProcessGroup::Wait(const std::string& name, pid_t pid, bool block) {
+  int status = 0;
+  struct rusage usage {};
+  if (wait4(pid, &status, block ? 0 : WNOHANG, &usage) != pid) return std::nullopt;
+  return Exited(name, status, usage);
+}
+
+Exit ProcessGroup::Exited(const std::string& name, int status, const struct rusage& usage) {
   Exit exit{name, status, ""};
+  const auto seconds = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) + 1e-6 * static_cast<double>(t.tv_usec);
+  };
+  exit.usage = {.cpu_seconds = seconds(usage.ru_utime) + seconds(usage.ru_stime),
+                .voluntary_switches = usage.ru_nvcsw,
+                .involuntary_switches = usage.ru_nivcsw,
+                .processes = 1};
+  usage_by_class_[ChildClass(name)].Add(exit.usage);
   auto it = termination_logs_.find(name);
   if (it == termination_logs_.end() || (WIFEXITED(status) && WEXITSTATUS(status) == 0)) return exit;
   std::ifstream in(it->second);
@@ -84,9 +137,8 @@ absl::StatusOr<pid_t> ProcessGroup::Spawn(const ChildSpec& spec) {
 std::vector<Exit> ProcessGroup::Reap() {
   std::vector<Exit> exits;
   for (auto it = children_.begin(); it != children_.end();) {
-    int status = 0;
-    if (waitpid(it->second, &status, WNOHANG) == it->second) {
-      exits.push_back(Exited(it->first, status));
+    if (std::optional<Exit> exit = Wait(it->first, it->second, /*block=*/false)) {
+      exits.push_back(*std::move(exit));
       it = children_.erase(it);
     } else {
       ++it;
@@ -115,9 +167,9 @@ std::vector<Exit> ProcessGroup::TerminateAll(absl::Duration grace) {
   }
   for (const auto& [name, pid] : children_) {
     kill(pid, SIGKILL);
-    int status = 0;
-    waitpid(pid, &status, 0);
-    exits.push_back(Exited(name, status));
+    if (std::optional<Exit> exit = Wait(name, pid, /*block=*/true)) {
+      exits.push_back(*std::move(exit));
+    }
   }
   children_.clear();
   return exits;
@@ -130,11 +182,10 @@ absl::StatusOr<std::map<std::string, std::string>> ProcessGroup::WaitForReadyFil
     absl::StatusOr<std::map<std::string, std::string>> values = runtime::ReadKeyValueFile(path);
     if (values.ok()) return values;
     auto it = children_.find(name);
-    int status = 0;
     if (it == children_.end()) return absl::UnavailableError(absl::StrCat(name, " is not running"));
-    if (waitpid(it->second, &status, WNOHANG) == it->second) {
+    if (std::optional<Exit> exit = Wait(name, it->second, /*block=*/false)) {
       children_.erase(it);
-      return absl::UnavailableError(Exited(name, status).Describe());
+      return absl::UnavailableError(exit->Describe());
     }
     absl::SleepFor(absl::Milliseconds(20));
   }

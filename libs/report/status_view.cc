@@ -7,6 +7,7 @@
 #include "absl/strings/str_join.h"
 #include "libs/common/mode_rules.h"
 #include "libs/report/run_report.h"
+#include "libs/rpc/wire_bytes.h"
 
 namespace syncopate::report {
 namespace {
@@ -38,14 +39,15 @@ std::string ProgressLine(const v1::ClusterStatus& status) {
 }
 
 std::string StatusText(const v1::ClusterStatus& s) {
-  std::string out =
-      absl::StrFormat("job %s: %s, %.1f s, epoch %.2f, %d examples, %.0f ex/s, G=%d\n", s.job_id(),
-                      v1::JobState_Name(s.state()), s.elapsed_seconds(), s.epoch(), s.examples(),
-                      s.examples_per_second(), s.global_batch());
+  std::string out = absl::StrFormat(
+      "job %s: %s, %.1f s, epoch %.2f, %d examples, %.0f ex/s, G=%d\n", s.job_id(),
+      absl::StrCat(v1::JobState_Name(s.state()),
+                   s.held() ? " (held until `syncopate release`)" : ""),
+      s.elapsed_seconds(), s.epoch(), s.examples(), s.examples_per_second(), s.global_batch());
   absl::StrAppend(
-      &out, absl::StrFormat("\n%-12s %-4s %-9s %-6s %10s %7s %12s %8s %9s %9s %s\n", "worker", "id",
-                            "role", "alive", "examples", "batch", "compute(s)", "loss", "wire B/ex",
-                            "slowdown", "straggler"));
+      &out, absl::StrFormat("\n%-12s %-4s %-9s %-6s %10s %7s %12s %8s %9s %-8s %9s %s\n", "worker",
+                            "id", "role", "alive", "examples", "batch", "compute(s)", "loss",
+                            "wire B/ex", "payload", "slowdown", "straggler"));
   for (const v1::WorkerStatus& w : s.workers()) {
     const bool trainer = w.role() == v1::ROLE_WORKER;
     const std::string slowdown =
@@ -54,10 +56,11 @@ std::string StatusText(const v1::ClusterStatus& s) {
         w.straggler() ? absl::StrFormat("YES (z %.1f)", w.robust_z()) : "";
     absl::StrAppend(
         &out,
-        absl::StrFormat("%-12s %-4d %-9s %-6s %10d %7d %12.4f %8.4f %9s %9s %s\n", w.name(),
+        absl::StrFormat("%-12s %-4d %-9s %-6s %10d %7d %12.4f %8.4f %9s %-8s %9s %s\n", w.name(),
                         w.worker_id(), trainer ? "worker" : "evaluator", w.alive() ? "yes" : "no",
                         w.examples(), w.local_batch(), w.median_compute_seconds(), w.last_loss(),
-                        BytesPerExample(w.wire(), w.examples()), slowdown, straggler));
+                        BytesPerExample(w.wire(), w.examples()), rpc::PayloadPath(w.wire()),
+                        slowdown, straggler));
   }
   absl::StrAppend(&out,
                   absl::StrFormat("\n%-6s %-22s %-9s %8s %-6s %9s %8s %9s %9s %9s  %s\n", "shard",

@@ -27,8 +27,10 @@ inline constexpr PayloadField kPullValues{v1::ShardToWorker::kPullFieldNumber,
 // points (PullRequest.eval_point; an older shard would answer the newest parameters as "no point
 // yet" forever, ADR 0015). 3: a push may carry the next pull (PushRequest.then_pull), answered
 // with the push's ack inside the pull's response (an older shard would never answer that pull).
+// 4: the co-located data plane (TrainHello.host_id, SharedMemoryOffer, payloads in the segment;
+// an older shard would take a push whose gradient is in the segment for an empty one).
 // Raise it with any change an older peer would misread.
-inline constexpr int32_t kTrainWireVersion = 3;
+inline constexpr int32_t kTrainWireVersion = 4;
 
 // Opens ParameterShard.Train on `channel` with raw bytes as messages: what the generated stub's
 // Train does, without binding protobuf's codec. `channel` and `context` must outlive the stream

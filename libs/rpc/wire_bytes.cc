@@ -29,12 +29,20 @@ v1::WireBytes WireBytesCounter::Totals() const {
   totals.set_received_dense(received_.dense.load(std::memory_order_relaxed));
   totals.set_received_sparse(received_.sparse.load(std::memory_order_relaxed));
   totals.set_received_header(received_.header.load(std::memory_order_relaxed));
+  totals.set_sent_shared(shared_sent_.load(std::memory_order_relaxed));
+  totals.set_received_shared(shared_received_.load(std::memory_order_relaxed));
   return totals;
 }
 
 namespace {
 
-constexpr int kFields = kWireBytesFields;
+// Every field, the wire's and the shared memory's: what a tally carries across restarts.
+constexpr int kFields = kWireBytesFields + 2;
+
+std::array<int64_t, kFields> AllFields(const v1::WireBytes& w) {
+  return {w.sent_dense(),      w.sent_sparse(),     w.sent_header(), w.received_dense(),
+          w.received_sparse(), w.received_header(), w.sent_shared(), w.received_shared()};
+}
 
 v1::WireBytes FromFields(const std::array<int64_t, kFields>& f) {
   v1::WireBytes w;
@@ -44,15 +52,17 @@ v1::WireBytes FromFields(const std::array<int64_t, kFields>& f) {
   w.set_received_dense(f[3]);
   w.set_received_sparse(f[4]);
   w.set_received_header(f[5]);
+  w.set_sent_shared(f[6]);
+  w.set_received_shared(f[7]);
   return w;
 }
 
 }  // namespace
 
 void WireBytesTally::Add(const v1::WireBytes& reported) {
-  const std::array<int64_t, kFields> now = WireBytesFields(reported);
-  const std::array<int64_t, kFields> before = WireBytesFields(previous_);
-  std::array<int64_t, kFields> total = WireBytesFields(total_);
+  const std::array<int64_t, kFields> now = AllFields(reported);
+  const std::array<int64_t, kFields> before = AllFields(previous_);
+  std::array<int64_t, kFields> total = AllFields(total_);
   bool restarted = false;
   for (int i = 0; i < kFields; ++i) restarted = restarted || now[i] < before[i];
   if (!baseline_pending_) {
@@ -86,6 +96,14 @@ int64_t TotalWireBytes(const v1::WireBytes& wire) {
   int64_t total = 0;
   for (const int64_t bytes : WireBytesFields(wire)) total += bytes;
   return total;
+}
+
+const char* PayloadPath(const v1::WireBytes& wire) {
+  const bool shared = TotalSharedBytes(wire) > 0;
+  const bool on_wire = wire.sent_dense() + wire.received_dense() > 0;
+  if (shared && on_wire) return "shm+wire";
+  if (shared) return "shm";
+  return on_wire ? "wire" : "-";
 }
 
 }  // namespace syncopate::rpc

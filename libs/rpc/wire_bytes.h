@@ -25,6 +25,11 @@ class WireBytesCounter {
   // its embedding keys and rows; the rest is its header.
   void CountSent(int64_t total, int64_t dense, int64_t sparse);
   void CountReceived(int64_t total, int64_t dense, int64_t sparse);
+  // Dense payload bytes moved through the co-located plane's shared memory (not the wire).
+  void CountSharedSent(int64_t bytes) { shared_sent_.fetch_add(bytes, std::memory_order_relaxed); }
+  void CountSharedReceived(int64_t bytes) {
+    shared_received_.fetch_add(bytes, std::memory_order_relaxed);
+  }
 
   v1::WireBytes Totals() const;
 
@@ -37,6 +42,8 @@ class WireBytesCounter {
   };
   Direction sent_;
   Direction received_;
+  std::atomic<int64_t> shared_sent_{0};
+  std::atomic<int64_t> shared_received_{0};
 };
 
 // One process's bytes as its reports arrive (each report: its running totals since it started),
@@ -60,13 +67,22 @@ class WireBytesTally {
 // The bytes of the keys and rows in `rows` (their `keys` and `values` fields).
 int64_t SparseBytes(const google::protobuf::RepeatedPtrField<v1::SparseRows>& rows);
 
-// `wire`'s fields in their declared order: sent dense, sparse, header; received dense, sparse,
-// header.
+// `wire`'s fields on the wire in their declared order: sent dense, sparse, header; received
+// dense, sparse, header (not the shared-memory ones).
 inline constexpr int kWireBytesFields = 6;
 std::array<int64_t, kWireBytesFields> WireBytesFields(const v1::WireBytes& wire);
 
-// Every byte `wire` counts, both directions.
+// Every byte `wire` counts on the wire, both directions (shared memory excluded).
 int64_t TotalWireBytes(const v1::WireBytes& wire);
+
+// Bytes through the co-located plane's shared memory, both directions.
+inline int64_t TotalSharedBytes(const v1::WireBytes& wire) {
+  return wire.sent_shared() + wire.received_shared();
+}
+
+// How a process's dense payloads travelled, from its counts: "shm" (shared memory), "wire",
+// "shm+wire" (some shards co-located, some not), or "-" before any payload moved.
+const char* PayloadPath(const v1::WireBytes& wire);
 
 }  // namespace syncopate::rpc
 

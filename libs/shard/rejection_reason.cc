@@ -36,6 +36,8 @@ absl::string_view RejectionReasonName(RejectionReason reason) {
       return "malformed";
     case RejectionReason::kWireVersion:
       return "wire_version";
+    case RejectionReason::kBadSegment:
+      return "bad_segment";
   }
   return "invalid";
 }

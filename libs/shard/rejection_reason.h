@@ -27,6 +27,7 @@ enum class RejectionReason {
   kDuplicateKey,     // the same embedding key twice in one table of one push
   kMalformed,        // a Train message that is not a valid encoding (rpc::DecodeWithPayload)
   kWireVersion,      // a hello of another Train wire version (rpc::kTrainWireVersion)
+  kBadSegment,       // a push naming shared memory its stream has not, or more than its area
 };
 
 // Every reason, in the order above (metrics start each at 0).
@@ -36,7 +37,7 @@ inline constexpr RejectionReason kAllRejectionReasons[] = {
     RejectionReason::kOversize,     RejectionReason::kInvalid,         RejectionReason::kNoHello,
     RejectionReason::kEmptyMessage, RejectionReason::kUnauthenticated, RejectionReason::kWrongJob,
     RejectionReason::kWrongShard,   RejectionReason::kDuplicateKey,    RejectionReason::kMalformed,
-    RejectionReason::kWireVersion,
+    RejectionReason::kWireVersion,  RejectionReason::kBadSegment,
 };
 
 // The metric label: "wrong_shape", "non_finite", ...

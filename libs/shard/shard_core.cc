@@ -199,6 +199,14 @@ v1::PullResponse PullReply::ToMessage() && {
   return std::move(response);
 }
 
+v1::PushAck ShardCore::RejectPush(const v1::PushRequest& push, const absl::Status& status,
+                                  RejectionReason reason) {
+  v1::PushAck ack;
+  ack.set_request_id(push.request_id());
+  absl::MutexLock lock(&mu_);
+  return Reject(std::move(ack), status, reason);
+}
+
 v1::PushAck ShardCore::Push(int32_t worker, const v1::PushRequest& push) {
   return Push(worker, push, tensor::ByteChunks{{push.gradient().data(), push.gradient().size()}});
 }

@@ -113,6 +113,10 @@ class ShardCore {
   // The same, with the dense gradient's bytes beside the request, in the pieces they arrived in
   // (`push.gradient()` is then ignored): copied once, into the aggregation's scratch.
   v1::PushAck Push(int32_t worker, const v1::PushRequest& push, const tensor::ByteChunks& gradient);
+  // A push the transport refused before it reached Push (a gradient said to be in shared memory
+  // the stream has not): counted and acknowledged as every rejection is, never aggregated.
+  v1::PushAck RejectPush(const v1::PushRequest& push, const absl::Status& status,
+                         RejectionReason reason);
 
   // An evaluation point's read (request.eval_point() > 0) is answered at once, from the first
   // kept point at or after the one asked for (PullResponse.eval_point 0 and no values when there

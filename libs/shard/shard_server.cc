@@ -16,7 +16,7 @@ absl::StatusOr<std::unique_ptr<ShardServer>> ShardServer::Start(ShardServerOptio
   auto server = std::unique_ptr<ShardServer>(new ShardServer());
   server->options_ = std::move(options);
   const ShardServerOptions& o = server->options_;
-  server->train_ = std::make_unique<TrainService>(o.metrics, o.join_token);
+  server->train_ = std::make_unique<TrainService>(o.metrics, o.join_token, o.shared_memory);
   absl::StatusOr<rpc::StartedServer> started =
       rpc::StartServer(o.listen, {server->train_.get()}, o.security);
   if (!started.ok()) return started.status();

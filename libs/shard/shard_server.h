@@ -43,6 +43,9 @@ struct ShardServerOptions {
   int64_t max_push_bytes = kMaxPushBytes;
   std::string join_token;           // every TrainHello must carry it; sent in our ShardHello
   rpc::TransportSecurity security;  // the server's and the coordinator channel's (plaintext)
+  // Offer workers on this host and IPC namespace the co-located data plane (ADR 0022): their
+  // dense payloads through shared memory instead of the stream (--shared_memory).
+  bool shared_memory = true;
   Clock* clock = Clock::Real();
   ShardMetrics* metrics = ShardMetrics::NoOp();  // not owned; null means NoOp()
 };

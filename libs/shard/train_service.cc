@@ -1,5 +1,6 @@
 #include "libs/shard/train_service.h"
 
+#include <cstring>
 #include <optional>
 
 #include "absl/strings/str_cat.h"
@@ -8,6 +9,7 @@
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/payload_codec.h"
 #include "libs/rpc/security.h"
+#include "libs/rpc/shared_segment.h"
 #include "libs/rpc/train_wire.h"
 #include "libs/tensor/bfloat16.h"
 
@@ -41,6 +43,9 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
         return;
       case v1::WorkerToShard::kPull:
       case v1::WorkerToShard::kPush:
+        // The worker decided on the segment before its first request: if it mapped it, it
+        // unlinked the name; if not, nobody will, so the name goes now.
+        segment_.Unlink();
         if (core_ == nullptr) {
           Refuse(grpc::StatusCode::FAILED_PRECONDITION, RejectionReason::kNoHello,
                  "the first message on a Train stream must be a hello");
@@ -102,14 +107,84 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
     ack->set_mode(stats.mode);
     ack->set_flat_begin(core_->flat_begin());
     ack->set_flat_end(core_->flat_end());
+    if (!service_->shared_memory_host().empty() &&
+        hello.host_id() == service_->shared_memory_host()) {
+      OfferSegment(*ack->mutable_shared_memory());
+    }
     SendCounted(rpc::Encode(reply), 0, 0);
+  }
+
+  // The co-located plane (ADR 0022): a segment with a push area (none for the evaluator, which
+  // never pushes) and a pull area, each one dense slice of float32. On failure, no offer: the
+  // worker stays on the wire.
+  void OfferSegment(v1::SharedMemoryOffer& offer) {
+    const auto dense_bytes =
+        static_cast<size_t>(core_->flat_end() - core_->flat_begin()) * sizeof(float);
+    if (dense_bytes == 0) return;  // an embedding-only shard: rows travel in the messages
+    const size_t push_capacity = role_ == v1::ROLE_EVALUATOR ? 0 : dense_bytes;
+    constexpr size_t kCacheLine = 64;  // the pull area starts on its own line
+    const size_t pull_offset = (push_capacity + kCacheLine - 1) / kCacheLine * kCacheLine;
+    absl::StatusOr<rpc::SharedSegment> created =
+        rpc::SharedSegment::Create(pull_offset + dense_bytes);
+    if (!created.ok()) {
+      LOG_FIRST_N(WARNING, 1) << "no shared memory for co-located workers, the wire instead: "
+                              << created.status();
+      return;
+    }
+    segment_ = *std::move(created);
+    push_area_ = segment_.payload().subspan(0, push_capacity);
+    pull_area_ = segment_.payload().subspan(pull_offset, dense_bytes);
+    offer.set_name(segment_.name());
+    offer.set_nonce(segment_.nonce());
+    offer.set_size(static_cast<int64_t>(segment_.size()));
+    offer.set_push_offset(0);
+    offer.set_push_capacity(static_cast<int64_t>(push_capacity));
+    offer.set_pull_offset(static_cast<int64_t>(pull_offset));
+    offer.set_pull_capacity(static_cast<int64_t>(dense_bytes));
+  }
+
+  // The dense gradient of a push that says it is in the segment: its bytes in the push area, or
+  // why the push is refused (INVALID_ARGUMENT, never FAILED_PRECONDITION: a worker retries that
+  // as the membership race).
+  absl::Status GradientInSegment(const v1::PushRequest& push,
+                                 const rpc::ReceivedPayload& inline_gradient,
+                                 tensor::ByteChunks& chunks) const {
+    const int64_t bytes = push.gradient_in_segment();
+    if (push_area_.empty()) {
+      return absl::InvalidArgumentError(
+          "the push's gradient is said to be in shared memory, but this stream has none");
+    }
+    if (bytes < 0 || static_cast<size_t>(bytes) > push_area_.size()) {
+      return absl::InvalidArgumentError(absl::StrCat("the push's gradient is said to be ", bytes,
+                                                     " bytes of shared memory; its area holds ",
+                                                     push_area_.size()));
+    }
+    if (inline_gradient.size() != 0 || push.encoding() != v1::DENSE_FLOAT32) {
+      return absl::InvalidArgumentError(
+          "a gradient in shared memory is float32 and has no bytes in the message");
+    }
+    chunks = {{push_area_.data(), static_cast<size_t>(bytes)}};
+    return absl::OkStatus();
   }
 
   // A push's ack goes back at once, unless a pull rides on the push (PushRequest.then_pull):
   // then the pull's response carries it, one message for both. A rejected push drops its pull
   // (the worker sends both again, or gives up), so its ack goes back at once either way.
   void OnPush(const v1::PushRequest& push, const rpc::ReceivedPayload& gradient) {
-    v1::PushAck ack = core_->Push(worker_id_, push, gradient.chunks());
+    v1::PushAck ack;
+    if (push.gradient_in_segment() != 0) {
+      // The core copies the bytes out of the segment before it validates them: a worker writing
+      // into its area after the push cannot change what was checked.
+      tensor::ByteChunks in_segment;
+      if (absl::Status bad = GradientInSegment(push, gradient, in_segment); !bad.ok()) {
+        ack = core_->RejectPush(push, bad, RejectionReason::kBadSegment);
+      } else {
+        service_->wire().CountSharedReceived(push.gradient_in_segment());
+        ack = core_->Push(worker_id_, push, in_segment);
+      }
+    } else {
+      ack = core_->Push(worker_id_, push, gradient.chunks());
+    }
     if (ack.outcome() == v1::PUSH_REJECTED) {
       LOG_EVERY_N(WARNING, 100) << "rejected push from worker " << worker_id_ << ": "
                                 << ack.message();
@@ -126,14 +201,15 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
   void OnPull(const v1::PullRequest& pull, std::optional<v1::PushAck> push_ack) {
     std::weak_ptr<TrainStream> weak = weak_self_;
     // The evaluator reads rows without creating them: evaluation must not grow the tables.
-    absl::Status accepted = core_->Pull(
-        {this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull,
-        [weak, encoding = pull.encoding(), push_ack = std::move(push_ack)](PullReply reply) {
-          if (auto self = weak.lock()) {
-            if (push_ack.has_value()) *reply.response.mutable_push_ack() = *push_ack;
-            self->SendPull(std::move(reply), encoding);
-          }
-        });
+    absl::Status accepted =
+        core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull,
+                    [weak, encoding = pull.encoding(), in_segment = pull.reply_in_segment(),
+                     push_ack = std::move(push_ack)](PullReply reply) {
+                      if (auto self = weak.lock()) {
+                        if (push_ack.has_value()) *reply.response.mutable_push_ack() = *push_ack;
+                        self->SendPull(std::move(reply), encoding, in_segment);
+                      }
+                    });
     if (!accepted.ok()) {  // already counted by the core
       LOG_EVERY_N(WARNING, 100) << "refused pull from worker " << worker_id_ << ": "
                                 << accepted.message();
@@ -142,9 +218,27 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
   }
 
   // A pull's reply, its values encoded as the request asked: float32 referenced in place (no
-  // copy), bfloat16 packed once per published copy and shared (the shard's state stays float32).
-  void SendPull(PullReply reply, v1::DenseEncoding encoding) {
+  // copy), bfloat16 packed once per published copy and shared (the shard's state stays float32);
+  // or, when the worker asked for it and the stream has a segment, float32 copied into the
+  // segment's pull area, the message carrying only their length. May run on any thread (the
+  // one that released a sync barrier).
+  void SendPull(PullReply reply, v1::DenseEncoding encoding, bool in_segment) {
     const int64_t sparse = rpc::SparseBytes(reply.response.sparse());
+    if (in_segment && reply.values != nullptr && !pull_area_.empty() &&
+        reply.values->size() * sizeof(float) <= pull_area_.size()) {
+      const size_t bytes = reply.values->size() * sizeof(float);
+      {
+        absl::MutexLock lock(&pull_area_mu_);
+        std::memcpy(pull_area_.data(), reply.values->data(), bytes);
+      }
+      reply.response.set_values_in_segment(static_cast<int64_t>(bytes));
+      reply.response.set_encoding(v1::DENSE_FLOAT32);
+      service_->wire().CountSharedSent(static_cast<int64_t>(bytes));
+      v1::ShardToWorker message;
+      *message.mutable_pull() = std::move(reply.response);
+      SendCounted(rpc::Encode(message), 0, sparse);
+      return;
+    }
     grpc::Slice values;
     if (encoding == v1::DENSE_BFLOAT16 && reply.values != nullptr) {
       reply.response.set_encoding(v1::DENSE_BFLOAT16);
@@ -181,9 +275,29 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
   std::shared_ptr<ShardCore> core_;  // only touched from OnRequest/OnStreamDone (serialised)
   int32_t worker_id_ = -1;
   v1::Role role_ = v1::ROLE_UNSPECIFIED;
+  // The co-located plane's segment and its two areas: set by OnHello, before any pull can be
+  // answered (so before SendPull runs on another thread), then never changed. Two pulls of one
+  // worker outstanding at once (never sent by ParameterClient) would only race on its own area;
+  // the mutex keeps even that from being a data race here.
+  rpc::SharedSegment segment_;
+  std::span<char> push_area_;
+  std::span<char> pull_area_;
+  absl::Mutex pull_area_mu_;
 };
 
 }  // namespace
+
+TrainService::TrainService(ShardMetrics* metrics, std::string join_token, bool shared_memory)
+    : metrics_(metrics != nullptr ? metrics : ShardMetrics::NoOp()),
+      join_token_(std::move(join_token)),
+      shared_memory_host_(shared_memory ? rpc::HostIdentity() : "") {
+  // Segments an earlier, killed shard process left between offering and a worker's mapping.
+  if (!shared_memory_host_.empty()) {
+    if (const int removed = rpc::SharedSegment::RemoveStale(); removed > 0) {
+      LOG(INFO) << "removed " << removed << " shared-memory segment(s) of dead processes";
+    }
+  }
+}
 
 std::shared_ptr<const std::string> TrainService::Bfloat16Of(
     const std::shared_ptr<const std::vector<float>>& values) {

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
+#include "glog/logging.h"
 #include "libs/common/mode_rules.h"
 #include "libs/common/status_macros.h"
 #include "libs/rpc/grpc_util.h"
@@ -11,6 +12,15 @@
 #include "libs/tensor/packed.h"
 
 namespace syncopate::worker {
+namespace {
+
+v1::WorkerToShard WorkerToShardPush(v1::PushRequest push) {
+  v1::WorkerToShard message;
+  *message.mutable_push() = std::move(push);
+  return message;
+}
+
+}  // namespace
 
 ShardConnection::ShardConnection(const v1::ShardEndpoint& endpoint, ShardConnectionOptions options,
                                  rpc::WireBytesCounter* wire)
@@ -23,6 +33,11 @@ ShardConnection::~ShardConnection() { stream_.reset(); }
 
 absl::Status ShardConnection::Connect(absl::Duration timeout) {
   stream_.reset();
+  // A new stream, a new offer: the old segment goes with the old stream.
+  segment_ = rpc::SharedSegment();
+  push_area_ = {};
+  pull_area_ = {};
+  segment_pull_ = 0;
   {
     absl::MutexLock lock(&mu_);
     replies_.clear();
@@ -39,6 +54,7 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
   hello.mutable_hello()->set_join_token(options_.join_token);
   hello.mutable_hello()->set_job_id(options_.job_id);
   hello.mutable_hello()->set_wire_version(rpc::kTrainWireVersion);
+  if (options_.shared_memory) hello.mutable_hello()->set_host_id(rpc::HostIdentity());
   if (!Write(rpc::Encode(hello), 0, 0)) {
     stream_->WaitForEnd(timeout);
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), " at ",
@@ -46,7 +62,43 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
   }
   absl::StatusOr<ShardReply> ack = WaitReply(0, timeout);
   if (!ack.ok()) return ack.status();
+  if (ack->message.hello().has_shared_memory()) TakeOffer(ack->message.hello());
   return absl::OkStatus();
+}
+
+void ShardConnection::TakeOffer(const v1::TrainHelloAck& ack) {
+  const v1::SharedMemoryOffer& offer = ack.shared_memory();
+  const auto payload =
+      static_cast<int64_t>(offer.size()) - static_cast<int64_t>(rpc::SharedSegment::kHeaderBytes);
+  const auto dense_bytes =
+      static_cast<int64_t>((ack.flat_end() - ack.flat_begin()) * sizeof(float));
+  // The areas must lie inside the segment, and the pull area hold the shard's whole slice.
+  if (offer.push_offset() < 0 || offer.push_capacity() < 0 || offer.pull_offset() < 0 ||
+      offer.push_offset() + offer.push_capacity() > payload ||
+      offer.pull_offset() + offer.pull_capacity() > payload ||
+      offer.pull_capacity() < dense_bytes) {
+    LOG_FIRST_N(WARNING, 1) << "shard " << endpoint_.shard_id()
+                            << " offered shared memory with areas outside its segment: the wire";
+    return;
+  }
+  absl::StatusOr<rpc::SharedSegment> opened =
+      rpc::SharedSegment::Open(offer.name(), static_cast<size_t>(offer.size()), offer.nonce());
+  if (!opened.ok()) {
+    // Another host or container that shares the kernel and IPC namespace but not /dev/shm:
+    // nothing is wrong, the wire carries the payloads.
+    LOG_FIRST_N(INFO, 1) << "shard " << endpoint_.shard_id()
+                         << ": shared memory offered, not mapped (" << opened.status().message()
+                         << "): the wire";
+    return;
+  }
+  segment_ = *std::move(opened);
+  const std::span<char> area = segment_.payload();
+  push_area_ = area.subspan(static_cast<size_t>(offer.push_offset()),
+                            static_cast<size_t>(offer.push_capacity()));
+  pull_area_ = area.subspan(static_cast<size_t>(offer.pull_offset()),
+                            static_cast<size_t>(offer.pull_capacity()));
+  LOG_FIRST_N(INFO, 1) << "shard " << endpoint_.shard_id()
+                       << ": dense payloads through shared memory (co-located)";
 }
 
 bool ShardConnection::Write(const grpc::ByteBuffer& message, int64_t dense, int64_t sparse) {
@@ -72,6 +124,18 @@ void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
     wire_->CountReceived(
         static_cast<int64_t>(bytes.Length()), static_cast<int64_t>(reply.values.size()),
         reply.message.has_pull() ? rpc::SparseBytes(reply.message.pull().sparse()) : 0);
+  }
+  if (reply.message.has_pull() && reply.message.pull().values_in_segment() != 0) {
+    const int64_t bytes = reply.message.pull().values_in_segment();
+    if (bytes < 0 || static_cast<size_t>(bytes) > pull_area_.size() || reply.values.size() != 0) {
+      absl::MutexLock lock(&mu_);
+      malformed_ = absl::InternalError(absl::StrCat("shard ", endpoint_.shard_id(), " answered ",
+                                                    bytes, " bytes in a shared-memory area of ",
+                                                    pull_area_.size()));
+      return;
+    }
+    reply.values_in_segment = pull_area_.subspan(0, static_cast<size_t>(bytes));
+    if (wire_ != nullptr) wire_->CountSharedReceived(bytes);
   }
   int64_t id = 0;  // the hello ack has no request id
   if (reply.message.has_pull()) id = reply.message.pull().request_id();
@@ -115,6 +179,10 @@ v1::PullRequest ShardConnection::NewPull(int64_t min_version, std::vector<v1::Sp
   }
   pull.set_encoding(options_.dense_encoding);
   for (v1::SparseRows& rows : sparse) *pull.add_sparse() = std::move(rows);
+  if (!pull_area_.empty() && segment_pull_ == 0) {
+    pull.set_reply_in_segment(true);
+    segment_pull_ = pull.request_id();
+  }
   return pull;
 }
 
@@ -145,10 +213,23 @@ absl::StatusOr<ShardConnection::PushAndPullIds> ShardConnection::SendPush(
         NewPull(then_pull->min_version, std::move(then_pull->sparse), std::nullopt);
     ids.pull = push.then_pull().request_id();
   }
-  if (!Write(rpc::EncodeWithPayload(rpc::kPushGradient, push,
-                                    rpc::SliceCopying({gradient.data(), gradient.size()})),
-             static_cast<int64_t>(gradient.size()),
-             rpc::SparseBytes(push.sparse()) + rpc::SparseBytes(push.then_pull().sparse()))) {
+  const int64_t sparse_bytes =
+      rpc::SparseBytes(push.sparse()) + rpc::SparseBytes(push.then_pull().sparse());
+  bool written = false;
+  if (!gradient.empty() && gradient.size() <= push_area_.size()) {
+    // The co-located plane: the bytes into the push area (the shard copies them out before it
+    // acks), the message without them. ParameterClient encodes these float32.
+    std::memcpy(push_area_.data(), gradient.data(), gradient.size());
+    push.set_gradient_in_segment(static_cast<int64_t>(gradient.size()));
+    push.set_encoding(v1::DENSE_FLOAT32);
+    written = Write(rpc::Encode(WorkerToShardPush(std::move(push))), 0, sparse_bytes);
+    if (written && wire_ != nullptr) wire_->CountSharedSent(static_cast<int64_t>(gradient.size()));
+  } else {
+    written = Write(rpc::EncodeWithPayload(rpc::kPushGradient, push,
+                                           rpc::SliceCopying({gradient.data(), gradient.size()})),
+                    static_cast<int64_t>(gradient.size()), sparse_bytes);
+  }
+  if (!written) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
   return ids;
@@ -188,6 +269,8 @@ absl::StatusOr<ShardReply> ShardConnection::WaitReply(int64_t request_id, absl::
   }
   ShardReply reply = std::move(it->second);
   replies_.erase(it);
+  // Its values are read before the next pull is sent (CollectPulls): the area may be used again.
+  if (request_id == segment_pull_) segment_pull_ = 0;
   return reply;
 }
 
@@ -266,9 +349,14 @@ absl::StatusOr<PullStats> ParameterClient::CollectPulls(const std::vector<int64_
     const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
     const std::span<float> slice =
         params.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin());
-    absl::Status unpacked = pull.encoding() == v1::DENSE_BFLOAT16
-                                ? tensor::UnpackBfloat16Into(reply->values.chunks(), slice)
-                                : tensor::UnpackFloatsInto(reply->values.chunks(), slice);
+    absl::Status unpacked =
+        !reply->values_in_segment.empty()
+            ? tensor::UnpackFloatsInto(std::string_view(reply->values_in_segment.data(),
+                                                        reply->values_in_segment.size()),
+                                       slice)
+        : pull.encoding() == v1::DENSE_BFLOAT16
+            ? tensor::UnpackBfloat16Into(reply->values.chunks(), slice)
+            : tensor::UnpackFloatsInto(reply->values.chunks(), slice);
     if (!unpacked.ok()) return unpacked;
     if (rows != nullptr) {
       SYNCOPATE_RETURN_IF_ERROR(
@@ -322,7 +410,9 @@ std::vector<std::string_view> ParameterClient::EncodeDense(std::span<const float
     const v1::ShardEndpoint& endpoint = shards_[s]->endpoint();
     const std::span<const float> slice =
         gradient.subspan(endpoint.flat_begin(), endpoint.flat_end() - endpoint.flat_begin());
-    if (options_.connection.dense_encoding == v1::DENSE_BFLOAT16) {
+    // A co-located shard takes float32 through shared memory: rounding would save no bytes.
+    if (options_.connection.dense_encoding == v1::DENSE_BFLOAT16 &&
+        !shards_[s]->pushes_in_segment()) {
       residuals_[s].resize(slice.size(), 0.0f);
       encoded[s] = tensor::PackBfloat16(slice, residuals_[s]);
       dense[s] = encoded[s];

@@ -28,6 +28,7 @@
 #include "libs/rpc/client_stream.h"
 #include "libs/rpc/payload_codec.h"
 #include "libs/rpc/security.h"
+#include "libs/rpc/shared_segment.h"
 #include "libs/rpc/wire_bytes.h"
 #include "libs/worker/key_routing.h"
 #include "libs/worker/parameter_store.h"
@@ -40,6 +41,9 @@ namespace syncopate::worker {
 struct ShardReply {
   v1::ShardToWorker message;  // a pull's `values` empty: they are in `values`
   rpc::ReceivedPayload values;
+  // Or, answered through the co-located plane (PullResponse.values_in_segment): float32 in the
+  // segment's pull area, valid until the connection's next pull.
+  std::span<const char> values_in_segment;
 };
 
 // Who a client is to the shards, and how it reaches them.
@@ -55,6 +59,10 @@ struct ShardConnectionOptions {
   // How the dense values of pulls and pushes travel (the job's wire_precision, for trainers):
   // bfloat16 halves the bytes; pushes then carry error feedback (ParameterClient).
   v1::DenseEncoding dense_encoding = v1::DENSE_FLOAT32;
+  // Take a shard's offer of the co-located data plane (ADR 0022) when it is on this host and IPC
+  // namespace: dense payloads through shared memory, float32 whatever dense_encoding says
+  // (--shared_memory). Off, or on another host: the wire, as before.
+  bool shared_memory = false;
 };
 
 // One Train stream to one shard. The stream carries raw bytes (rpc::EncodeWithPayload and
@@ -93,11 +101,15 @@ class ShardConnection {
 
   const v1::ShardEndpoint& endpoint() const { return endpoint_; }
   bool broken() const;
+  // The shard's segment is mapped: pushes write their dense gradient there (float32).
+  bool pushes_in_segment() const { return !push_area_.empty(); }
 
  private:
   // A pull request with a fresh id (SendPull's `read` and `min_version`).
   v1::PullRequest NewPull(int64_t min_version, std::vector<v1::SparseRows> sparse,
                           std::optional<EvalPointRead> read);
+  // Maps the shard's offer, if any (after the hello ack); on failure the stream stays on the wire.
+  void TakeOffer(const v1::TrainHelloAck& ack);
   void OnMessage(grpc::ByteBuffer& bytes);
   void OnEnd(const grpc::Status& status);
   // `dense` and `sparse`: the bytes of the message's payload and embedding rows (WireBytes).
@@ -109,6 +121,13 @@ class ShardConnection {
   const std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<rpc::ClientStream<grpc::ByteBuffer, grpc::ByteBuffer>> stream_;
   int64_t next_request_id_ = 1;
+  // The co-located plane, when the shard offered it and it mapped (Connect): its push and pull
+  // areas. At most one pull answered in the pull area is outstanding (segment_pull_); its reply
+  // is read before the next such pull is sent, so the shard never writes under the reader.
+  rpc::SharedSegment segment_;
+  std::span<char> push_area_;
+  std::span<const char> pull_area_;
+  int64_t segment_pull_ = 0;  // the request id answered in the pull area, 0: none outstanding
 
   mutable absl::Mutex mu_;
   std::map<int64_t, ShardReply> replies_ ABSL_GUARDED_BY(mu_);

@@ -1,5 +1,6 @@
 // The commands of the `syncopate` CLI, one file each; their flags are defined in
 // syncopate_main.cc (where --help finds them) and declared here.
+// Thread-safety: each command runs once, on the main thread, after the flags are parsed.
 #ifndef SYNCOPATE_SERVICES_CLI_COMMANDS_H_
 #define SYNCOPATE_SERVICES_CLI_COMMANDS_H_
 
@@ -23,6 +24,7 @@ ABSL_DECLARE_FLAG(std::string, slowdown_schedule);
 ABSL_DECLARE_FLAG(int64_t, train_limit);
 ABSL_DECLARE_FLAG(int64_t, test_limit);
 ABSL_DECLARE_FLAG(bool, evaluator);
+ABSL_DECLARE_FLAG(bool, shared_memory);
 ABSL_DECLARE_FLAG(std::string, run_dir);
 ABSL_DECLARE_FLAG(std::string, resume);
 ABSL_DECLARE_FLAG(std::string, bin_dir);
@@ -54,6 +56,7 @@ namespace syncopate::cli {
 // Each returns the process's exit code; bad input ends the process with one line (exit 2).
 int RunLocal();                                  // local_command.cc
 int RunStatus();                                 // status_command.cc
+int RunRelease();                                // release_command.cc
 int RunHealth();                                 // health_command.cc
 int RunDatagen(const std::vector<char*>& args);  // datagen_command.cc
 int RunSim();                                    // sim_command.cc

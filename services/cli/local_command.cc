@@ -193,6 +193,7 @@ int RunLocal() {
   options.slowdowns = *slowdowns;
   options.slowdown_schedules = *schedules;
   options.evaluator = absl::GetFlag(FLAGS_evaluator);
+  options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
   options.tls = security->tls;
   options.join_token = JoinTokenOf(*security);
   if (!absl::GetFlag(FLAGS_resume).empty()) {
@@ -244,6 +245,10 @@ int RunLocal() {
     fprintf(stderr, "syncopate local: %s\n", std::string(written.message()).c_str());
   }
   PrintOutcome(last, wall, run_report, run_dir);
+  // Every child has been reaped: what each class of process cost (docs/measurements/throughput.md
+  // reads it for the per-step cost breakdown).
+  printf("%s\n",
+         launch::DescribeUsage((*cluster)->processes().UsageByClass(), last.examples()).c_str());
   return exit_code;
 }
 

@@ -2,6 +2,7 @@
 // lists them) and the dispatch to one file per command.
 //   syncopate local  [flags]              train a job on a local cluster of child processes
 //   syncopate status --coordinator=H:P     live view of a running cluster
+//   syncopate release --coordinator=H:P    start a job held by the coordinator's --hold_start
 //   syncopate health --address=H:P         exit 0 iff the server's gRPC health check says SERVING
 //   syncopate datagen ctr --rows=N --out=F  a synthetic Criteo-format click file
 //   syncopate sim --sim=SPEC [--job=J]      the job simulated in virtual time (libs/sim)
@@ -27,6 +28,9 @@ ABSL_FLAG(std::string, slowdown_schedule, "",
 ABSL_FLAG(int64_t, train_limit, -1, "Use only the first N training examples (0 = all)");
 ABSL_FLAG(int64_t, test_limit, -1, "Evaluate on the first N test examples (0 = all)");
 ABSL_FLAG(bool, evaluator, true, "Run an evaluator");
+ABSL_FLAG(bool, shared_memory, true,
+          "local: shards and workers move dense payloads through shared memory (they share this "
+          "host; docs/decisions/0022-co-located-data-plane.md); false: through the gRPC streams");
 ABSL_FLAG(std::string, run_dir, "", "Where logs and reports go (default runs/<timestamp>)");
 ABSL_FLAG(std::string, resume, "",
           "Start from the checkpoints of an earlier run directory (any number of shards)");
@@ -41,7 +45,7 @@ ABSL_FLAG(std::string, isa, "",
 ABSL_FLAG(bool, insecure_no_join_token, false,
           "local: do not generate a join token for the run (anyone who can reach the loopback "
           "ports, e.g. another user of this machine, could then join the job)");
-ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "status: the coordinator's address");
+ABSL_FLAG(std::string, coordinator, "127.0.0.1:7070", "status, release: the coordinator's address");
 ABSL_FLAG(std::string, address, "127.0.0.1:7070", "health: the server to check (host:port)");
 ABSL_FLAG(int, health_timeout_seconds, 3, "health: give up (exit 1) after this long");
 ABSL_FLAG(int64_t, rows, 0, "datagen: number of examples to write (>= 1)");
@@ -93,6 +97,8 @@ int main(int argc, char** argv) {
       "syncopate <command> [flags]\n"
       "  local   train a job on a local cluster of child processes (see flags below)\n"
       "  status  show a running cluster: --coordinator=HOST:PORT\n"
+      "  release start a job its coordinator holds (--hold_start): --coordinator=HOST:PORT\n"
+      "          --join_token_file=FILE\n"
       "  health  exit 0 if a server's gRPC health check is SERVING: --address=HOST:PORT\n"
       "  datagen ctr  write a synthetic Criteo-format click file: --rows=N --out=FILE[.gz]\n"
       "               [--seed=S] [--teacher_seed=T] [--teacher=pairs|segments|longtail|heavytail]\n"
@@ -109,13 +115,14 @@ int main(int argc, char** argv) {
   const std::string command = args.size() > 1 ? args[1] : "";
   if (command == "local") return syncopate::cli::RunLocal();
   if (command == "status") return syncopate::cli::RunStatus();
+  if (command == "release") return syncopate::cli::RunRelease();
   if (command == "health") return syncopate::cli::RunHealth();
   if (command == "datagen") return syncopate::cli::RunDatagen(args);
   if (command == "sim") return syncopate::cli::RunSim();
   if (command == "export") return syncopate::cli::RunExport();
   syncopate::runtime::Die(
       command.empty()
-          ? "missing command: local, status, health, datagen, sim or export (see --help)"
+          ? "missing command: local, status, release, health, datagen, sim or export (see --help)"
           : "unknown command '" + command +
-                "' (expected local, status, health, datagen, sim or export)");
+                "' (expected local, status, release, health, datagen, sim or export)");
 }

@@ -32,6 +32,9 @@ ABSL_FLAG(std::string, state_dir, "",
           "on the same job (empty: no progress file)");
 ABSL_FLAG(int, startup_grace_seconds, 60,
           "Start with fewer than num_workers workers after waiting this long");
+ABSL_FLAG(bool, hold_start, false,
+          "Hold the job before it starts, with everyone registered and serving, until "
+          "`syncopate release --coordinator=HOST:PORT` (with the join token) lets it go");
 ABSL_FLAG(int, exit_after_done_seconds, -1,
           "Once the job is done, keep serving its final status this long, then exit 0 (a batch "
           "system's job then completes); -1 = serve until stopped");
@@ -73,6 +76,7 @@ int Main() {
   options.core.model = *std::move(model);
   options.core.metrics = &metrics;
   options.core.startup_grace = absl::Seconds(absl::GetFlag(FLAGS_startup_grace_seconds));
+  options.core.hold_start = absl::GetFlag(FLAGS_hold_start);
   if (!absl::GetFlag(FLAGS_state_dir).empty()) {
     options.core.journal = std::make_shared<FileProgressJournal>(absl::GetFlag(FLAGS_state_dir));
   }

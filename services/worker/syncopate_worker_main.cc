@@ -47,6 +47,9 @@ ABSL_FLAG(int, nice, 0,
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9102", "Prometheus /metrics address");
 ABSL_FLAG(std::string, ready_file, "", "If set, write metrics_port here once running");
 ABSL_FLAG(int, join_timeout_seconds, 600, "Give up if no welcome arrives within this time");
+ABSL_FLAG(bool, shared_memory, true,
+          "Take a co-located shard's offer of shared memory for the dense payloads (same kernel "
+          "and IPC namespace; docs/decisions/0022-co-located-data-plane.md); false: the wire");
 
 namespace syncopate::worker {
 namespace {
@@ -68,7 +71,8 @@ absl::Status RunRole(CoordinatorChannel& session, bool trainer, const rpc::Secur
                      .job_id = welcome.job().job_id(),
                      .security = security.transport,
                      .dense_encoding =
-                         trainer ? job::TrainingDenseEncoding(welcome.job()) : v1::DENSE_FLOAT32},
+                         trainer ? job::TrainingDenseEncoding(welcome.job()) : v1::DENSE_FLOAT32,
+                     .shared_memory = absl::GetFlag(FLAGS_shared_memory)},
       .table_dims = (*model)->table_dims(),
       .abort = shutdown,
       .wait = wait};

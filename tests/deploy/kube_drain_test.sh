@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Scenario: `kubectl drain` of the node that runs both parameter shards, mid-job, keeps at most one
 # shard down at a time (the chart's shard PodDisruptionBudget, minAvailable 1), and the job
-# completes. On cluster.sh's three nodes: the default job (kube_lib.sh's values; 24 epochs instead
-# of 8 and a checkpoint every 5 s, so that the drain falls inside the job) with both shards
+# completes. On cluster.sh's three nodes: the default job (kube_lib.sh's values; every worker
+# step at least 40 ms, so the job lasts >= 75 s on any machine, and a checkpoint every 5 s, so that
+# the drain falls inside the job) with both shards
 # placed on syncnode-1 (a nodeSelector on a label only that node has when they are scheduled; the
 # coordinator and the evaluator on syncnode-3, since the coordinator has no budget and a drain
 # would evict it; the workers spread as the chart spreads them). Once both shards have written a

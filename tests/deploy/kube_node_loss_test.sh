@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Scenario: the node that runs both parameter shards and at least one worker is lost mid-job,
 # and comes back after the job has moved on without it. On cluster.sh's three nodes: the default
-# job (kube_lib.sh's values; 24 epochs instead of 8 and a checkpoint every 5 s, so that the loss
-# falls inside the job), nodeLoss.tolerationSeconds 30, both shards placed on syncnode-1 (a
+# job (kube_lib.sh's values; every worker step at least 40 ms, so the job lasts >= 75 s on any
+# machine, and a checkpoint every 5 s, so that the loss falls inside the job), nodeLoss.tolerationSeconds 30, both shards placed on syncnode-1 (a
 # nodeSelector on a label only that node has when they are scheduled; the coordinator and the
 # evaluator on syncnode-3), the workers spread as the chart spreads them. Once both shards have
 # written a checkpoint, the label moves to the other two nodes and `cluster.sh freeze 1` cuts

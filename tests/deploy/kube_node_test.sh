@@ -44,7 +44,10 @@ say "control plane, then a node (kubelet + containerd + CNI + DNS)"
 "$NODE" import "$tmp/node" "$IMAGE"
 say "image imported into the node's containerd"
 
-kube_install "$tmp/cp" "$TAG" "the default job: 4 workers, 2 shards, 8 epochs"
+# Paced (kube_paced): the job lasts >= 1,875 x 30 ms = 56 s on any machine, so the fifth worker
+# below joins it while it runs.
+kube_paced "$tmp/paced.yaml" 30ms
+kube_install "$tmp/cp" "$TAG" "the default job: 4 workers, 2 shards, 8 epochs, paced to >= 56 s" -f "$tmp/paced.yaml"
 
 # A fifth worker, mid-job: the Job starts one more pod and the coordinator admits it.
 kn patch job "$rel-syncopate-worker" --type=merge -p '{"spec":{"parallelism":5}}' >/dev/null

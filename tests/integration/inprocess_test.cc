@@ -21,6 +21,7 @@
 #include "libs/optim/optimizer.h"
 #include "libs/rpc/bidi_stream.h"
 #include "libs/rpc/grpc_util.h"
+#include "libs/rpc/shared_segment.h"
 #include "libs/rpc/train_wire.h"
 #include "libs/shard/shard_server.h"
 #include "libs/tensor/bfloat16.h"
@@ -91,14 +92,17 @@ class InProcess : public ::testing::Test {
     return connected;
   }
 
-  // The welcomed worker's ParameterClient, not connected yet.
+  // The welcomed worker's ParameterClient, not connected yet; `shared_memory`: it takes the
+  // co-located plane the in-process shard offers.
   static worker::ParameterClient ClientOf(const v1::Welcome& welcome,
-                                          v1::DenseEncoding encoding = v1::DENSE_FLOAT32) {
+                                          v1::DenseEncoding encoding = v1::DENSE_FLOAT32,
+                                          bool shared_memory = false) {
     return worker::ParameterClient(welcome.shard_map(),
                                    {.connection = {.worker_id = welcome.worker_id(),
                                                    .join_token = kToken,
                                                    .job_id = welcome.job().job_id(),
-                                                   .dense_encoding = encoding}});
+                                                   .dense_encoding = encoding,
+                                                   .shared_memory = shared_memory}});
   }
 
   std::unique_ptr<shard::ShardServer> StartShard(int id) {
@@ -273,6 +277,135 @@ TEST_F(InProcess, TheBfloat16WireHalvesTheDenseBytesAndRoundsOnlyTransfers) {
   const v1::WireBytes wire = client.wire_bytes();
   EXPECT_EQ(wire.sent_dense(), 2 * size);
   EXPECT_EQ(wire.received_dense(), 2 * size);
+}
+
+// Names under /dev/shm of segments this process created (the in-process shard's).
+std::vector<std::string> OurSegmentNames() {
+  std::vector<std::string> names;
+  const std::string prefix = absl::StrCat("syncopate-", getpid(), "-");
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm")) {
+    const std::string name = entry.path().filename().string();
+    if (absl::StartsWith(name, prefix)) names.push_back(name);
+  }
+  return names;
+}
+
+// The co-located data plane (ADR 0022): a worker on the shard's host takes its offer; pulls and
+// pushes move the same parameters and the same optimizer step as over the wire, the dense bytes
+// through shared memory (counted apart, at both ends) and none on the wire; the segment's name
+// is gone once both hold it; the job's bfloat16 wire does not apply (shared memory is float32).
+TEST_F(InProcess, ACoLocatedWorkersPayloadsGoThroughSharedMemory) {
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  const v1::Welcome& welcome = session->welcome();
+  worker::ParameterClient client = ClientOf(welcome, v1::DENSE_BFLOAT16, /*shared_memory=*/true);
+  ASSERT_TRUE(ConnectAsAWorker(client).ok());
+  EXPECT_THAT(OurSegmentNames(), ::testing::IsEmpty()) << "mapped by both: unlinked";
+  const int64_t size = welcome.shard_map().shards(0).flat_end();
+  const int64_t dense = size * static_cast<int64_t>(sizeof(float));
+  std::vector<float> params(static_cast<size_t>(size));
+  absl::StatusOr<worker::PullStats> first =
+      client.PullAll(params, absl::Seconds(10), false, nullptr, nullptr);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(params, shard_->core()->Parameters()) << "float32, not rounded to bfloat16";
+
+  std::vector<float> gradient(static_cast<size_t>(size));
+  for (size_t i = 0; i < gradient.size(); ++i) gradient[i] = 0.001f * static_cast<float>(i % 7);
+  std::vector<float> after(params.size());
+  absl::StatusOr<worker::PullStats> pulled = absl::UnknownError("not pulled");
+  absl::StatusOr<worker::PushStats> pushed = client.PushAllThenPull(
+      gradient, 8, absl::Seconds(10), nullptr, {.params = after, .pulled = &pulled});
+  ASSERT_TRUE(pushed.ok()) << pushed.status();
+  EXPECT_EQ(pushed->applied, 1);
+  ASSERT_TRUE(pulled.ok()) << pulled.status();
+  EXPECT_EQ(pulled->versions, std::vector<int64_t>{1});
+  EXPECT_EQ(after, shard_->core()->Parameters());
+  absl::StatusOr<std::unique_ptr<optim::Optimizer>> reference =
+      optim::CreateOptimizer(welcome.job().optimizer(), static_cast<size_t>(size));
+  ASSERT_TRUE(reference.ok()) << reference.status();
+  std::vector<float> expected = params;
+  (*reference)->Apply(expected, gradient);
+  for (size_t i = 0; i < after.size(); i += 97) EXPECT_FLOAT_EQ(after[i], expected[i]) << i;
+
+  const v1::WireBytes worker = client.wire_bytes();
+  EXPECT_EQ(worker.sent_dense(), 0);
+  EXPECT_EQ(worker.received_dense(), 0);
+  EXPECT_EQ(worker.sent_shared(), dense);
+  EXPECT_EQ(worker.received_shared(), 2 * dense);
+  EXPECT_STREQ(rpc::PayloadPath(worker), "shm");
+  v1::WireBytes shard;
+  EXPECT_TRUE(Eventually([&] {
+    shard = coordinator_->core().Status().shards(0).wire();
+    return shard.received_shared() == dense && shard.sent_shared() == 2 * dense;
+  })) << shard.ShortDebugString();
+  EXPECT_EQ(shard.sent_dense() + shard.received_dense(), 0);
+}
+
+// Off at either end, the wire as before: a worker with --shared_memory=false takes nothing, and
+// a shard started with it off offers nothing.
+TEST_F(InProcess, WithSharedMemoryOffAtEitherEndPayloadsTakeTheWire) {
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  const v1::Welcome& welcome = session->welcome();
+  const int64_t size = welcome.shard_map().shards(0).flat_end();
+  std::vector<float> params(static_cast<size_t>(size));
+  worker::ParameterClient off = ClientOf(welcome);
+  ASSERT_TRUE(ConnectAsAWorker(off).ok());
+  ASSERT_TRUE(off.PullAll(params, absl::Seconds(10), false, nullptr, nullptr).ok());
+  EXPECT_EQ(off.wire_bytes().received_shared(), 0);
+  EXPECT_EQ(off.wire_bytes().received_dense(), size * 4);
+
+  shard::TrainService no_offer(nullptr, kToken, /*shared_memory=*/false);
+  EXPECT_TRUE(no_offer.shared_memory_host().empty());
+  shard::TrainService offers(nullptr, kToken, /*shared_memory=*/true);
+  EXPECT_EQ(offers.shared_memory_host(), rpc::HostIdentity());
+}
+
+// A push naming shared memory wrongly is refused (INVALID_ARGUMENT, counted as bad_segment) and
+// never applied: more bytes than its area, or a segment the stream does not have. Spoken on the
+// generated stub, as any peer could.
+TEST_F(InProcess, APushWithABadSharedMemoryHeaderIsRefusedAndCounted) {
+  std::unique_ptr<worker::CoordinatorSession> session = Join();
+  ASSERT_NE(session, nullptr);
+  const v1::Welcome& welcome = session->welcome();
+  const v1::ShardEndpoint& endpoint = welcome.shard_map().shards(0);
+  auto stub =
+      v1::ParameterShard::NewStub(rpc::CreateChannel(endpoint.address(), rpc::TransportSecurity()));
+  for (const bool with_segment : {true, false}) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(10)));
+    auto stream = stub->Train(&context);
+    v1::WorkerToShard hello;
+    hello.mutable_hello()->set_worker_id(welcome.worker_id());
+    hello.mutable_hello()->set_role(v1::ROLE_WORKER);
+    hello.mutable_hello()->set_join_token(kToken);
+    hello.mutable_hello()->set_wire_version(rpc::kTrainWireVersion);
+    if (with_segment) hello.mutable_hello()->set_host_id(rpc::HostIdentity());
+    ASSERT_TRUE(stream->Write(hello));
+    v1::ShardToWorker reply;
+    ASSERT_TRUE(stream->Read(&reply));
+    ASSERT_EQ(reply.hello().has_shared_memory(), with_segment) << reply.ShortDebugString();
+    const int64_t capacity = reply.hello().shared_memory().push_capacity();
+    if (with_segment) {
+      EXPECT_EQ(capacity, endpoint.flat_end() * 4);
+    }
+
+    v1::WorkerToShard step;
+    v1::PushRequest* push = step.mutable_push();
+    push->set_request_id(1);
+    push->set_samples(8);
+    push->set_gradient_in_segment(with_segment ? capacity + 4 : 64);
+    ASSERT_TRUE(stream->Write(step));
+    ASSERT_TRUE(stream->Read(&reply));
+    ASSERT_TRUE(reply.has_ack()) << reply.ShortDebugString();
+    EXPECT_EQ(reply.ack().outcome(), v1::PUSH_REJECTED);
+    EXPECT_EQ(reply.ack().code(), static_cast<int>(grpc::StatusCode::INVALID_ARGUMENT));
+    EXPECT_THAT(reply.ack().message(), HasSubstr("shared memory"));
+    stream->WritesDone();
+    context.TryCancel();
+  }
+  EXPECT_EQ(shard_->core()->Stats().version, 0) << "nothing was applied";
+  EXPECT_EQ(shard_->core()->Stats().gradients.rejected(), 2);
 }
 
 // A shard whose every reply is bytes that do not parse as a ShardToWorker.

@@ -136,6 +136,7 @@ class CoordinatorCoreTest : public ::testing::Test {
     options.clock = &clock_;
     if (metrics_ != nullptr) options.metrics = metrics_;
     options.journal = journal_;
+    options.hold_start = hold_start_;
     absl::StatusOr<std::unique_ptr<CoordinatorCore>> core = CoordinatorCore::Create(options);
     ASSERT_TRUE(core.ok()) << core.status();
     core_ = std::move(*core);
@@ -173,6 +174,7 @@ class CoordinatorCoreTest : public ::testing::Test {
   v1::ShardReport StartAndMakeShard0WaitForW2();
 
   FakeClock clock_;
+  bool hold_start_ = false;
   CoordinatorMetrics* metrics_ = nullptr;
   std::shared_ptr<ProgressJournal> journal_;
   std::unique_ptr<CoordinatorCore> core_;
@@ -657,6 +659,70 @@ TEST_F(CoordinatorCoreTest, StartsWithFewerWorkersAfterTheStartupGrace) {
   EXPECT_EQ(w->sent[0].welcome().local_batch(), 8);
   EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(id));
   EXPECT_EQ(shards_[0]->LastMembership().local_batch(), 8);
+}
+
+// --hold_start: everyone registers, nothing is welcomed, not even after the startup grace,
+// until Release; then the job starts as it would have.
+TEST_F(CoordinatorCoreTest, AHeldJobStartsOnlyWhenReleased) {
+  hold_start_ = true;
+  Create();
+  ConnectShard(0);
+  ConnectShard(1);
+  int32_t id1 = 0, id2 = 0;
+  auto w1 = Join("w1", &id1);
+  auto w2 = Join("w2", &id2);
+  // Past the 60 s startup grace, both beating (as waiting workers do) so neither goes silent.
+  for (int i = 0; i < 14; ++i) {
+    clock_.Advance(absl::Seconds(5));
+    core_->WorkerMessage(id1, Heartbeat());
+    core_->WorkerMessage(id2, Heartbeat());
+    core_->Tick();
+  }
+  EXPECT_EQ(core_->state(), v1::JOB_WAITING);
+  EXPECT_TRUE(core_->Status().held());
+  EXPECT_TRUE(w1->sent.empty());
+  EXPECT_TRUE(core_->Release());
+  EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
+  EXPECT_FALSE(core_->Status().held());
+  ASSERT_EQ(w1->Of(v1::CoordinatorToWorker::kWelcome).size(), 1u);
+  ASSERT_EQ(w2->Of(v1::CoordinatorToWorker::kWelcome).size(), 1u);
+  EXPECT_FALSE(core_->Release()) << "not held any more";
+}
+
+// A coordinator restarted with --hold_start into a job already under way carries on: the hold
+// is for a job's start, not for its restarts.
+TEST_F(CoordinatorCoreTest, ARestartIntoARunningJobIsNotHeld) {
+  const std::string state_dir = absl::StrCat(::testing::TempDir(), "/coordinator-held-", getpid());
+  std::filesystem::remove_all(state_dir);
+  journal_ = std::make_shared<FileProgressJournal>(state_dir);
+  Create();
+  StartJob();
+  clock_.Advance(absl::Seconds(1));
+  core_->Tick();  // writes the progress file
+  core_.reset();
+  shards_.clear();
+  hold_start_ = true;
+  Create();
+  EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
+  EXPECT_FALSE(core_->Status().held());
+  ConnectShard(0);
+  ConnectShard(1);
+  auto w1 = Join("w1");
+  EXPECT_EQ(w1->Of(v1::CoordinatorToWorker::kWelcome).size(), 1u);
+  std::filesystem::remove_all(state_dir);
+}
+
+// Released before everyone registered: the job waits for them as an unheld one does.
+TEST_F(CoordinatorCoreTest, AReleaseBeforeEveryoneRegisteredStillWaitsForThem) {
+  hold_start_ = true;
+  Create();
+  ConnectShard(0);
+  EXPECT_TRUE(core_->Release());
+  auto w1 = Join("w1");
+  auto w2 = Join("w2");
+  EXPECT_EQ(core_->state(), v1::JOB_WAITING) << "shard 1 missing";
+  ConnectShard(1);
+  EXPECT_EQ(core_->state(), v1::JOB_RUNNING);
 }
 
 TEST_F(CoordinatorCoreTest, NoStartWithoutWorkersOrWithAShardMissing) {

@@ -64,6 +64,7 @@ class WorkerSessionTest : public ::testing::Test {
     options.core.model = {.layout = job::BuiltinLayoutForJob(Job()).value(), .train_examples = 100};
     options.core.clock = &clock_;
     options.core.metrics = &metrics_;
+    options.core.hold_start = hold_start_;
     options.join_token = kToken;
     options.tick_interval = absl::ZeroDuration();  // the test ticks as it moves the FakeClock
     absl::StatusOr<std::unique_ptr<CoordinatorServer>> server =
@@ -94,6 +95,7 @@ class WorkerSessionTest : public ::testing::Test {
     return done();
   }
 
+  bool hold_start_ = false;  // set by a fixture before SetUp
   FakeClock clock_;
   prometheus::Registry registry_;
   CoordinatorMetrics metrics_{registry_};
@@ -167,6 +169,63 @@ TEST_F(WorkerSessionTest, AWorkerTimedOutAsSilentRejoinsAndOnlyAWrongTokenIsCoun
   EXPECT_EQ(stranger.status().code(), absl::StatusCode::kUnauthenticated) << stranger.status();
   EXPECT_EQ(Rejections(), 1);
   EXPECT_TRUE(server_->core().Status().workers(0).alive()) << "the stranger claimed w1's name";
+}
+
+}  // namespace
+}  // namespace syncopate::coordinator
+
+namespace syncopate::coordinator {
+namespace {
+
+// A coordinator started with --hold_start.
+class HeldStartTest : public WorkerSessionTest {
+ protected:
+  HeldStartTest() { hold_start_ = true; }
+
+  grpc::Status Release(const std::string& token, v1::ReleaseResponse& response) {
+    grpc::ClientContext context;
+    v1::ReleaseRequest request;
+    request.set_join_token(token);
+    return stub_->Release(&context, request, &response);
+  }
+};
+
+// Everyone registers while the job is held; a release without the join token
+// is refused (UNAUTHENTICATED, counted) and changes nothing; with it the job starts and the
+// waiting worker is welcomed. A second release says the job was not held.
+TEST_F(HeldStartTest, TheJobStartsOnlyWhenReleasedWithTheJoinToken) {
+  RegisterShard();
+  std::optional<absl::StatusOr<std::unique_ptr<worker::CoordinatorSession>>> opened;
+  std::thread joiner([&] {
+    opened = worker::CoordinatorSession::Open(server_->local_address(), Hello(kToken),
+                                              absl::Seconds(30));
+  });
+  ASSERT_TRUE(Eventually([&] { return server_->core().Status().workers_size() == 1; }));
+  // Everyone it waits for has registered: unheld, it would have started (the startup grace is
+  // CoordinatorCoreTest.AHeldJobStartsOnlyWhenReleased's).
+  server_->core().Tick();
+  v1::ClusterStatus status = server_->core().Status();
+  EXPECT_EQ(status.state(), v1::JOB_WAITING);
+  EXPECT_TRUE(status.held());
+
+  v1::ReleaseResponse response;
+  EXPECT_EQ(Release("wrong-token", response).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(MetricValue(registry_, "syncopate_coordinator_rejections_total",
+                        {{"session", "release"}, {"reason", "unauthenticated"}}),
+            1);
+  EXPECT_TRUE(server_->core().Status().held());
+
+  ASSERT_TRUE(Release(kToken, response).ok());
+  EXPECT_TRUE(response.was_held());
+  EXPECT_EQ(response.state(), v1::JOB_RUNNING);
+  joiner.join();
+  ASSERT_TRUE(opened.has_value());
+  ASSERT_TRUE(opened->ok()) << opened->status();
+  EXPECT_EQ((**opened)->welcome().worker_id(), 1);
+  EXPECT_FALSE(server_->core().Status().held());
+
+  ASSERT_TRUE(Release(kToken, response).ok());
+  EXPECT_FALSE(response.was_held());
 }
 
 }  // namespace

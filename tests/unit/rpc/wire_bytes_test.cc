@@ -80,5 +80,30 @@ TEST(WireBytesTally, ARestoredTotalTakesTheNextReportAsItsBaseline) {
   EXPECT_EQ(tally.total().received_dense(), 2200);
 }
 
+// Payloads through the co-located plane are counted apart: never as wire bytes, carried across
+// restarts like the rest, and they name the path a process's payloads took.
+TEST(WireBytesCounter, SharedMemoryBytesAreNotWireBytes) {
+  WireBytesCounter counter;
+  EXPECT_STREQ(PayloadPath(counter.Totals()), "-");
+  counter.CountSent(40, 0, 0);  // a push whose gradient is in the segment: only its header
+  counter.CountSharedSent(900);
+  counter.CountSharedReceived(800);
+  const v1::WireBytes totals = counter.Totals();
+  EXPECT_EQ(TotalWireBytes(totals), 40);
+  EXPECT_EQ(TotalSharedBytes(totals), 1700);
+  EXPECT_STREQ(PayloadPath(totals), "shm");
+  counter.CountReceived(600, 500, 0);  // a second shard, on another host
+  EXPECT_STREQ(PayloadPath(counter.Totals()), "shm+wire");
+  EXPECT_STREQ(PayloadPath(Wire(10, 0)), "wire");
+
+  WireBytesTally tally;
+  tally.Add(totals);
+  v1::WireBytes restarted;
+  restarted.set_sent_shared(100);
+  tally.Add(restarted);
+  EXPECT_EQ(tally.total().sent_shared(), 1000);
+  EXPECT_EQ(tally.total().received_shared(), 800);
+}
+
 }  // namespace
 }  // namespace syncopate::rpc

@@ -17,7 +17,7 @@ TEST(RejectionReason, EveryReasonHasItsOwnLabel) {
     EXPECT_EQ(name.find_first_not_of("abcdefghijklmnopqrstuvwxyz_"), std::string::npos) << name;
     EXPECT_TRUE(names.insert(name).second) << name << " twice";
   }
-  EXPECT_EQ(names.size(), 16u);
+  EXPECT_EQ(names.size(), 17u);
   EXPECT_EQ(RejectionReasonName(RejectionReason::kDuplicateKey), "duplicate_key");
 }
 
