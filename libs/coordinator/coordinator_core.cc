@@ -262,6 +262,12 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
   if (!hello.job_id().empty() && hello.job_id() != options_.job.job_id()) {
     return WrongJob("worker", absl::StrCat("worker '", hello.name(), "'"), hello.job_id());
   }
+  if (hello.logical_workers() < 0 || hello.logical_workers() > options_.job.num_workers() ||
+      (hello.role() == v1::ROLE_EVALUATOR && hello.logical_workers() > 1)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "hello.logical_workers must be in [1, num_workers = ", options_.job.num_workers(),
+        "] for a worker and 1 for an evaluator, got ", hello.logical_workers()));
+  }
   Outbox out;
   int32_t id = 0;
   {
@@ -304,6 +310,7 @@ absl::StatusOr<int32_t> CoordinatorCore::WorkerHello(std::shared_ptr<WorkerLink>
     worker.id = id;
     worker.name = hello.name().empty() ? absl::StrCat("worker-", id) : hello.name();
     worker.role = hello.role();
+    worker.shares = std::max(1, hello.logical_workers());
     worker.link = std::move(link);
     worker.last_heard = options_.clock->Now();
     LOG(INFO) << "hello from " << worker.name << " (id " << id << ", " << v1::Role_Name(worker.role)
@@ -347,7 +354,11 @@ bool CoordinatorCore::Release() {
 
 void CoordinatorCore::MaybeStart(Outbox& out) {
   if (phase_ != JobPhase::kWaiting || held_ || !AllShardsConnected()) return;
-  const int workers = LiveWorkers(v1::ROLE_WORKER);
+  // The job's num_workers counts logical workers.
+  int workers = 0;
+  for (const auto& [id, worker] : workers_) {
+    if (worker.link != nullptr && worker.role == v1::ROLE_WORKER) workers += worker.shares;
+  }
   const bool grace_over = options_.clock->Now() - created_ >= options_.startup_grace;
   if (workers < options_.job.num_workers() && !(grace_over && workers > 0)) return;
   if (workers < options_.job.num_workers()) {
@@ -387,14 +398,22 @@ void CoordinatorCore::Welcome(Worker& worker, Outbox& out) {
 }
 
 int32_t CoordinatorCore::ProspectiveShare(int32_t id) const {
-  int members = 0;
-  int position = 0;
+  int total = 0;
+  int position = 0;  // the logical workers before it
   for (const auto& [other, worker] : workers_) {
     if (!worker.member || other == id) continue;
-    ++members;
-    if (other < id) ++position;
+    total += worker.shares;
+    if (other < id) position += worker.shares;
   }
-  return job::LocalBatchShare(options_.job.global_batch(), members + 1, position);
+  const int shares = workers_.at(id).shares;
+  return SharesOfGlobalBatch(options_.job.global_batch(), total + shares, position, shares);
+}
+
+int32_t CoordinatorCore::SharesOfGlobalBatch(int32_t global_batch, int total, int first,
+                                             int count) {
+  int32_t batch = 0;
+  for (int j = first; j < first + count; ++j) batch += job::LocalBatchShare(global_batch, total, j);
+  return batch;
 }
 
 void CoordinatorCore::ReshapeMembership(Outbox& out) {
@@ -406,10 +425,16 @@ void CoordinatorCore::ReshapeMembership(Outbox& out) {
   membership_.clear_worker_ids();
   const int n = static_cast<int>(members.size());
   const int g = options_.job.global_batch();
+  // G is split over the logical workers (a process standing for k of them gets k shares), so a
+  // process of k logical workers pushes what k processes of one would have.
+  int total = 0;
+  for (const Worker* worker : members) total += worker->shares;
+  int position = 0;
   for (int i = 0; i < n; ++i) {
     Worker& worker = *members[i];
     membership_.add_worker_ids(worker.id);
-    const int32_t share = job::LocalBatchShare(g, n, i);
+    const int32_t share = SharesOfGlobalBatch(g, total, position, worker.shares);
+    position += worker.shares;
     if (share != worker.local_batch && worker.welcomed && worker.link != nullptr) {
       v1::CoordinatorToWorker message;
       message.mutable_set_local_batch()->set_local_batch(share);
@@ -926,6 +951,7 @@ v1::ClusterStatus CoordinatorCore::Status() const {
     w->set_median_compute_seconds(MedianComputeSeconds(worker.compute_seconds));
     w->set_last_loss(worker.last_loss);
     w->set_local_batch(worker.local_batch);
+    w->set_logical_workers(worker.shares);
     w->set_departed_reason(worker.departed_reason);
     w->set_failure(worker.failure);
     *w->mutable_wire() = worker.wire.total();

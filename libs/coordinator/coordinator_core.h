@@ -135,6 +135,7 @@ class CoordinatorCore {
     std::shared_ptr<WorkerLink> link;  // null once gone
     bool welcomed = false;
     bool member = false;
+    int32_t shares = 1;  // the logical workers it stands for (WorkerHello.logical_workers)
     int32_t local_batch = 0;
     int64_t examples = 0;
     int64_t steps = 0;
@@ -179,6 +180,9 @@ class CoordinatorCore {
   void Welcome(Worker& worker, Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The local batch worker `id` would get as one more member (ReshapeMembership's split).
   int32_t ProspectiveShare(int32_t id) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The local batch of the `count` logical workers from `first` on, of `total`, splitting G as
+  // job::LocalBatchShare does: one process standing for k of them batches what k would.
+  static int32_t SharesOfGlobalBatch(int32_t global_batch, int total, int first, int count);
   // Recomputes membership and local batches (G split across members) and tells everyone.
   void ReshapeMembership(Outbox& out) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void RemoveWorker(Worker& worker, const std::string& reason, Outbox& out)

@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -51,6 +52,34 @@ absl::StatusOr<std::map<int, std::string>> ParseSlowdownSchedules(absl::string_v
     schedules[index] = std::string(parts.second);
   }
   return schedules;
+}
+
+absl::StatusOr<int> ChooseLogicalWorkers(int requested, int workers, int cores,
+                                         bool per_worker_slowdowns) {
+  if (requested < 0) return absl::InvalidArgumentError("--logical_workers must be >= 0 (0: auto)");
+  if (requested > 0) {
+    if (workers % requested != 0) {
+      return absl::InvalidArgumentError(absl::StrCat("--logical_workers=", requested,
+                                                     " does not divide the job's ", workers,
+                                                     " workers into processes"));
+    }
+    if (requested > 1 && per_worker_slowdowns) {
+      return absl::InvalidArgumentError(
+          "--slowdowns and --slowdown_schedule slow single workers: use them with "
+          "--logical_workers=1");
+    }
+    return requested;
+  }
+  if (per_worker_slowdowns || workers <= 1) return 1;
+  if (cores <= 1) return workers;
+  int processes = 1;
+  for (int p = std::min(workers, cores); p >= 1; --p) {
+    if (workers % p == 0) {
+      processes = p;
+      break;
+    }
+  }
+  return processes == 1 ? 1 : workers / processes;
 }
 
 absl::StatusOr<int> FreeLoopbackPort() {

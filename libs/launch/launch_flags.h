@@ -23,6 +23,15 @@ absl::StatusOr<std::vector<double>> ParseSlowdowns(absl::string_view text, int w
 absl::StatusOr<std::map<int, std::string>> ParseSlowdownSchedules(absl::string_view text,
                                                                   int workers);
 
+// How many logical workers each worker process stands for (--logical_workers, ADR 0023).
+// `requested` > 0: that many, which must divide `workers`. 0 (auto): one process per core — the
+// largest divisor p of `workers` with p <= `cores`, each standing for workers / p — unless that
+// leaves one process for several cores, or `per_worker_slowdowns` (--slowdowns and
+// --slowdown_schedule slow single workers, so each needs its own process): then 1.
+// INVALID_ARGUMENT for a count that does not divide `workers`, or > 1 with per-worker slowdowns.
+absl::StatusOr<int> ChooseLogicalWorkers(int requested, int workers, int cores,
+                                         bool per_worker_slowdowns);
+
 // A loopback TCP port that was free a moment ago (for a child that takes its port as a flag; a
 // race with another process taking it in between shows in that child's log).
 absl::StatusOr<int> FreeLoopbackPort();

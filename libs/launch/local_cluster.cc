@@ -4,6 +4,7 @@
 #include <signal.h>  // NOLINT(modernize-deprecated-headers): SIGKILL is POSIX, not in <csignal>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -128,7 +129,8 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
         cluster->StartChild(ShardName(s), std::move(argv), "grpc_port", /*essential=*/true)
             .status());
   }
-  const int workers = o.worker_processes >= 0 ? o.worker_processes : o.job.num_workers();
+  const int logical = std::max(1, o.logical_workers);
+  const int workers = o.worker_processes >= 0 ? o.worker_processes : o.job.num_workers() / logical;
   for (int w = 0; w < workers; ++w) {
     const double slowdown = w < static_cast<int>(o.slowdowns.size()) ? o.slowdowns[w] : 1.0;
     std::vector<std::string> argv = o.worker_command_prefix;
@@ -137,6 +139,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
     if (o.min_step_time > absl::ZeroDuration()) {
       argv.push_back("--min_step_time=" + absl::FormatDuration(o.min_step_time));
     }
+    if (logical > 1) argv.push_back(absl::StrCat("--logical_workers=", logical));
     if (!o.shared_memory) argv.push_back("--shared_memory=false");
     auto schedule = o.slowdown_schedules.find(w);
     if (schedule != o.slowdown_schedules.end()) {

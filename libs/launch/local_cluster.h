@@ -32,6 +32,9 @@ struct LocalClusterOptions {
   // The co-located data plane between the shards and the workers (ADR 0022); false passes
   // --shared_memory=false to both, so every payload takes the wire (A/B benchmarks).
   bool shared_memory = true;
+  // How many of the job's workers each worker process stands for (--logical_workers, ADR 0023):
+  // job.num_workers / logical_workers processes, each passed --logical_workers.
+  int logical_workers = 1;
   bool evaluator = true;
   // Worker processes to start; -1: job.num_workers. Tests that play the workers themselves
   // start fewer (the job still waits for job.num_workers hellos).

@@ -25,6 +25,12 @@ std::string BytesPerExample(const v1::WireBytes& wire, int64_t examples) {
   return examples > 0 ? absl::StrFormat("%.0f", WireBytesPerExample(wire, examples)) : "-";
 }
 
+// "worker", "worker(2)" for a process standing for 2 logical workers, or "evaluator".
+std::string Role(const v1::WorkerStatus& w) {
+  if (w.role() != v1::ROLE_WORKER) return "evaluator";
+  return w.logical_workers() > 1 ? absl::StrCat("worker(", w.logical_workers(), ")") : "worker";
+}
+
 }  // namespace
 
 std::string ProgressLine(const v1::ClusterStatus& status) {
@@ -54,13 +60,12 @@ std::string StatusText(const v1::ClusterStatus& s) {
         trainer && w.slowdown() > 0 ? absl::StrFormat("%.2fx", w.slowdown()) : "-";
     const std::string straggler =
         w.straggler() ? absl::StrFormat("YES (z %.1f)", w.robust_z()) : "";
-    absl::StrAppend(
-        &out,
-        absl::StrFormat("%-12s %-4d %-9s %-6s %10d %7d %12.4f %8.4f %9s %-8s %9s %s\n", w.name(),
-                        w.worker_id(), trainer ? "worker" : "evaluator", w.alive() ? "yes" : "no",
-                        w.examples(), w.local_batch(), w.median_compute_seconds(), w.last_loss(),
-                        BytesPerExample(w.wire(), w.examples()), rpc::PayloadPath(w.wire()),
-                        slowdown, straggler));
+    absl::StrAppend(&out,
+                    absl::StrFormat("%-12s %-4d %-9s %-6s %10d %7d %12.4f %8.4f %9s %-8s %9s %s\n",
+                                    w.name(), w.worker_id(), Role(w), w.alive() ? "yes" : "no",
+                                    w.examples(), w.local_batch(), w.median_compute_seconds(),
+                                    w.last_loss(), BytesPerExample(w.wire(), w.examples()),
+                                    rpc::PayloadPath(w.wire()), slowdown, straggler));
   }
   absl::StrAppend(&out,
                   absl::StrFormat("\n%-6s %-22s %-9s %8s %-6s %9s %8s %9s %9s %9s  %s\n", "shard",

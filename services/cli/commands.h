@@ -25,6 +25,7 @@ ABSL_DECLARE_FLAG(int64_t, train_limit);
 ABSL_DECLARE_FLAG(int64_t, test_limit);
 ABSL_DECLARE_FLAG(bool, evaluator);
 ABSL_DECLARE_FLAG(bool, shared_memory);
+ABSL_DECLARE_FLAG(int, logical_workers);
 ABSL_DECLARE_FLAG(std::string, run_dir);
 ABSL_DECLARE_FLAG(std::string, resume);
 ABSL_DECLARE_FLAG(std::string, bin_dir);

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -167,6 +168,11 @@ int RunLocal() {
   absl::StatusOr<std::map<int, std::string>> schedules =
       launch::ParseSlowdownSchedules(absl::GetFlag(FLAGS_slowdown_schedule), job->num_workers());
   if (!schedules.ok()) runtime::Die(std::string(schedules.status().message()));
+  absl::StatusOr<int> logical_workers =
+      launch::ChooseLogicalWorkers(absl::GetFlag(FLAGS_logical_workers), job->num_workers(),
+                                   static_cast<int>(std::thread::hardware_concurrency()),
+                                   !slowdowns->empty() || !schedules->empty());
+  if (!logical_workers.ok()) runtime::Die(std::string(logical_workers.status().message()));
   const std::string run_dir = RunDirFromFlags();
   std::string bin_dir = absl::GetFlag(FLAGS_bin_dir);
   if (bin_dir.empty()) bin_dir = runtime::ExecutableDir();
@@ -182,9 +188,13 @@ int RunLocal() {
   printf("syncopate local: kernels %s\n", isa::IsaDescription(ChooseKernels()).c_str());
 
   const absl::Time start = absl::Now();
-  printf("syncopate local: job %s, %d workers, %d shards, mode %s, G=%d; run dir %s\n",
-         job->job_id().c_str(), job->num_workers(), job->num_shards(),
-         ModeName(job->mode()).c_str(), job->global_batch(), run_dir.c_str());
+  printf("syncopate local: job %s, %d workers%s, %d shards, mode %s, G=%d; run dir %s\n",
+         job->job_id().c_str(), job->num_workers(),
+         *logical_workers > 1 ? absl::StrCat(" in ", job->num_workers() / *logical_workers,
+                                             " processes of ", *logical_workers)
+                                    .c_str()
+                              : "",
+         job->num_shards(), ModeName(job->mode()).c_str(), job->global_batch(), run_dir.c_str());
   fflush(stdout);
   launch::LocalClusterOptions options;
   options.job = *job;
@@ -194,6 +204,7 @@ int RunLocal() {
   options.slowdown_schedules = *schedules;
   options.evaluator = absl::GetFlag(FLAGS_evaluator);
   options.shared_memory = absl::GetFlag(FLAGS_shared_memory);
+  options.logical_workers = *logical_workers;
   options.tls = security->tls;
   options.join_token = JoinTokenOf(*security);
   if (!absl::GetFlag(FLAGS_resume).empty()) {

@@ -28,6 +28,10 @@ ABSL_FLAG(std::string, slowdown_schedule, "",
 ABSL_FLAG(int64_t, train_limit, -1, "Use only the first N training examples (0 = all)");
 ABSL_FLAG(int64_t, test_limit, -1, "Evaluate on the first N test examples (0 = all)");
 ABSL_FLAG(bool, evaluator, true, "Run an evaluator");
+ABSL_FLAG(int, logical_workers, 0,
+          "local: how many of the job's workers each worker process stands for (it trains their "
+          "shares of G as one batch); 0 = one process per core, or 1 with --slowdowns or "
+          "--slowdown_schedule (docs/decisions/0023-logical-workers.md)");
 ABSL_FLAG(bool, shared_memory, true,
           "local: shards and workers move dense payloads through shared memory (they share this "
           "host; docs/decisions/0022-co-located-data-plane.md); false: through the gRPC streams");

@@ -47,6 +47,10 @@ ABSL_FLAG(int, nice, 0,
 ABSL_FLAG(std::string, metrics_listen, "0.0.0.0:9102", "Prometheus /metrics address");
 ABSL_FLAG(std::string, ready_file, "", "If set, write metrics_port here once running");
 ABSL_FLAG(int, join_timeout_seconds, 600, "Give up if no welcome arrives within this time");
+ABSL_FLAG(int, logical_workers, 1,
+          "How many of the job's num_workers this process stands for: it trains their shares of "
+          "the global batch as one batch and pushes once per step (one process per core; "
+          "docs/decisions/0023-logical-workers.md)");
 ABSL_FLAG(bool, shared_memory, true,
           "Take a co-located shard's offer of shared memory for the dense payloads (same kernel "
           "and IPC namespace; docs/decisions/0022-co-located-data-plane.md); false: the wire");
@@ -122,6 +126,7 @@ int Main() {
   if (niceness > 0 && ::nice(niceness) == -1 && errno != 0) {
     LOG(WARNING) << "--nice=" << niceness << " not applied: " << std::strerror(errno);
   }
+  if (absl::GetFlag(FLAGS_logical_workers) < 1) runtime::Die("--logical_workers must be >= 1");
   if (absl::GetFlag(FLAGS_min_step_time) < absl::ZeroDuration()) {
     runtime::Die("--min_step_time must be >= 0");
   }
@@ -158,6 +163,7 @@ int Main() {
   hello.set_name(name);
   hello.set_role(role == "worker" ? v1::ROLE_WORKER : v1::ROLE_EVALUATOR);
   hello.set_join_token(security->join_token);
+  if (role == "worker") hello.set_logical_workers(absl::GetFlag(FLAGS_logical_workers));
 
   // Join, run the role, rejoin when it is lost: libs/worker/worker_runner.h decides (and
   // documents) every exit code.

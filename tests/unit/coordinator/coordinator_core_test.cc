@@ -255,6 +255,42 @@ TEST_F(CoordinatorCoreTest, NothingIsWelcomedUntilAllShardsAndWorkersJoined) {
   EXPECT_EQ(w2->sent[0].welcome().worker_id(), 2);
 }
 
+// Logical workers (ADR 0023): a process standing for k of the job's workers counts k toward
+// num_workers, is one member of the barrier, and gets k workers' shares of G; a member leaving
+// gives its shares back to the rest.
+TEST_F(CoordinatorCoreTest, AProcessOfLogicalWorkersCountsAndBatchesForEachOfThem) {
+  v1::JobSpec job = SmallJob();
+  job.set_num_workers(3);  // G = 8 over 3 logical workers: 3 + 3 + 2
+  Create(job);
+  ConnectShard(0);
+  ConnectShard(1);
+  v1::WorkerHello two = Hello("two");
+  two.set_logical_workers(2);
+  auto first = std::make_shared<FakeWorkerLink>();
+  absl::StatusOr<int32_t> id = core_->WorkerHello(first, two);
+  ASSERT_TRUE(id.ok()) << id.status();
+  EXPECT_EQ(core_->state(), v1::JOB_WAITING) << "2 of 3";
+  int32_t one_id = 0;
+  auto one = Join("one", &one_id);
+  ASSERT_EQ(core_->state(), v1::JOB_RUNNING);
+  EXPECT_EQ(first->Of(v1::CoordinatorToWorker::kWelcome)[0].welcome().local_batch(), 6);
+  EXPECT_EQ(one->Of(v1::CoordinatorToWorker::kWelcome)[0].welcome().local_batch(), 2);
+  EXPECT_THAT(shards_[0]->LastMembership().worker_ids(), ElementsAre(*id, one_id));
+  const v1::ClusterStatus status = core_->Status();
+  EXPECT_EQ(status.workers(0).logical_workers(), 2);
+  EXPECT_EQ(status.workers(1).logical_workers(), 1);
+
+  core_->WorkerGone(one_id, "test");
+  const auto resized = first->Of(v1::CoordinatorToWorker::kSetLocalBatch);
+  ASSERT_FALSE(resized.empty());
+  EXPECT_EQ(resized.back().set_local_batch().local_batch(), 8);
+
+  v1::WorkerHello too_many = Hello("too-many");
+  too_many.set_logical_workers(4);
+  EXPECT_EQ(core_->WorkerHello(std::make_shared<FakeWorkerLink>(), too_many).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
 TEST_F(CoordinatorCoreTest, WelcomeCarriesTheShardMapAndLocalBatchesSumToG) {
   v1::JobSpec job = SmallJob();
   job.set_num_workers(3);  // G = 8 over 3 workers: 3 + 3 + 2

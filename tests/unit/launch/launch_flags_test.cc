@@ -39,3 +39,31 @@ TEST(LaunchFlags, AFreeLoopbackPortIsAPort) {
 
 }  // namespace
 }  // namespace syncopate::launch
+
+namespace syncopate::launch {
+namespace {
+
+// One process per core by default: the default job's 4 workers on 2 cores are 2 processes of 2;
+// per-worker slowdowns keep a process per worker; a count that does not divide is refused.
+TEST(ChooseLogicalWorkers, OneProcessPerCoreUnlessAWorkerMustBeItsOwn) {
+  EXPECT_EQ(*ChooseLogicalWorkers(0, 4, 2, false), 2);
+  EXPECT_EQ(*ChooseLogicalWorkers(0, 4, 4, false), 1);
+  EXPECT_EQ(*ChooseLogicalWorkers(0, 4, 8, false), 1);
+  EXPECT_EQ(*ChooseLogicalWorkers(0, 8, 2, false), 4);
+  EXPECT_EQ(*ChooseLogicalWorkers(0, 6, 4, false), 2)
+      << "3 processes of 2: 3 is 6's largest divisor <= 4";
+  EXPECT_EQ(*ChooseLogicalWorkers(0, 3, 2, false), 1) << "no divisor but 1 fits: a process each";
+  EXPECT_EQ(*ChooseLogicalWorkers(0, 4, 1, false), 4) << "one core: one process";
+  EXPECT_EQ(*ChooseLogicalWorkers(0, 1, 2, false), 1);
+  EXPECT_EQ(*ChooseLogicalWorkers(0, 4, 2, true), 1) << "a straggler is one worker";
+  EXPECT_EQ(*ChooseLogicalWorkers(2, 4, 8, false), 2);
+  EXPECT_EQ(ChooseLogicalWorkers(3, 4, 2, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChooseLogicalWorkers(2, 4, 2, true).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ChooseLogicalWorkers(-1, 4, 2, false).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace syncopate::launch
