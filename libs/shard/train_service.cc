@@ -9,8 +9,8 @@
 #include "libs/rpc/grpc_util.h"
 #include "libs/rpc/payload_codec.h"
 #include "libs/rpc/security.h"
-#include "libs/rpc/shared_segment.h"
 #include "libs/rpc/train_wire.h"
+#include "libs/shard/colocated_link.h"
 #include "libs/tensor/bfloat16.h"
 
 namespace syncopate::shard {
@@ -20,6 +20,9 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
  public:
   TrainStream(TrainService* service, std::string peer)
       : service_(service), peer_(std::move(peer)) {}
+  ~TrainStream() override {
+    if (colocated_ != nullptr) colocated_->Stop();
+  }
   void set_weak_self(std::weak_ptr<TrainStream> self) { weak_self_ = std::move(self); }
 
  private:
@@ -45,16 +48,16 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
       case v1::WorkerToShard::kPush:
         // The worker decided on the segment before its first request: if it mapped it, it
         // unlinked the name; if not, nobody will, so the name goes now.
-        segment_.Unlink();
+        if (colocated_ != nullptr) colocated_->Unlink();
         if (core_ == nullptr) {
           Refuse(grpc::StatusCode::FAILED_PRECONDITION, RejectionReason::kNoHello,
                  "the first message on a Train stream must be a hello");
           return;
         }
         if (request.has_pull()) {
-          OnPull(request.pull(), std::nullopt);
+          OnPull(request.pull(), std::nullopt, /*box=*/false);
         } else {
-          OnPush(request.push(), gradient);
+          OnPush(request.push(), gradient, /*box=*/false);
         }
         return;
       default:
@@ -109,79 +112,84 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
     ack->set_flat_end(core_->flat_end());
     if (!service_->shared_memory_host().empty() &&
         hello.host_id() == service_->shared_memory_host()) {
-      OfferSegment(*ack->mutable_shared_memory());
+      OfferColocatedLink(*ack->mutable_shared_memory());
     }
     SendCounted(rpc::Encode(reply), 0, 0);
   }
 
-  // The co-located plane (ADR 0022): a segment with a push area (none for the evaluator, which
-  // never pushes) and a pull area, each one dense slice of float32. On failure, no offer: the
-  // worker stays on the wire.
-  void OfferSegment(v1::SharedMemoryOffer& offer) {
+  // The co-located plane (ADR 0022): a segment with the stream's areas and mailboxes, and a
+  // thread serving its request mailbox as a second way in for this stream's pulls and pushes.
+  // On failure, no offer: the worker stays on the wire.
+  void OfferColocatedLink(v1::SharedMemoryOffer& offer) {
     const auto dense_bytes =
         static_cast<size_t>(core_->flat_end() - core_->flat_begin()) * sizeof(float);
     if (dense_bytes == 0) return;  // an embedding-only shard: rows travel in the messages
-    const size_t push_capacity = role_ == v1::ROLE_EVALUATOR ? 0 : dense_bytes;
-    constexpr size_t kCacheLine = 64;  // the pull area starts on its own line
-    const size_t pull_offset = (push_capacity + kCacheLine - 1) / kCacheLine * kCacheLine;
-    absl::StatusOr<rpc::SharedSegment> created =
-        rpc::SharedSegment::Create(pull_offset + dense_bytes);
+    absl::StatusOr<std::shared_ptr<ColocatedLink>> created =
+        ColocatedLink::Create(dense_bytes, /*pushes=*/role_ != v1::ROLE_EVALUATOR);
     if (!created.ok()) {
       LOG_FIRST_N(WARNING, 1) << "no shared memory for co-located workers, the wire instead: "
                               << created.status();
       return;
     }
-    segment_ = *std::move(created);
-    push_area_ = segment_.payload().subspan(0, push_capacity);
-    pull_area_ = segment_.payload().subspan(pull_offset, dense_bytes);
-    offer.set_name(segment_.name());
-    offer.set_nonce(segment_.nonce());
-    offer.set_size(static_cast<int64_t>(segment_.size()));
-    offer.set_push_offset(0);
-    offer.set_push_capacity(static_cast<int64_t>(push_capacity));
-    offer.set_pull_offset(static_cast<int64_t>(pull_offset));
-    offer.set_pull_capacity(static_cast<int64_t>(dense_bytes));
+    colocated_ = *std::move(created);
+    colocated_->Describe(offer);
+    std::weak_ptr<TrainStream> weak = weak_self_;
+    colocated_->Serve(
+        [weak](std::string_view request) {
+          if (auto self = weak.lock()) self->OnMailboxRequest(request);
+        },
+        [weak](const absl::Status& broken) {
+          if (auto self = weak.lock()) {
+            self->Refuse(grpc::StatusCode::INVALID_ARGUMENT, RejectionReason::kMalformed,
+                         std::string(broken.message()));
+          }
+        });
   }
 
-  // The dense gradient of a push that says it is in the segment: its bytes in the push area, or
-  // why the push is refused (INVALID_ARGUMENT, never FAILED_PRECONDITION: a worker retries that
-  // as the membership race).
-  absl::Status GradientInSegment(const v1::PushRequest& push,
-                                 const rpc::ReceivedPayload& inline_gradient,
-                                 tensor::ByteChunks& chunks) const {
-    const int64_t bytes = push.gradient_in_segment();
-    if (push_area_.empty()) {
-      return absl::InvalidArgumentError(
-          "the push's gradient is said to be in shared memory, but this stream has none");
+  // A request from the mailbox: the same as from the stream, answered through the mailbox.
+  void OnMailboxRequest(std::string_view bytes) {
+    colocated_->Unlink();
+    service_->wire().CountSharedReceived(static_cast<int64_t>(bytes.size()));
+    v1::WorkerToShard request;
+    if (!request.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+      Refuse(grpc::StatusCode::INVALID_ARGUMENT, RejectionReason::kMalformed,
+             "a mailbox request that is not a WorkerToShard");
+      return;
     }
-    if (bytes < 0 || static_cast<size_t>(bytes) > push_area_.size()) {
-      return absl::InvalidArgumentError(absl::StrCat("the push's gradient is said to be ", bytes,
-                                                     " bytes of shared memory; its area holds ",
-                                                     push_area_.size()));
+    if (request.has_pull()) {
+      OnPull(request.pull(), std::nullopt, /*box=*/true);
+    } else if (request.has_push()) {
+      OnPush(request.push(), rpc::ReceivedPayload(), /*box=*/true);
+    } else {
+      Refuse(grpc::StatusCode::INVALID_ARGUMENT, RejectionReason::kEmptyMessage,
+             "a mailbox request that is neither a pull nor a push");
     }
-    if (inline_gradient.size() != 0 || push.encoding() != v1::DENSE_FLOAT32) {
-      return absl::InvalidArgumentError(
-          "a gradient in shared memory is float32 and has no bytes in the message");
-    }
-    chunks = {{push_area_.data(), static_cast<size_t>(bytes)}};
-    return absl::OkStatus();
   }
 
   // A push's ack goes back at once, unless a pull rides on the push (PushRequest.then_pull):
   // then the pull's response carries it, one message for both. A rejected push drops its pull
   // (the worker sends both again, or gives up), so its ack goes back at once either way.
-  void OnPush(const v1::PushRequest& push, const rpc::ReceivedPayload& gradient) {
+  // `box`: the request came from the mailbox, and so goes its answer.
+  void OnPush(const v1::PushRequest& push, const rpc::ReceivedPayload& gradient, bool box) {
     v1::PushAck ack;
     if (push.gradient_in_segment() != 0) {
       // The core copies the bytes out of the segment before it validates them: a worker writing
       // into its area after the push cannot change what was checked.
       tensor::ByteChunks in_segment;
-      if (absl::Status bad = GradientInSegment(push, gradient, in_segment); !bad.ok()) {
+      const absl::Status bad =
+          colocated_ == nullptr
+              ? absl::InvalidArgumentError(
+                    "the push's gradient is said to be in shared memory, but this stream has none")
+              : colocated_->GradientChunks(push, box ? push.gradient().size() : gradient.size(),
+                                           in_segment);
+      if (!bad.ok()) {
         ack = core_->RejectPush(push, bad, RejectionReason::kBadSegment);
       } else {
         service_->wire().CountSharedReceived(push.gradient_in_segment());
         ack = core_->Push(worker_id_, push, in_segment);
       }
+    } else if (box) {
+      ack = core_->Push(worker_id_, push);  // a gradient in the mailbox's message, if any
     } else {
       ack = core_->Push(worker_id_, push, gradient.chunks());
     }
@@ -189,25 +197,25 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
       LOG_EVERY_N(WARNING, 100) << "rejected push from worker " << worker_id_ << ": "
                                 << ack.message();
     } else if (push.has_then_pull()) {
-      OnPull(push.then_pull(), std::move(ack));
+      OnPull(push.then_pull(), std::move(ack), box);
       return;
     }
     v1::ShardToWorker reply;
     *reply.mutable_ack() = std::move(ack);
-    SendCounted(rpc::Encode(reply), 0, 0);
+    Answer(std::move(reply), box);
   }
 
   // `push_ack`: the ack of the push this pull rode on, sent inside the pull's response.
-  void OnPull(const v1::PullRequest& pull, std::optional<v1::PushAck> push_ack) {
+  void OnPull(const v1::PullRequest& pull, std::optional<v1::PushAck> push_ack, bool box) {
     std::weak_ptr<TrainStream> weak = weak_self_;
     // The evaluator reads rows without creating them: evaluation must not grow the tables.
     absl::Status accepted =
         core_->Pull({this, worker_id_, role_ != v1::ROLE_EVALUATOR}, pull,
                     [weak, encoding = pull.encoding(), in_segment = pull.reply_in_segment(),
-                     push_ack = std::move(push_ack)](PullReply reply) {
+                     push_ack = std::move(push_ack), box](PullReply reply) {
                       if (auto self = weak.lock()) {
                         if (push_ack.has_value()) *reply.response.mutable_push_ack() = *push_ack;
-                        self->SendPull(std::move(reply), encoding, in_segment);
+                        self->SendPull(std::move(reply), encoding, in_segment, box);
                       }
                     });
     if (!accepted.ok()) {  // already counted by the core
@@ -222,23 +230,19 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
   // or, when the worker asked for it and the stream has a segment, float32 copied into the
   // segment's pull area, the message carrying only their length. May run on any thread (the
   // one that released a sync barrier).
-  void SendPull(PullReply reply, v1::DenseEncoding encoding, bool in_segment) {
-    const int64_t sparse = rpc::SparseBytes(reply.response.sparse());
-    if (in_segment && reply.values != nullptr && !pull_area_.empty() &&
-        reply.values->size() * sizeof(float) <= pull_area_.size()) {
-      const size_t bytes = reply.values->size() * sizeof(float);
-      {
-        absl::MutexLock lock(&pull_area_mu_);
-        std::memcpy(pull_area_.data(), reply.values->data(), bytes);
-      }
-      reply.response.set_values_in_segment(static_cast<int64_t>(bytes));
+  void SendPull(PullReply reply, v1::DenseEncoding encoding, bool in_segment, bool box) {
+    if (in_segment && reply.values != nullptr && colocated_ != nullptr &&
+        colocated_->WritePullValues(*reply.values)) {
+      const auto bytes = static_cast<int64_t>(reply.values->size() * sizeof(float));
+      reply.response.set_values_in_segment(bytes);
       reply.response.set_encoding(v1::DENSE_FLOAT32);
-      service_->wire().CountSharedSent(static_cast<int64_t>(bytes));
+      service_->wire().CountSharedSent(bytes);
       v1::ShardToWorker message;
       *message.mutable_pull() = std::move(reply.response);
-      SendCounted(rpc::Encode(message), 0, sparse);
+      Answer(std::move(message), box);
       return;
     }
+    const int64_t sparse = rpc::SparseBytes(reply.response.sparse());
     grpc::Slice values;
     if (encoding == v1::DENSE_BFLOAT16 && reply.values != nullptr) {
       reply.response.set_encoding(v1::DENSE_BFLOAT16);
@@ -251,6 +255,22 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
     }
     const auto dense = static_cast<int64_t>(values.size());
     SendCounted(rpc::EncodeWithPayload(rpc::kPullValues, reply.response, values), dense, sparse);
+    if (box) colocated_->Notice();  // a mailbox request answered on the stream
+  }
+
+  // An answer without dense values, back the way its request came: the response mailbox, or
+  // the stream (also when it is too large for the mailbox, which then says so).
+  void Answer(v1::ShardToWorker message, bool box) {
+    if (box) {
+      const std::string bytes = message.SerializeAsString();
+      if (colocated_->Answer(bytes)) {
+        service_->wire().CountSharedSent(static_cast<int64_t>(bytes.size()));
+        return;
+      }
+    }
+    const int64_t sparse = message.has_pull() ? rpc::SparseBytes(message.pull().sparse()) : 0;
+    SendCounted(rpc::Encode(message), 0, sparse);
+    if (box) colocated_->Notice();
   }
 
   // Send, counting the message in the service's WireBytes (`dense`, `sparse`: its payload's and
@@ -266,23 +286,20 @@ class TrainStream final : public rpc::BidiStream<grpc::ByteBuffer, grpc::ByteBuf
   }
 
   void OnStreamDone() override {
+    if (colocated_ != nullptr) colocated_->Stop();  // no mailbox request after this
     if (core_ != nullptr) core_->CancelPulls(this);
   }
 
   TrainService* const service_;
   const std::string peer_;
   std::weak_ptr<TrainStream> weak_self_;
-  std::shared_ptr<ShardCore> core_;  // only touched from OnRequest/OnStreamDone (serialised)
+  // Set by OnHello, then never changed: read by the stream's gRPC callbacks, its mailbox thread
+  // (started after them) and pull callbacks on any thread.
+  std::shared_ptr<ShardCore> core_;
   int32_t worker_id_ = -1;
   v1::Role role_ = v1::ROLE_UNSPECIFIED;
-  // The co-located plane's segment and its two areas: set by OnHello, before any pull can be
-  // answered (so before SendPull runs on another thread), then never changed. Two pulls of one
-  // worker outstanding at once (never sent by ParameterClient) would only race on its own area;
-  // the mutex keeps even that from being a data race here.
-  rpc::SharedSegment segment_;
-  std::span<char> push_area_;
-  std::span<char> pull_area_;
-  absl::Mutex pull_area_mu_;
+  // The co-located plane (ADR 0022), when offered: set by OnHello before any request can arrive.
+  std::shared_ptr<ColocatedLink> colocated_;
 };
 
 }  // namespace

@@ -37,7 +37,10 @@ absl::Status ShardConnection::Connect(absl::Duration timeout) {
   segment_ = rpc::SharedSegment();
   push_area_ = {};
   pull_area_ = {};
+  requests_ = rpc::SegmentMailbox();
+  responses_ = rpc::SegmentMailbox();
   segment_pull_ = 0;
+  box_request_ = 0;
   {
     absl::MutexLock lock(&mu_);
     replies_.clear();
@@ -97,6 +100,17 @@ void ShardConnection::TakeOffer(const v1::TrainHelloAck& ack) {
                             static_cast<size_t>(offer.push_capacity()));
   pull_area_ = area.subspan(static_cast<size_t>(offer.pull_offset()),
                             static_cast<size_t>(offer.pull_capacity()));
+  const int64_t box =
+      static_cast<int64_t>(rpc::SegmentMailbox::kHeaderBytes) + offer.box_capacity();
+  if (offer.box_capacity() > 0 && offer.request_box_offset() >= 0 &&
+      offer.response_box_offset() >= 0 && offer.request_box_offset() + box <= payload &&
+      offer.response_box_offset() + box <= payload) {
+    requests_ = rpc::SegmentMailbox(
+        area.subspan(static_cast<size_t>(offer.request_box_offset()), static_cast<size_t>(box)));
+    responses_ = rpc::SegmentMailbox(
+        area.subspan(static_cast<size_t>(offer.response_box_offset()), static_cast<size_t>(box)));
+    responses_seen_ = responses_.sequence();
+  }
   LOG_FIRST_N(INFO, 1) << "shard " << endpoint_.shard_id()
                        << ": dense payloads through shared memory (co-located)";
 }
@@ -115,9 +129,7 @@ void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
     // As gRPC's protobuf codec treats a reply it cannot parse: the stream is done for, INTERNAL
     // (retried: the worker reconnects, which cancels this stream). Not cancelled from here:
     // this is the stream's own reader thread, and Connect() may be replacing `stream_`.
-    absl::MutexLock lock(&mu_);
-    malformed_ = absl::InternalError(absl::StrCat(
-        "shard ", endpoint_.shard_id(), " sent a reply that does not parse: ", decoded.message()));
+    Malformed(absl::StrCat("sent a reply that does not parse: ", decoded.message()));
     return;
   }
   if (wire_ != nullptr) {
@@ -125,13 +137,21 @@ void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
         static_cast<int64_t>(bytes.Length()), static_cast<int64_t>(reply.values.size()),
         reply.message.has_pull() ? rpc::SparseBytes(reply.message.pull().sparse()) : 0);
   }
+  File(std::move(reply));
+}
+
+void ShardConnection::Malformed(const std::string& what) {
+  absl::MutexLock lock(&mu_);
+  malformed_ = absl::InternalError(absl::StrCat("shard ", endpoint_.shard_id(), " ", what));
+}
+
+void ShardConnection::File(ShardReply reply) {
   if (reply.message.has_pull() && reply.message.pull().values_in_segment() != 0) {
     const int64_t bytes = reply.message.pull().values_in_segment();
-    if (bytes < 0 || static_cast<size_t>(bytes) > pull_area_.size() || reply.values.size() != 0) {
-      absl::MutexLock lock(&mu_);
-      malformed_ = absl::InternalError(absl::StrCat("shard ", endpoint_.shard_id(), " answered ",
-                                                    bytes, " bytes in a shared-memory area of ",
-                                                    pull_area_.size()));
+    if (bytes < 0 || static_cast<size_t>(bytes) > pull_area_.size() || reply.values.size() != 0 ||
+        !reply.message.pull().values().empty()) {
+      Malformed(absl::StrCat("answered ", bytes, " bytes in a shared-memory area of ",
+                             pull_area_.size()));
       return;
     }
     reply.values_in_segment = pull_area_.subspan(0, static_cast<size_t>(bytes));
@@ -154,6 +174,35 @@ void ShardConnection::OnMessage(grpc::ByteBuffer& bytes) {
     replies_[push_id] = *std::move(ack);
   }
   replies_[id] = std::move(reply);
+}
+
+bool ShardConnection::Post(const v1::WorkerToShard& message, int64_t request_id) {
+  if (!requests_.valid() || box_request_ != 0) return false;
+  const std::string bytes = message.SerializeAsString();
+  if (!requests_.Post(bytes).ok()) return false;  // too large: the stream carries it
+  box_request_ = request_id;
+  if (wire_ != nullptr) wire_->CountSharedSent(static_cast<int64_t>(bytes.size()));
+  return true;
+}
+
+absl::Status ShardConnection::TakeBoxAnswer(absl::Duration timeout) {
+  std::string bytes;
+  const absl::Status taken = responses_.Take(responses_seen_, bytes, timeout);
+  if (absl::IsDeadlineExceeded(taken)) return taken;
+  box_request_ = 0;
+  if (!taken.ok()) {
+    Malformed(std::string(taken.message()));
+    return absl::OkStatus();  // the wait sees malformed_
+  }
+  if (bytes.empty()) return absl::OkStatus();  // answered on the stream: wait there
+  if (wire_ != nullptr) wire_->CountSharedReceived(static_cast<int64_t>(bytes.size()));
+  ShardReply reply;
+  if (!reply.message.ParseFromString(bytes)) {
+    Malformed("put an answer that does not parse in its mailbox");
+    return absl::OkStatus();
+  }
+  File(std::move(reply));
+  return absl::OkStatus();
 }
 
 void ShardConnection::OnEnd(const grpc::Status& status) {
@@ -191,6 +240,7 @@ absl::StatusOr<int64_t> ShardConnection::SendPull(int64_t min_version,
                                                   std::optional<EvalPointRead> read) {
   v1::WorkerToShard message;
   *message.mutable_pull() = NewPull(min_version, std::move(sparse), read);
+  if (Post(message, message.pull().request_id())) return message.pull().request_id();
   if (!Write(rpc::Encode(message), 0, rpc::SparseBytes(message.pull().sparse()))) {
     return absl::UnavailableError(absl::StrCat("shard ", endpoint_.shard_id(), ": stream broken"));
   }
@@ -222,7 +272,8 @@ absl::StatusOr<ShardConnection::PushAndPullIds> ShardConnection::SendPush(
     std::memcpy(push_area_.data(), gradient.data(), gradient.size());
     push.set_gradient_in_segment(static_cast<int64_t>(gradient.size()));
     push.set_encoding(v1::DENSE_FLOAT32);
-    written = Write(rpc::Encode(WorkerToShardPush(std::move(push))), 0, sparse_bytes);
+    const v1::WorkerToShard message = WorkerToShardPush(std::move(push));
+    written = Post(message, ids.push) || Write(rpc::Encode(message), 0, sparse_bytes);
     if (written && wire_ != nullptr) wire_->CountSharedSent(static_cast<int64_t>(gradient.size()));
   } else {
     written = Write(rpc::EncodeWithPayload(rpc::kPushGradient, push,
@@ -240,6 +291,23 @@ absl::StatusOr<ShardReply> ShardConnection::WaitReply(int64_t request_id, absl::
   // How often a long wait (a sync barrier) checks whether it should give up early.
   constexpr absl::Duration kAbortPoll = absl::Milliseconds(200);
   const absl::Time deadline = absl::Now() + timeout;
+  // A request in the mailbox is answered there (or there says "on the stream"): the answer is
+  // taken by this thread itself, the shard's wake-up straight to it.
+  while (box_request_ != 0) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (replies_.contains(request_id) || ended_ || !malformed_.ok()) break;
+    }
+    const absl::Duration left = deadline - absl::Now();
+    if (left <= absl::ZeroDuration()) {
+      return absl::DeadlineExceededError(absl::StrCat("shard ", endpoint_.shard_id(),
+                                                      " did not answer within ",
+                                                      absl::FormatDuration(timeout)));
+    }
+    if (absl::IsDeadlineExceeded(TakeBoxAnswer(std::min(kAbortPoll, left))) && abort && abort()) {
+      return absl::CancelledError("wait abandoned: stopping");
+    }
+  }
   absl::MutexLock lock(&mu_);
   auto arrived = [this, request_id]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
     return replies_.contains(request_id) || ended_ || !malformed_.ok();

@@ -28,6 +28,7 @@
 #include "libs/rpc/client_stream.h"
 #include "libs/rpc/payload_codec.h"
 #include "libs/rpc/security.h"
+#include "libs/rpc/segment_mailbox.h"
 #include "libs/rpc/shared_segment.h"
 #include "libs/rpc/wire_bytes.h"
 #include "libs/worker/key_routing.h"
@@ -111,6 +112,15 @@ class ShardConnection {
   // Maps the shard's offer, if any (after the hello ack); on failure the stream stays on the wire.
   void TakeOffer(const v1::TrainHelloAck& ack);
   void OnMessage(grpc::ByteBuffer& bytes);
+  // Files a decoded answer under its request id(s) (a pull that rode on a push: both).
+  void File(ShardReply reply);
+  // The stream is done for: every wait returns INTERNAL saying `what` the shard did.
+  void Malformed(const std::string& what);
+  // Posts `message` to the request mailbox when it is free and the message fits; false: the
+  // caller sends it on the stream.
+  bool Post(const v1::WorkerToShard& message, int64_t request_id);
+  // Waits up to `timeout` for the mailbox's answer and files it; DEADLINE_EXCEEDED if none came.
+  absl::Status TakeBoxAnswer(absl::Duration timeout);
   void OnEnd(const grpc::Status& status);
   // `dense` and `sparse`: the bytes of the message's payload and embedding rows (WireBytes).
   bool Write(const grpc::ByteBuffer& message, int64_t dense, int64_t sparse);
@@ -128,6 +138,13 @@ class ShardConnection {
   std::span<char> push_area_;
   std::span<const char> pull_area_;
   int64_t segment_pull_ = 0;  // the request id answered in the pull area, 0: none outstanding
+  // The segment's mailboxes (the doorbells): a request posted to requests_ is answered in
+  // responses_, taken by WaitReply on the caller's thread. One request in the mailbox at a time
+  // (box_request_, 0: none); others take the stream.
+  rpc::SegmentMailbox requests_;
+  rpc::SegmentMailbox responses_;
+  uint32_t responses_seen_ = 0;
+  int64_t box_request_ = 0;
 
   mutable absl::Mutex mu_;
   std::map<int64_t, ShardReply> replies_ ABSL_GUARDED_BY(mu_);
