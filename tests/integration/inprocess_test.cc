@@ -344,7 +344,8 @@ TEST_F(InProcess, ACoLocatedWorkersPayloadsGoThroughSharedMemory) {
     shard = coordinator_->core().Status().shards(0).wire();
     return shard.received_shared() == worker.sent_shared() &&
            shard.sent_shared() == worker.received_shared();
-  })) << shard.ShortDebugString() << " against the worker's " << worker.ShortDebugString();
+  })) << shard.ShortDebugString()
+      << " against the worker's " << worker.ShortDebugString();
   EXPECT_EQ(shard.sent_dense() + shard.received_dense(), 0);
 }
 
