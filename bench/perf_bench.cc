@@ -59,6 +59,9 @@
 
 ABSL_FLAG(int, rounds, 5, "Rounds per ratio; every figure is the median over rounds");
 ABSL_FLAG(double, seconds, 0.4, "Seconds each side of a ratio runs per round");
+ABSL_FLAG(int, local_batch, 0,
+          "compute: examples per step (default: the default job's G / num_workers = 64; a process "
+          "of k logical workers computes k times that, ADR 0023)");
 ABSL_FLAG(std::string, only, "",
           "Run one part only: wire | apply | compute | statistics | lookahead (default: all)");
 
@@ -294,7 +297,8 @@ void MeasureApply(int rounds, double seconds) {
 // The default job's step: its MLP on one worker's local batch of Fashion-MNIST-shaped inputs.
 struct DefaultJobBatch {
   v1::JobSpec job = Check(job::ParseJobSpec(job::DefaultJobText()), "default job");
-  int batch = job.global_batch() / job.num_workers();
+  int batch = absl::GetFlag(FLAGS_local_batch) > 0 ? absl::GetFlag(FLAGS_local_batch)
+                                                   : job.global_batch() / job.num_workers();
   std::vector<int> hidden{job.model().hidden().begin(), job.model().hidden().end()};
   std::vector<float> features;
   std::vector<int32_t> labels;

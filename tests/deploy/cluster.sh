@@ -28,7 +28,8 @@
 #
 # Why the host stays untouched: kube-proxy's iptables rules and every sysctl it or the CNI plugin
 # sets live in the node's network namespace (bridge-nf is per namespace on this kernel). The host
-# gains only the bridge, its veths and the routes to the pod subnets, all gone with the bridge. Each
+# gains only the bridge, its veths and the routes to the pod subnets, all gone with the bridge, and
+# the kubelets' kernel tunables (KUBELET_SYSCTLS, global), which stop and clean put back. Each
 # node runs in its own mount namespace (ip netns exec) with tmpfs over the host paths containerd,
 # CNI and the kubelet would otherwise write (/run/netns, /run/containerd, /var/lib/cni,
 # /var/log/pods, /var/log/containers): they vanish with the node's processes.
@@ -100,6 +101,21 @@ container_cgroups() {
   done
 }
 
+# The kernel tunables the kubelet sets on the host at its start (kubelet 1.20's
+# setupKernelTunables: they are not per network namespace): saved by start, put back by clean.
+KUBELET_SYSCTLS=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops
+                 kernel.keys.root_maxkeys kernel.keys.root_maxbytes)
+save_host_sysctls() {
+  local key
+  for key in "${KUBELET_SYSCTLS[@]}"; do echo "$key=$(sysctl -n "$key")"; done >"$DIR/host-sysctls"
+}
+restore_host_sysctls() {
+  local line
+  [[ -f $DIR/host-sysctls ]] || return 0
+  while read -r line; do sysctl -q -w "$line" >/dev/null || log "could not restore $line"; done \
+    <"$DIR/host-sysctls"
+}
+
 clean() {
   local n pids cg
   for _ in $(seq 1 20); do
@@ -120,6 +136,7 @@ clean() {
   find /sys/fs/cgroup/*/"$CGROUP" -depth -type d -exec rmdir {} \; 2>/dev/null || true
   for n in "${NODES[@]}"; do ip netns del "$(node_name "$n")" 2>/dev/null || true; done
   ip link del "$UNDERLAY" 2>/dev/null || true
+  restore_host_sysctls
   rm -rf "$DIR"
 }
 
@@ -129,6 +146,7 @@ start() {
   "$CP" install nftables
   clean
   mkdir -p "$dir"
+  save_host_sysctls
 
   ip link add "$UNDERLAY" type bridge
   ip addr add "$HOST_IP/24" dev "$UNDERLAY"

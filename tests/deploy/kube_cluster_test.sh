@@ -47,19 +47,20 @@ host_state() {
     ip -o link show | grep -E 'syncu0|syncn[0-9]' || true
     find /sys/fs/cgroup -maxdepth 2 -name syncopate-cluster 2>/dev/null || true
     [[ ! -e $STATE ]] || echo "$STATE exists"
-    find /run/netns -maxdepth 1 -name 'cni-*' 2>/dev/null  # podman's are netns-*
+    find /run/netns -maxdepth 1 -name 'cni-*' 2>/dev/null || true  # podman's are netns-*; none yet on a fresh host
     ls /run/containerd /var/lib/cni /var/log/pods /var/log/containers 2>/dev/null || true
   } >"$out.left"
 }
-# Sysctls that change on their own (counters, entropy, last pid): those that differ between two
-# readings a second apart, plus the known ones (names, or prefixes ending in a dot).
+# Sysctls that change on their own (counters, entropy, last pid, the TCP Fast Open key the kernel
+# makes at its first use): those that differ between two readings a second apart, plus the known
+# ones (names, or prefixes ending in a dot).
 volatile_sysctls() {
   local a b
   a="$(sysctl -a 2>/dev/null)"; sleep 1; b="$(sysctl -a 2>/dev/null)"
   { diff <(echo "$a") <(echo "$b") || true; } | sed -n 's/^[<>] \([^ ]*\) = .*/\1/p' | sort -u
   printf '%s\n' fs.dentry-state fs.file-nr fs.inode-nr fs.inode-state kernel.random.entropy_avail \
     kernel.random.uuid kernel.random.boot_id kernel.ns_last_pid kernel.pty.nr fs.aio-nr \
-    net.netfilter.nf_conntrack_count fs.quota.
+    net.netfilter.nf_conntrack_count fs.quota. net.ipv4.tcp_fastopen_key
 }
 # compare_host BEFORE AFTER: fails on a change of ours; reports, without failing, a change that is
 # not ours (another test on this shared machine starting containers meanwhile).
