@@ -5,7 +5,8 @@
 # shards, workers, evaluator: the kernel's accounting at reaping, `syncopate local`'s "cpu:"
 # line), the CPU microseconds per training example, and the context switches per 64-example
 # step. A variant is NAME=FLAGS: FLAGS go to `syncopate local` (e.g. `tiny=--job=FILE`,
-# `wire=--shared_memory=false`); the job's seed is the run's number.
+# `wire=--shared_memory=false`; a --job there replaces --job below); the job's seed is the run's
+# number.
 #
 #   bench/step_cost.sh [--runs=K] [--job=FILE] [--bin=BIN_DIR] NAME=FLAGS [NAME=FLAGS ...]
 #     --runs  runs per variant (default 3); --job the default job file (default: the default job)
@@ -47,10 +48,16 @@ class_seconds() { sed -n "s/.*[:,] $2 \([0-9.]*\) s.*/\1/p" <<<"$1" | head -n 1 
 
 for ((run = 1; run <= RUNS; ++run)); do
   for v in "${!NAMES[@]}"; do
-    sed "s/^seed:.*/seed: $run/" "$JOB" >"$TMP/job.textproto"
-    # shellcheck disable=SC2086  # FLAGS are words for syncopate local
+    # A variant's own --job=FILE replaces the default job; either way the seed is the run's.
+    job="$JOB"
+    flags=()
+    for word in ${FLAGS[$v]}; do
+      if [[ $word == --job=* ]]; then job="${word#--job=}"; else flags+=("$word"); fi
+    done
+    [[ -f "$job" ]] || { echo "step_cost: no job file $job" >&2; exit 2; }
+    sed "s/^seed:.*/seed: $run/" "$job" >"$TMP/job.textproto"
     log="$(cd "$TMP" && timeout 900 "$BIN/syncopate" local --bin_dir="$BIN" --job="$TMP/job.textproto" \
-      ${FLAGS[$v]} 2>&1)" || true
+      "${flags[@]}" 2>&1)" || true
     done_line="$(grep '^done:' <<<"$log" || true)"
     cpu="$(grep '^cpu:' <<<"$log" || true)"
     eps="$(sed -n 's/.* (\([0-9]*\) examples\/s training[,)].*/\1/p' <<<"$done_line")"

@@ -933,6 +933,11 @@ v1::ClusterStatus CoordinatorCore::Status() const {
   status.set_held(held_);
   status.set_job_mode(options_.job.mode());
   status.set_elapsed_seconds(Elapsed());
+  // Training ended when the stop condition was met; a job restored past it counts to its start.
+  status.set_training_seconds(
+      phase_ == JobPhase::kWaiting
+          ? 0
+          : absl::ToDoubleSeconds(std::min(options_.clock->Now(), finishing_since_) - started_));
   status.set_examples(examples_);
   status.set_target_examples(target_examples_);
   status.set_epoch(static_cast<double>(examples_) /

@@ -256,7 +256,7 @@ class CoordinatorCore {
   uint64_t progress_sequence_ ABSL_GUARDED_BY(mu_) = 0;  // of the newest snapshot taken
   JobPhase phase_ ABSL_GUARDED_BY(mu_) = JobPhase::kWaiting;
   absl::Time started_ ABSL_GUARDED_BY(mu_);
-  absl::Time finishing_since_ ABSL_GUARDED_BY(mu_);
+  absl::Time finishing_since_ ABSL_GUARDED_BY(mu_) = absl::InfiniteFuture();
   bool final_eval_requested_ ABSL_GUARDED_BY(mu_) = false;
   absl::Time draining_since_ ABSL_GUARDED_BY(mu_);  // when DRAINING began
   // When the last missing shard (re)registered: no worker could step while one was away.

@@ -23,7 +23,10 @@ v1::RunReport BuildRunReport(const v1::ClusterStatus& status, double wall_second
     report.set_final_loss(status.last_eval().loss());
     report.set_final_auc(status.last_eval().auc());
   }
-  const double training = status.elapsed_seconds();
+  // From the job's start to its stop condition (the final evaluation and the drain are not
+  // training); a status without it (an older coordinator) gives its elapsed time.
+  const double training =
+      status.training_seconds() > 0 ? status.training_seconds() : status.elapsed_seconds();
   report.set_wall_seconds(wall_seconds);
   report.set_training_seconds(training);
   report.set_examples(status.examples());

@@ -58,13 +58,16 @@ void ColocatedLink::Describe(v1::SharedMemoryOffer& offer) const {
 
 void ColocatedLink::Serve(std::function<void(std::string_view)> request,
                           std::function<void(const absl::Status&)> broken) {
-  thread_ = std::thread([self = shared_from_this(), request = std::move(request),
-                         broken = std::move(broken)] { self->ServeLoop(request, broken); });
+  // The sequence the thread starts from is read here, before the offer goes out: read by the
+  // thread, a request posted before it first ran would count as seen and never be answered
+  // (seen 2026-12-07: an evaluator's first pull waited out its 2 minutes).
+  const uint32_t seen = requests_.sequence();
+  thread_ = std::thread([self = shared_from_this(), seen, request = std::move(request),
+                         broken = std::move(broken)] { self->ServeLoop(seen, request, broken); });
 }
 
-void ColocatedLink::ServeLoop(const std::function<void(std::string_view)>& request,
+void ColocatedLink::ServeLoop(uint32_t seen, const std::function<void(std::string_view)>& request,
                               const std::function<void(const absl::Status&)>& broken) {
-  uint32_t seen = requests_.sequence();
   std::string bytes;
   while (!stopping_.load(std::memory_order_acquire)) {
     const absl::Status taken = requests_.Take(seen, bytes, kStopPoll);

@@ -83,7 +83,8 @@ class ColocatedLink : public std::enable_shared_from_this<ColocatedLink> {
 
  private:
   ColocatedLink() = default;
-  void ServeLoop(const std::function<void(std::string_view)>& request,
+  // From `seen`, the request mailbox's sequence before any request could be posted.
+  void ServeLoop(uint32_t seen, const std::function<void(std::string_view)>& request,
                  const std::function<void(const absl::Status&)>& broken);
 
   rpc::SharedSegment segment_;

@@ -141,8 +141,7 @@ void PrintOutcome(const v1::ClusterStatus& last, double wall, const v1::RunRepor
         "done: final test accuracy %.2f%%, AUC %.4f, loss %.4f, %ld examples in %.1f s wall "
         "(%.0f examples/s training, %.0f wire bytes/example); report: %s/report.html\n",
         100 * last.last_eval().accuracy(), last.last_eval().auc(), last.last_eval().loss(),
-        static_cast<long>(last.examples()), wall,
-        last.elapsed_seconds() > 0 ? last.examples() / last.elapsed_seconds() : 0.0,
+        static_cast<long>(last.examples()), wall, run_report.examples_per_second(),
         run_report.wire_bytes_per_example(), run_dir.c_str());
   }
   if (last.has_kept_eval()) {

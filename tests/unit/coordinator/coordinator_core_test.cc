@@ -373,10 +373,15 @@ TEST_F(CoordinatorCoreTest, FullLifecycleEndsWithTheFinalEvaluation) {
   EXPECT_EQ(core_->Status().examples(), 32);
   EXPECT_TRUE(w1_->Of(v1::CoordinatorToWorker::kStop).empty());
 
+  clock_.Advance(absl::Seconds(3));
   core_->WorkerMessage(id1_, Step(4));
   core_->WorkerMessage(id2_, Step(4));  // 40: the target
   EXPECT_EQ(core_->state(), v1::JOB_FINISHING);
   EXPECT_EQ(core_->phase(), JobPhase::kFinishing);
+  // Training took 3 s; what follows (the final evaluation, the drain) is elapsed, not training.
+  clock_.Advance(absl::Seconds(2));
+  EXPECT_DOUBLE_EQ(core_->Status().training_seconds(), 3);
+  EXPECT_DOUBLE_EQ(core_->Status().elapsed_seconds(), 5);
   ASSERT_EQ(w1_->Of(v1::CoordinatorToWorker::kStop).size(), 1u);
   ASSERT_EQ(w2_->Of(v1::CoordinatorToWorker::kStop).size(), 1u);
   EXPECT_TRUE(e->Of(v1::CoordinatorToWorker::kStop).empty()) << "the evaluator stays";
