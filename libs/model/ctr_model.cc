@@ -127,6 +127,7 @@ CtrModel::CtrModel(const CtrModelOptions& options, std::vector<DenseLayer> layer
       input_dim_(kCtrCategorical * options.embedding_dim + numeric_inputs_),
       cross_dim_(options.cross_numeric ? input_dim_ : kCtrCategorical * options.embedding_dim),
       layers_(std::move(layers)),
+      kernels_(&MlpKernelsFor(options.isa_level)),
       wide_offset_(wide_offset),
       crosses_(options.crosses) {
   Initializer zeros;
@@ -254,15 +255,13 @@ void CtrModel::Forward(const float* params, const CtrBatchView& batch, const Bat
     out.bottomRows(input_dim_ - crossed) = x.bottomRows(input_dim_ - crossed);
     in = cross_x_[l].data();
   }
+  // The MLP, on the ISA level's kernels (the MLP model's own: ADR 0008).
   for (size_t i = 0; i < layers_.size(); ++i) {
     const DenseLayer& layer = layers_[i];
     activations_[i].resize(static_cast<size_t>(layer.outputs) * n);
-    const ConstMatrixMap weights(params + layer.weight_offset, layer.outputs, layer.inputs);
-    const ConstVectorMap bias(params + layer.bias_offset, layer.outputs);
-    MatrixMap out(activations_[i].data(), layer.outputs, n);
-    out.noalias() = weights * ConstMatrixMap(in, layer.inputs, n);
-    out.colwise() += bias;
-    if (i + 1 < layers_.size()) out = out.cwiseMax(0.0f);
+    kernels_->dense_forward(params + layer.weight_offset, params + layer.bias_offset, in,
+                            layer.outputs, layer.inputs, n, /*relu=*/i + 1 < layers_.size(),
+                            activations_[i].data());
     in = activations_[i].data();
   }
   // The linear part: one weight per categorical value and per crossed pair of values, plus a
@@ -411,21 +410,16 @@ absl::StatusOr<float> CtrModel::LossAndGradient(
   const float* delta = d_logit.data();
   for (size_t i = layers_.size(); i-- > 0;) {
     const DenseLayer& layer = layers_[i];
-    const ConstMatrixMap d_out(delta, layer.outputs, n);
     const float* in_data = i > 0            ? activations_[i - 1].data()
                            : cross_.empty() ? inputs_.data()
                                             : cross_x_.back().data();
-    const ConstMatrixMap in(in_data, layer.inputs, n);
-    MatrixMap d_weights(dense_grad.data() + layer.weight_offset, layer.outputs, layer.inputs);
-    VectorMap d_bias(dense_grad.data() + layer.bias_offset, layer.outputs);
-    d_weights.noalias() = d_out * in.transpose();
-    d_bias = d_out.rowwise().sum();
-    const ConstMatrixMap weights(params.data() + layer.weight_offset, layer.outputs, layer.inputs);
     std::vector<float>& buffer = (delta == delta_.data()) ? next_delta_ : delta_;
     buffer.resize(static_cast<size_t>(layer.inputs) * n);
-    MatrixMap d_in(buffer.data(), layer.inputs, n);
-    d_in.noalias() = weights.transpose() * d_out;
-    if (i > 0) d_in = (in.array() > 0.0f).select(d_in, 0.0f);  // the ReLU below
+    // Below the first layer are the embeddings and numerics, not a ReLU.
+    kernels_->dense_backward(params.data() + layer.weight_offset, delta, in_data, layer.outputs,
+                             layer.inputs, n, dense_grad.data() + layer.weight_offset,
+                             dense_grad.data() + layer.bias_offset, buffer.data(),
+                             /*relu_in=*/i > 0);
     delta = buffer.data();
   }
   // `delta` is now dLoss/d(MLP input): x_L for a DCN, x0 otherwise.

@@ -31,8 +31,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "libs/isa/isa.h"
 #include "libs/model/dense_layout.h"
 #include "libs/model/mlp.h"
+#include "libs/model/mlp_kernels.h"
 #include "syncopate/v1/cluster.pb.h"
 
 namespace syncopate::model {
@@ -88,6 +90,8 @@ struct CtrModelOptions {
   // 0021). Off: they cross the field embeddings only and the numerics join the MLP after them
   // (a count in x0 scales every cross term it meets, as in the FM).
   bool cross_numeric = false;
+  // The level of the deep part's kernels (MlpKernelsFor): the best this CPU runs, as the MLP's.
+  isa::IsaLevel isa_level = isa::ActiveIsaLevel();
 };
 
 class CtrModel {
@@ -159,6 +163,7 @@ class CtrModel {
   int input_dim_;                   // 26 * embedding_dim + numeric_inputs_
   int cross_dim_;                   // the cross layers' width: 26 * embedding_dim, or input_dim_
   std::vector<DenseLayer> layers_;  // hidden layers, then the output layer (1 unit)
+  const MlpKernels* kernels_;       // the deep part's, MlpKernelsFor(options.isa_level)
   int64_t wide_offset_;             // of "wide/numeric"
   int64_t fm_offset_ = -1;          // of "fm/numeric" (kDeepFm with fm_numeric); -1 without
   std::vector<DenseLayer> cross_;   // cross_dim -> cross_dim each (kDcn)

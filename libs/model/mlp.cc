@@ -143,7 +143,7 @@ absl::StatusOr<float> Mlp::LossAndGradient(std::span<const float> params, const 
     kernels_->dense_backward(params.data() + layer.weight_offset, delta,
                              i == 0 ? batch.features : activations_[i - 1].data(), layer.outputs,
                              layer.inputs, batch_size, grad.data() + layer.weight_offset,
-                             grad.data() + layer.bias_offset, d_in);
+                             grad.data() + layer.bias_offset, d_in, /*relu_in=*/true);
     if (i == 0) break;
     delta = d_in;
     free_buffer = (free_buffer == &delta_) ? &next_delta_ : &delta_;

@@ -57,7 +57,8 @@ double SoftmaxCrossEntropy(float* logits, const int32_t* labels, int classes, in
 }
 
 void DenseBackward(const float* weights, const float* d_out, const float* in, int outputs,
-                   int inputs, int64_t batch, float* d_weights, float* d_bias, float* d_in) {
+                   int inputs, int64_t batch, float* d_weights, float* d_bias, float* d_in,
+                   bool relu_in) {
   const ConstMatrixMap delta(d_out, outputs, batch);
   const ConstMatrixMap x(in, inputs, batch);
   MatrixMap dw(d_weights, outputs, inputs);
@@ -71,7 +72,7 @@ void DenseBackward(const float* weights, const float* d_out, const float* in, in
   const ConstMatrixMap w(weights, outputs, inputs);
   MatrixMap dx(d_in, inputs, batch);
   dx.noalias() = w.transpose() * delta;
-  dx = (x.array() > 0.0f).select(dx, 0.0f);
+  if (relu_in) dx = (x.array() > 0.0f).select(dx, 0.0f);
 }
 
 }  // namespace

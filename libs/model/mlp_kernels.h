@@ -1,7 +1,8 @@
-// The MLP's arithmetic as a table of plain functions over raw column-major float arrays,
-// compiled once per ISA level (mlp_kernels.cc, libs/isa). Mlp holds the layout and validation;
-// these do the math. No Eigen type crosses this interface (libs/isa/dispatch.h says why).
-// Thread-safety: the functions are pure apart from writing their output arrays.
+// The dense layers' arithmetic as a table of plain functions over raw column-major float arrays,
+// compiled once per ISA level (mlp_kernels.cc, libs/isa): the MLP's layers and the CTR models'
+// deep part. Mlp and CtrModel hold the layout and validation; these do the math. No Eigen type
+// crosses this interface (libs/isa/dispatch.h says why). Thread-safety: the functions are pure
+// apart from writing their output arrays.
 #ifndef SYNCOPATE_LIBS_MODEL_MLP_KERNELS_H_
 #define SYNCOPATE_LIBS_MODEL_MLP_KERNELS_H_
 
@@ -27,9 +28,10 @@ struct MlpKernels {
   double (*softmax_cross_entropy)(float* logits, const int32_t* labels, int classes, int64_t batch);
   // Given d_out = dLoss/d(pre-activation) [outputs x batch] and the layer's input `in`:
   // d_weights = d_out * in^T, d_bias = row sums of d_out, and, when d_in is not null,
-  // d_in = (weights^T * d_out) where in > 0, else 0 (back through the ReLU that produced `in`).
+  // d_in = weights^T * d_out, where `relu_in` (a ReLU produced `in`) only where in > 0, else 0.
   void (*dense_backward)(const float* weights, const float* d_out, const float* in, int outputs,
-                         int inputs, int64_t batch, float* d_weights, float* d_bias, float* d_in);
+                         int inputs, int64_t batch, float* d_weights, float* d_bias, float* d_in,
+                         bool relu_in);
 };
 
 // The kernels compiled for `level` (the baseline ones when this build has none for it). The

@@ -148,21 +148,24 @@ std::string RunReportMarkdown(const v1::RunReport& report) {
       &md, absl::StrFormat("| throughput | %.0f examples/s |\n", report.examples_per_second()));
   absl::StrAppend(&md, absl::StrFormat("| wire (workers) | %.0f bytes/example |\n\n",
                                        report.wire_bytes_per_example()));
-  absl::StrAppend(&md,
-                  "| worker | examples | steps | median compute (s) | wire bytes/example |\n"
-                  "|---|---|---|---|---|\n");
+  absl::StrAppend(
+      &md,
+      "| worker | examples | steps | median compute (s) | wire bytes/example | payload |\n"
+      "|---|---|---|---|---|---|\n");
   for (const v1::RunReport::Worker& w : report.workers()) {
     absl::StrAppend(
-        &md, absl::StrFormat("| %s | %d | %d | %.4f | %s |\n", w.name(), w.examples(), w.steps(),
-                             w.median_compute_seconds(), WireBytesCell(w.wire(), w.examples())));
+        &md, absl::StrFormat("| %s | %d | %d | %.4f | %s | %s |\n", w.name(), w.examples(),
+                             w.steps(), w.median_compute_seconds(),
+                             WireBytesCell(w.wire(), w.examples()), rpc::PayloadPath(w.wire())));
   }
   absl::StrAppend(&md,
-                  "\n| shard | version | mode | mean staleness | wire bytes/example |\n"
-                  "|---|---|---|---|---|\n");
+                  "\n| shard | version | mode | mean staleness | wire bytes/example | payload |\n"
+                  "|---|---|---|---|---|---|\n");
   for (const v1::RunReport::Shard& s : report.shards()) {
-    absl::StrAppend(&md, absl::StrFormat("| %d | %d | %s | %.2f | %s |\n", s.shard(), s.version(),
-                                         s.mode(), MeanStaleness(s.gradients()),
-                                         WireBytesCell(s.wire(), report.examples())));
+    absl::StrAppend(&md, absl::StrFormat("| %d | %d | %s | %.2f | %s | %s |\n", s.shard(),
+                                         s.version(), s.mode(), MeanStaleness(s.gradients()),
+                                         WireBytesCell(s.wire(), report.examples()),
+                                         rpc::PayloadPath(s.wire())));
   }
   return md;
 }

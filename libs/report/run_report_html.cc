@@ -12,6 +12,7 @@
 #include "libs/common/mode_rules.h"
 #include "libs/plot/svg_chart.h"
 #include "libs/report/run_report.h"
+#include "libs/rpc/wire_bytes.h"
 
 namespace syncopate::report {
 namespace {
@@ -260,13 +261,13 @@ std::string SwitchTable(const v1::RunReport& report) {
 std::string WorkerTable(const v1::RunReport& report) {
   std::string html =
       "<table>\n" + Row({"worker", "examples", "steps", "median compute (s)",
-                         "started with slowdown", "alive at end", "wire bytes/example"},
+                         "started with slowdown", "alive at end", "wire bytes/example", "payload"},
                         "th");
   for (const v1::RunReport::Worker& w : report.workers()) {
     html += Row({w.name(), absl::StrCat(w.examples()), absl::StrCat(w.steps()),
                  absl::StrFormat("%.4f", w.median_compute_seconds()),
                  absl::StrFormat("%.2fx", w.slowdown()), w.alive_at_end() ? "yes" : "no",
-                 WireBytesCell(w.wire(), w.examples())});
+                 WireBytesCell(w.wire(), w.examples()), rpc::PayloadPath(w.wire())});
   }
   return html + "</table>\n";
 }
@@ -274,14 +275,15 @@ std::string WorkerTable(const v1::RunReport& report) {
 std::string ShardTable(const v1::RunReport& report) {
   std::string html =
       "<table>\n" + Row({"shard", "version", "mode at end", "applied", "decayed", "dropped",
-                         "rejected", "mean staleness", "switches", "wire bytes/example"},
+                         "rejected", "mean staleness", "switches", "wire bytes/example", "payload"},
                         "th");
   for (const v1::RunReport::Shard& s : report.shards()) {
     const v1::GradientCounters& g = s.gradients();
     html += Row({absl::StrCat(s.shard()), absl::StrCat(s.version()), s.mode(),
                  absl::StrCat(g.applied()), absl::StrCat(g.decayed()), absl::StrCat(g.dropped()),
                  absl::StrCat(g.rejected()), absl::StrFormat("%.2f", MeanStaleness(g)),
-                 absl::StrCat(s.switches_size()), WireBytesCell(s.wire(), report.examples())});
+                 absl::StrCat(s.switches_size()), WireBytesCell(s.wire(), report.examples()),
+                 rpc::PayloadPath(s.wire())});
   }
   return html + "</table>\n";
 }
