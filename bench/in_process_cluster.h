@@ -36,8 +36,11 @@ struct InProcessCluster {
 };
 
 // `job` must have one worker and one shard. The job never ends by itself (no step reports).
+// `shared_memory`: the worker takes the shard's co-located plane (ADR 0022), as a worker on the
+// shard's host does by default; false: the wire.
 inline absl::StatusOr<std::unique_ptr<InProcessCluster>> StartInProcessCluster(
-    v1::JobSpec job, job::ModelDescription model, const std::vector<int32_t>& table_dims = {}) {
+    v1::JobSpec job, job::ModelDescription model, const std::vector<int32_t>& table_dims = {},
+    bool shared_memory = false) {
   constexpr char kToken[] = "in-process-bench";
   auto cluster = std::make_unique<InProcessCluster>();
   coordinator::CoordinatorServerOptions coordinator_options;
@@ -71,6 +74,7 @@ inline absl::StatusOr<std::unique_ptr<InProcessCluster>> StartInProcessCluster(
   options.connection.worker_id = welcome.worker_id();
   options.connection.join_token = kToken;
   options.connection.job_id = welcome.job().job_id();
+  options.connection.shared_memory = shared_memory;
   options.table_dims = table_dims;
   cluster->client =
       std::make_unique<worker::ParameterClient>(welcome.shard_map(), std::move(options));

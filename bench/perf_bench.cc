@@ -198,7 +198,32 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
     if (!answered) Die("in-process pull was held");
   };
 
-  std::vector<double> echo_times, unix_times, shard_times, core_times;
+  // The co-located plane (ADR 0022): a second in-process cluster whose worker takes its shard's
+  // shared memory, against the floor of any exchange through memory, the payload copied up and
+  // back (2 x memcpy).
+  std::unique_ptr<InProcessCluster> colocated = Check(
+      StartInProcessCluster(
+          job, {.layout = Check(job::BuiltinLayoutForJob(job), "layout"), .train_examples = 60000},
+          {}, /*shared_memory=*/true),
+      "co-located in-process cluster");
+  std::vector<float> colocated_params(size);
+  Check(colocated->client->PullAll(colocated_params, absl::Seconds(60), false, nullptr, nullptr),
+        "co-located first pull");
+  const auto colocated_push_pull = [&] {
+    absl::StatusOr<worker::PullStats> pulled = absl::UnknownError("not pulled");
+    Check(colocated->client->PushAllThenPull(
+              gradient, 64, absl::Seconds(60), nullptr,
+              worker::NextPull{colocated_params, nullptr, nullptr, &pulled}),
+          "co-located push");
+    Check(pulled, "co-located pull");
+  };
+  std::vector<float> staging(size);
+  const auto two_copies = [&] {
+    std::memcpy(staging.data(), gradient.data(), size * sizeof(float));
+    std::memcpy(colocated_params.data(), staging.data(), size * sizeof(float));
+  };
+
+  std::vector<double> echo_times, unix_times, shard_times, core_times, colocated_times, copy_times;
   for (int round = 0; round < rounds; ++round) {
     echo_times.push_back(SecondsPerCall(echo_round_trip, seconds));
     unix_times.push_back(SecondsPerCall(unix_round_trip, seconds));
@@ -207,7 +232,10 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
     shard_times.push_back(SecondsPerCall(push_pull, seconds));
     version = client.token(0);
     core_times.push_back(SecondsPerCall(in_process, seconds));
+    colocated_times.push_back(SecondsPerCall(colocated_push_pull, seconds));
+    copy_times.push_back(SecondsPerCall(two_copies, seconds));
   }
+  colocated.reset();
   for (Echo* echo : {tcp_echo.get(), unix_echo.get()}) {
     echo->stream->WritesDone();
     echo->stream->Finish().IgnoreError();
@@ -231,6 +259,15 @@ WireResult MeasureWire(const std::string& label, const std::vector<int>& hidden,
       size * 4 / shard_s / 1e9, Median(ratios));
   std::printf("wire %-9s of which the shard's and the packing's own work, in process: %7.2f ms\n",
               label.c_str(), Median(core_times) * 1e3);
+  std::vector<double> colocated_ratios;
+  for (int round = 0; round < rounds; ++round) {
+    colocated_ratios.push_back(copy_times[round] / colocated_times[round]);
+  }
+  std::printf(
+      "wire %-9s co-located (shared memory, mailboxes) push+pull %7.2f ms; 2 x memcpy of the "
+      "payload %7.2f ms; ratio %.2f (goal >= 0.5)\n",
+      label.c_str(), Median(colocated_times) * 1e3, Median(copy_times) * 1e3,
+      Median(colocated_ratios));
   std::printf(
       "wire %-9s echo over a Unix domain socket %7.2f ms; TCP echo / Unix echo %.2f "
       "(median of the per-round ratios; > 1: the socket is faster)\n",

@@ -7,7 +7,8 @@
 //          dataset (PrepareTrain) and the step (parameters as views of the runtime's buffer,
 //          forward, backward, gradients copied into the push buffer);
 //   step:  sdk plus the exchange with a real shard (coordinator and ShardServer in process on
-//          localhost): the push and the next pull (PushAllThenPull), sync, one worker.
+//          localhost): the push and the next pull (PushAllThenPull), sync, one worker; through
+//          shared memory unless --shared_memory=false.
 // Goal: step / alone <= 1.15 (ADR 0013). Medians over --rounds.
 #include <cstdio>
 #include <random>
@@ -30,6 +31,9 @@
 ABSL_FLAG(int, rounds, 5, "Rounds; every figure is the median over rounds");
 ABSL_FLAG(double, seconds, 0.5, "Seconds each side runs per round");
 ABSL_FLAG(int, batch, 64, "Examples per step (the default job's local batch: G = 256 / 4)");
+ABSL_FLAG(bool, shared_memory, true,
+          "The exchange through the co-located plane (shared memory and mailboxes, ADR 0022), as "
+          "a worker on its shard's host runs; false: through the gRPC stream");
 
 namespace syncopate::bench {
 namespace {
@@ -79,7 +83,8 @@ int Main() {
   job::ModelDescription model = Check(job::DescribeModel(job), "model");
   const int64_t train_examples = model.train_examples;
   std::unique_ptr<InProcessCluster> cluster =
-      Check(StartInProcessCluster(job, std::move(model)), "in-process cluster");
+      Check(StartInProcessCluster(job, std::move(model), {}, absl::GetFlag(FLAGS_shared_memory)),
+            "in-process cluster");
   const v1::JobSpec& handed_out = cluster->session->welcome().job();
   std::unique_ptr<workload::Workload> workload =
       Check(job::CreateWorkload(handed_out, workload::Purpose::kTrain), "workload");
