@@ -51,6 +51,31 @@ free_port() {
 
 ctr_() { ctr --address "$DIR/run/containerd.sock" -n k8s.io "$@"; }
 
+# supervise LOG COMMAND...: runs COMMAND (output appended to LOG) the way a node's systemd unit
+# runs its kubelet (Restart=on-failure, RestartSec=1, a start limit): a kubelet 1.20 can exit
+# fatally at its start on a busy machine ("Failed to start ContainerManager failed to get rootfs
+# info: unable to find data in memory cache": cAdvisor's first housekeeping has not run yet,
+# kubernetes/kubernetes#71704), and a real node restarts it. At most 3 restarts within the
+# supervisor's life, each noted in LOG; SIGTERM is passed on and waited for.
+supervise() {
+  local log="$1" child=0 starts=0 rc
+  shift
+  trap 'kill -TERM "$child" 2>/dev/null; wait "$child" || true; exit 0' TERM INT
+  while :; do
+    "$@" >>"$log" 2>&1 &
+    child=$!
+    starts=$((starts + 1))
+    rc=0
+    wait "$child" || rc=$?
+    if ((rc == 0 || starts > 3)); then
+      echo "supervise: $1 exited with $rc after $starts start(s); not restarting" >>"$log"
+      exit "$rc"
+    fi
+    echo "supervise: $1 exited with $rc; restarting in 1 s (start $((starts + 1)) of 4)" >>"$log"
+    sleep 1
+  done
+}
+
 # The pods' network namespaces: CNI's cni-* namespaces holding an address of SUBNET.
 pod_netns() {
   local ns prefix="${SUBNET%.0/24}."
@@ -255,11 +280,13 @@ serializeImagePulls: false
 EOF
   local extra=()
   [[ -z $cgroup_root ]] || extra+=(--cgroup-root="$cgroup_root")
-  "$bin/kubelet" --config="$DIR/kubelet.yaml" --kubeconfig="$kubeconfig" "${extra[@]}" \
+  : >"$DIR/logs/kubelet.log"
+  supervise "$DIR/logs/kubelet.log" \
+    "$bin/kubelet" --config="$DIR/kubelet.yaml" --kubeconfig="$kubeconfig" "${extra[@]}" \
     --hostname-override="$NODE_NAME" --node-ip="$node_ip" --root-dir="$DIR/kubelet" \
     --cert-dir="$DIR/kubelet/pki" --container-runtime=remote \
     --container-runtime-endpoint="unix://$DIR/run/containerd.sock" \
-    --runtime-request-timeout=5m --oom-score-adj=0 >"$DIR/logs/kubelet.log" 2>&1 &
+    --runtime-request-timeout=5m --oom-score-adj=0 </dev/null &
   echo $! >"$DIR/kubelet.pid"
   if ((proxy)); then
     # iptables mode, in this node's network namespace only. The conntrack flags at 0 keep it off
@@ -273,12 +300,14 @@ EOF
       >"$DIR/logs/kube-proxy.log" 2>&1 &
     echo $! >"$DIR/kube-proxy.pid"
   fi
-  local deadline=$((SECONDS + 60))
+  local deadline=$((SECONDS + 120))
   until [[ $("$kubectl" --kubeconfig="$cp_dir/kubeconfig" get node "$NODE_NAME" \
               -o jsonpath='{.status.conditions[?(@.type=="Ready")].status}' 2>/dev/null) == True ]]; do
     if ((SECONDS > deadline)); then
-      tail -n 20 "$DIR/logs/kubelet.log" >&2
-      die "node $NODE_NAME not Ready after 60 s (logs in $DIR/logs)"
+      # The reason, not a goroutine dump: the fatal lines, the supervisor's notes, the last errors.
+      grep -E '^(F[0-9]{4} |supervise: )' "$DIR/logs/kubelet.log" >&2 || true
+      grep -E '^E[0-9]{4} ' "$DIR/logs/kubelet.log" | tail -n 5 >&2 || true
+      die "node $NODE_NAME not Ready after 120 s (logs in $DIR/logs)"
     fi
     sleep 1
   done
@@ -309,6 +338,8 @@ stop() {
     kill -KILL "$pid" 2>/dev/null || true
     rm -f "$DIR/$name.pid"
   done
+  # A kubelet its supervisor did not get to stop within those 5 s.
+  pkill -KILL -f -- "--root-dir=$DIR/kubelet( |$)" 2>/dev/null || true
   # The pods' containers and sandboxes (their network namespaces), then containerd.
   if [[ -S $DIR/run/containerd.sock ]]; then
     for task in $(ctr_ tasks ls -q 2>/dev/null); do ctr_ tasks kill -s SIGKILL "$task" >/dev/null 2>&1 || true; done
