@@ -20,6 +20,8 @@ class CoordinatorChannel {
   virtual const v1::Welcome& welcome() const = 0;
   // True once a Stop arrived (even if not yet taken) or the channel ended.
   virtual bool stop_requested() const = 0;
+  // True once a Stop arrived: the coordinator ended the job (not merely the channel).
+  virtual bool job_ended() const = 0;
   // False once the channel is closed.
   virtual bool Send(const v1::WorkerMessage& message) = 0;
   // The next command, waiting up to `timeout`; nullopt on timeout. UNAVAILABLE once the channel

@@ -1,5 +1,8 @@
 #include "libs/worker/coordinator_session.h"
 
+#include <algorithm>
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "libs/rpc/grpc_util.h"
 
@@ -7,7 +10,7 @@ namespace syncopate::worker {
 
 absl::StatusOr<std::unique_ptr<CoordinatorSession>> CoordinatorSession::Open(
     const std::string& address, const v1::WorkerHello& hello, absl::Duration timeout,
-    const rpc::TransportSecurity& security) {
+    const rpc::TransportSecurity& security, std::function<bool()> abort) {
   auto session = std::unique_ptr<CoordinatorSession>(new CoordinatorSession());
   session->stub_ = v1::Coordinator::NewStub(rpc::CreateChannel(address, security));
   CoordinatorSession* self = session.get();
@@ -28,10 +31,17 @@ absl::StatusOr<std::unique_ptr<CoordinatorSession>> CoordinatorSession::Open(
     auto ready = [self]() ABSL_SHARED_LOCKS_REQUIRED(self->mu_) {
       return self->pending_welcome_.has_value() || self->ended_;
     };
-    if (!session->mu_.AwaitWithTimeout(absl::Condition(&ready), timeout)) {
-      return absl::DeadlineExceededError(absl::StrCat("no welcome from the coordinator at ",
-                                                      address, " within ",
-                                                      absl::FormatDuration(timeout)));
+    const absl::Time deadline = absl::Now() + timeout;
+    while (!session->mu_.AwaitWithDeadline(absl::Condition(&ready),
+                                           std::min(deadline, absl::Now() + kAbortPoll))) {
+      if (absl::Now() >= deadline) {
+        return absl::DeadlineExceededError(absl::StrCat("no welcome from the coordinator at ",
+                                                        address, " within ",
+                                                        absl::FormatDuration(timeout)));
+      }
+      if (abort && abort()) {
+        return absl::CancelledError("stopped while waiting for the coordinator's welcome");
+      }
     }
     if (!session->pending_welcome_.has_value()) {
       return rpc::FromGrpcStatus(session->end_status_.ok()
@@ -52,7 +62,10 @@ CoordinatorSession::~CoordinatorSession() {
 bool CoordinatorSession::Send(const v1::WorkerMessage& message) { return stream_->Write(message); }
 
 void CoordinatorSession::OnMessage(v1::CoordinatorToWorker& message) {
-  if (message.has_stop()) stop_requested_ = true;
+  if (message.has_stop()) {
+    stop_received_ = true;
+    stop_requested_ = true;
+  }
   absl::MutexLock lock(&mu_);
   if (message.has_welcome() && !pending_welcome_.has_value()) {
     pending_welcome_ = message.welcome();

@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -29,14 +30,18 @@ class CoordinatorSession final : public CoordinatorChannel {
  public:
   // Connects (with `security`: mTLS when it holds certificates, plaintext by default), says
   // hello and waits (up to `timeout`) for the welcome. UNAVAILABLE when the coordinator cannot
-  // be reached; the coordinator's own error when it refuses the hello.
+  // be reached; the coordinator's own error when it refuses the hello. The welcome may wait for
+  // the job to start (every shard registered), so the wait also ends, CANCELLED, within
+  // kAbortPoll of `abort` returning true (a SIGTERM: the process must not outlive its grace).
   static absl::StatusOr<std::unique_ptr<CoordinatorSession>> Open(
       const std::string& address, const v1::WorkerHello& hello, absl::Duration timeout,
-      const rpc::TransportSecurity& security = {});
+      const rpc::TransportSecurity& security = {}, std::function<bool()> abort = nullptr);
+  static constexpr absl::Duration kAbortPoll = absl::Milliseconds(100);
   ~CoordinatorSession() override;
 
   const v1::Welcome& welcome() const override { return welcome_; }
   bool stop_requested() const override { return stop_requested_.load(); }
+  bool job_ended() const override { return stop_received_.load(); }
   bool Send(const v1::WorkerMessage& message) override;
   absl::StatusOr<std::optional<v1::CoordinatorToWorker>> NextCommand(
       absl::Duration timeout) override;
@@ -52,6 +57,7 @@ class CoordinatorSession final : public CoordinatorChannel {
   v1::Welcome welcome_;
   absl::Notification stop_heartbeat_;
   std::atomic<bool> stop_requested_{false};
+  std::atomic<bool> stop_received_{false};
   std::thread heartbeat_;
 
   absl::Mutex mu_;

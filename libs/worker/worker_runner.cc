@@ -15,6 +15,12 @@ WorkerRunner::WorkerRunner(ChannelOpener open, RoleLife role, WorkerRunnerOption
 
 bool WorkerRunner::ShuttingDown() const { return options_.shutdown && options_.shutdown(); }
 
+WorkerExit WorkerRunner::Interrupted() {
+  return {runtime::kExitInterrupted,
+          absl::StrCat("stopped before the job ended (exit ", runtime::kExitInterrupted,
+                       "): SIGTERM or SIGINT")};
+}
+
 bool WorkerRunner::Wait(absl::Duration d) {
   if (options_.wait) return options_.wait(d);
   absl::SleepFor(d);
@@ -31,6 +37,7 @@ std::unique_ptr<CoordinatorChannel> WorkerRunner::Join(const v1::WorkerHello& he
     absl::StatusOr<std::unique_ptr<CoordinatorChannel>> opened =
         open_(hello, std::max(absl::Seconds(1), give_up - clock.Now()));
     if (opened.ok()) return *std::move(opened);
+    if (ShuttingDown()) break;  // the wait for the welcome ended on our own SIGTERM
     const absl::Status& status = opened.status();
     if (absl::IsOutOfRange(status)) {
       // The job ended before this worker (re)joined: nothing left to do, which is success.
@@ -48,7 +55,7 @@ std::unique_ptr<CoordinatorChannel> WorkerRunner::Join(const v1::WorkerHello& he
     }
     if (Wait(backoff.Next())) break;
   }
-  exit = {0, ""};  // shutdown requested while joining
+  exit = Interrupted();  // shutdown requested while joining
   return nullptr;
 }
 
@@ -76,10 +83,13 @@ WorkerExit WorkerRunner::Run(v1::WorkerHello hello) {
       goodbye.mutable_goodbye()->set_reason(status.ToString());
       channel->Send(goodbye);
     }
+    // Whether the coordinator ended the job (its Stop): then a SIGTERM that arrived meanwhile
+    // does not make the exit an interruption.
+    const bool job_ended = channel->job_ended();
     channel.reset();  // ends the session (and its heartbeat) before a rejoin opens the next
     if (ShuttingDown()) {
       if (!status.ok()) LOG(INFO) << "shutting down (" << status << ")";
-      return {0, ""};
+      return job_ended ? WorkerExit{0, ""} : Interrupted();
     }
     if (status.ok()) return {0, ""};
     if (!rpc::IsRetryable(status)) return {1, status.ToString()};
@@ -94,7 +104,7 @@ WorkerExit WorkerRunner::Run(v1::WorkerHello hello) {
                               "; last: ", status.ToString())};
     }
     LOG(WARNING) << "rejoining after a retryable error (" << status << ")";
-    if (Wait(rejoin_backoff.Next())) return {0, ""};
+    if (Wait(rejoin_backoff.Next())) return Interrupted();
   }
 }
 

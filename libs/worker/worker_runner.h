@@ -15,7 +15,13 @@
 //   join error, retryable                  -> retry with backoff until join_timeout, then exit 1
 //   role error, retryable                  -> rejoin (same name, so the same worker id, and the
 //                                             job id of the welcome), after a backoff
-//   shutdown requested                     -> exit 0, whatever the role returned
+//   shutdown requested (SIGTERM, SIGINT)   -> exit runtime::kExitInterrupted (143) with one line,
+//                                             whatever the role returned, unless the
+//                                             coordinator had ended the job (exit 0). Not 0: a
+//                                             worker evicted mid-job by a drain, a lost node or
+//                                             a scale-down is not a completion, and a worker
+//                                             Job (work queue, no completions) starts no new
+//                                             pod after its first success (ADR 0006)
 //
 // "No data lease within the lease timeout" (Trainer, DEADLINE_EXCEEDED) is retryable like any
 // other timeout, so the runner rejoins. Decided on purpose: the session is open but the
@@ -103,6 +109,8 @@ class WorkerRunner {
   // A welcomed channel; null with `exit` set when the runner must stop (job over, refused,
   // join timeout, shutdown).
   std::unique_ptr<CoordinatorChannel> Join(const v1::WorkerHello& hello, WorkerExit& exit);
+  // The exit of a process stopped (SIGTERM, SIGINT) before its job ended.
+  static WorkerExit Interrupted();
   bool ShuttingDown() const;
   bool Wait(absl::Duration d);
 

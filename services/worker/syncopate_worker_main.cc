@@ -175,7 +175,8 @@ int Main() {
   WorkerRunner runner(
       [&coordinator, &security](const v1::WorkerHello& hello, absl::Duration timeout)
           -> absl::StatusOr<std::unique_ptr<CoordinatorChannel>> {
-        return CoordinatorSession::Open(coordinator, hello, timeout, security->transport);
+        return CoordinatorSession::Open(coordinator, hello, timeout, security->transport,
+                                        [] { return runtime::ShutdownRequested(); });
       },
       [&](CoordinatorChannel& session) {
         return RunRole(session, role == "worker", *security, slowdown, metrics);

@@ -125,6 +125,12 @@ for (const job of jobs) {
   check(`${job.metadata.name}: ${isShard ? "a superseded shard (exit 4) is ignored before any FailJob" : "no rule for exit 4 (a shard's only)"}`,
     isShard ? superseded > 0 && rules.slice(0, superseded).every((r) => r.action !== "FailJob")
             : superseded === -1);
+  const interrupted = rules.findIndex((r) => r.action === "Ignore" && r.onExitCodes &&
+    r.onExitCodes.containerName === "worker" && r.onExitCodes.values.join(",") === "143");
+  const isWorker = component(job) === "worker";
+  check(`${job.metadata.name}: ${isWorker ? "a worker stopped mid-job (exit 143, a scale-down) is ignored before any FailJob" : "no rule for exit 143 (a worker's only)"}`,
+    isWorker ? interrupted > 0 && rules.slice(0, interrupted).every((r) => r.action !== "FailJob")
+             : interrupted === -1);
   const failJob = rules.filter((r) => r.action === "FailJob" && r.onExitCodes);
   check(`${job.metadata.name}: a disruption is ignored first, then exit codes ${failJobCodes} of its own container fail the Job`,
     first.action === "Ignore" &&

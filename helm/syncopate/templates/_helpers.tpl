@@ -290,6 +290,16 @@ podFailurePolicy:
         operator: In
         values: [4]
     {{- end }}
+    {{- if eq $component "worker" }}
+    # A worker stopped by SIGTERM before the job ended (exit 143: a scale-down of parallelism,
+    # which deletes pods without a DisruptionTarget condition) is not a failure: the coordinator
+    # re-issues its leases. (The chart sets no liveness probe, so no kubelet restart ends here.)
+    - action: Ignore
+      onExitCodes:
+        containerName: worker
+        operator: In
+        values: [143]
+    {{- end }}
     # The process cannot succeed (the exit codes in docs/operations.md, "Running a cluster by
     # hand"; by default 2 = a start-up check failed, 3 = a permanent refusal): another pod cannot
     # do better, so the Job fails now instead of after backoffLimit pods. Exit 1 (joins or rejoins ran out, a port not bound)

@@ -32,6 +32,10 @@ class FakeCoordinator : public CoordinatorChannel {
     absl::MutexLock lock(&mu_);
     return stop_queued_ || ended_;
   }
+  bool job_ended() const override {
+    absl::MutexLock lock(&mu_);
+    return stop_queued_;
+  }
   bool Send(const v1::WorkerMessage& message) override {
     {
       absl::MutexLock lock(&mu_);

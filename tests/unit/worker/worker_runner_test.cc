@@ -41,6 +41,8 @@ struct Script {
   bool shutdown = false;
   bool shutdown_in_life = false;  // the process is told to stop during the next life
   bool stop_on_wait = false;      // a backoff wait is interrupted by shutdown
+  bool job_ends_in_life = false;  // the coordinator sends Stop during the next life
+  bool shutdown_in_join = false;  // the process is told to stop while waiting for a welcome
 
   std::vector<v1::WorkerHello> hellos;
   std::vector<absl::Duration> join_timeouts;
@@ -66,6 +68,7 @@ struct Script {
           hellos.push_back(hello);
           join_timeouts.push_back(timeout);
           clock.Advance(join_takes);
+          if (shutdown_in_join) shutdown = true;
           absl::Status next = joins.empty() ? absl::OkStatus() : joins.front();
           if (!joins.empty()) joins.pop_front();
           if (!next.ok()) return next;
@@ -76,6 +79,7 @@ struct Script {
           ++lives_run;
           clock.Advance(life_takes);
           if (shutdown_in_life) shutdown = true;
+          if (job_ends_in_life) static_cast<FakeCoordinator&>(channel).Stop();
           absl::Status next = lives.empty() ? absl::OkStatus() : lives.front();
           if (!lives.empty()) lives.pop_front();
           return next;
@@ -183,22 +187,57 @@ TEST(WorkerRunner, RetryableJoinErrorsRetryUntilTheJoinTimeout) {
   EXPECT_EQ(script.waits.size(), 5u);
 }
 
-// SIGTERM exits 0 without another hello: during a life whatever the life returned (its error is
-// the shutdown's doing), and while waiting to retry a join.
-TEST(WorkerRunner, ShutdownExitsZeroWithoutJoiningAgain) {
+// SIGTERM before the job ended exits 143 (runtime::kExitInterrupted) with one line and without
+// another hello: during a life whatever the life returned (its error is the shutdown's doing),
+// while waiting to retry a join, and while waiting to rejoin. Never 0: a worker Job (a work queue)
+// starts no new pod after its first success, so an evicted worker exiting 0 would leave the job
+// without its replacement (ADR 0006).
+TEST(WorkerRunner, ShutdownBeforeTheJobEndedExitsInterruptedWithoutJoiningAgain) {
   Script during_life;
   during_life.shutdown_in_life = true;
   during_life.lives = {absl::UnavailableError("coordinator session ended")};
-  EXPECT_EQ(during_life.Runner().Run(Hello()).code, 0);
+  const WorkerExit life_exit = during_life.Runner().Run(Hello());
+  EXPECT_EQ(life_exit.code, runtime::kExitInterrupted);
+  EXPECT_EQ(life_exit.code, 143);  // the number the chart's podFailurePolicy and the docs name
+  EXPECT_THAT(life_exit.message, HasSubstr("stopped before the job ended"));
   EXPECT_EQ(during_life.hellos.size(), 1u);
   EXPECT_EQ(during_life.lives_run, 1);
+
+  Script clean_leave;  // the life itself ended OK (a goodbye sent) because of the SIGTERM
+  clean_leave.shutdown_in_life = true;
+  EXPECT_EQ(clean_leave.Runner().Run(Hello()).code, runtime::kExitInterrupted);
 
   Script while_joining;
   while_joining.stop_on_wait = true;
   while_joining.joins = {absl::UnavailableError("connection refused")};
-  EXPECT_EQ(while_joining.Runner().Run(Hello()).code, 0);
+  EXPECT_EQ(while_joining.Runner().Run(Hello()).code, runtime::kExitInterrupted);
   EXPECT_EQ(while_joining.hellos.size(), 1u);
   EXPECT_EQ(while_joining.lives_run, 0);
+
+  // The wait for the welcome (the job not started yet) ends CANCELLED on the SIGTERM: an
+  // interruption, not a refusal (CANCELLED is not retryable).
+  Script awaiting_welcome;
+  awaiting_welcome.shutdown_in_join = true;
+  awaiting_welcome.joins = {absl::CancelledError("stopped while waiting for the welcome")};
+  EXPECT_EQ(awaiting_welcome.Runner().Run(Hello()).code, runtime::kExitInterrupted);
+  EXPECT_EQ(awaiting_welcome.hellos.size(), 1u);
+
+  Script while_rejoining;
+  while_rejoining.stop_on_wait = true;
+  while_rejoining.lives = {absl::UnavailableError("coordinator session ended")};
+  EXPECT_EQ(while_rejoining.Runner().Run(Hello()).code, runtime::kExitInterrupted);
+  EXPECT_EQ(while_rejoining.hellos.size(), 1u);
+}
+
+// A SIGTERM that arrives after the coordinator's Stop (the job is over; Kubernetes or the
+// launcher tidies up) is not an interruption: exit 0, the Job's success.
+TEST(WorkerRunner, ShutdownAfterTheJobEndedExitsZero) {
+  Script script;
+  script.job_ends_in_life = true;
+  script.shutdown_in_life = true;
+  const WorkerExit exit = script.Runner().Run(Hello());
+  EXPECT_EQ(exit.code, 0);
+  EXPECT_EQ(exit.message, "");
 }
 
 // A coordinator that welcomes but never leases: every life ends in the 60 s lease timeout. With
