@@ -43,10 +43,10 @@ LOST=1
 LOST_NODE=syncnode-$LOST
 TOLERATION_SECONDS=30
 MAX_STALL_SECONDS=120
-frozen=false watch_pid="" disk_pid=""
+frozen=false watch_pid="" disk_pid="" nodes_pid=""
 teardown() {
   local pid
-  for pid in $watch_pid $disk_pid; do kill "$pid" 2>/dev/null || true; done
+  for pid in $watch_pid $disk_pid $nodes_pid; do kill "$pid" 2>/dev/null || true; done
   ! $frozen || "$CLUSTER" thaw "$LOST" || true
   kube_cluster_teardown
 }
@@ -85,6 +85,28 @@ volumes=("$STATE"/cp/volumes/local-*)
 ) >"$LOGS/checkpoints.txt" 2>/dev/null &
 disk_pid=$!
 
+# Issue 57 item 2's evidence, every 2 s: each node's Ready condition (status, reason, last
+# heartbeat) and the lost node's taints. The node lifecycle controller stops evicting in a zone
+# where every node is NotReady (FullDisruption; with 3 nodes PartialDisruption needs more than 2
+# unhealthy, so it cannot happen): if the other nodes' heartbeats lapse too, nothing is evicted.
+(
+  while :; do
+    printf '%s ' "$SECONDS"
+    k get nodes -o jsonpath='{range .items[*]}{.metadata.name}={.status.conditions[?(@.type=="Ready")].status}/{.status.conditions[?(@.type=="Ready")].reason}@{.status.conditions[?(@.type=="Ready")].lastHeartbeatTime} {end}' 2>&1
+    printf 'taints(%s)=%s\n' "$LOST_NODE" "$(k get node "$LOST_NODE" -o jsonpath='{.spec.taints[*].key}' 2>&1)"
+    sleep 2
+  done
+) >"$LOGS/nodes.txt" 2>/dev/null &
+nodes_pid=$!
+# Why no pod was evicted, if none was: the node samples above and the controller's zone states.
+no_eviction_evidence() {
+  echo "nodes (LOGS/nodes.txt, last 5):"
+  tail -n 5 "$LOGS/nodes.txt"
+  echo "node lifecycle controller:"
+  grep -hE 'disruption mode|is now in state|NoExecute|Evict|MarkPodsNotReady' \
+    "$STATE"/cp/logs/kube-controller-manager.log 2>/dev/null | tail -n 15 || true
+}
+
 kube_shards_checkpointed
 kube_shards_label_elsewhere "$LOST_NODE"
 # The examples and the elapsed seconds in a status line (the first line of `syncopate status`).
@@ -118,7 +140,7 @@ for id in 0 1; do
         !($1 in seen) && $3 == "Running" { print $1, $2 }' | head -n 1)"
     [[ -n $pod ]] && kn logs "${pod% *}" 2>/dev/null | grep -q "shard $id restored version"
   do
-    ((SECONDS - t0 < 300)) || fail "no replacement of shard $id restored within 300 s: $(kn get pods -o wide)"
+    ((SECONDS - t0 < 300)) || fail "no replacement of shard $id restored within 300 s: $(kn get pods -o wide; no_eviction_evidence)"
     sleep 1
   done
   restored+=("$pod")
