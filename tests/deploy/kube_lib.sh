@@ -27,7 +27,7 @@ kube_preflight() {
   rel=mnist
   ns=syncopate
   if [[ $(id -u) -ne 0 ]]; then echo "$name: SKIPPED: needs root ($why)" >&2; exit 77; fi
-  if ! "$ROOT/tests/deploy/control_plane.sh" bin "$@" >/dev/null 2>&1; then
+  if ! "$ROOT/tests/deploy/harness/control_plane.sh" bin "$@" >/dev/null 2>&1; then
     echo "$name: SKIPPED: no Kubernetes binaries${*:+ ($* included)} in the cache; build them once with ./dev k8s" >&2
     exit 77
   fi
@@ -42,7 +42,7 @@ kube_preflight() {
 # CLUSTER (the script), STATE (its directory), KUBECONFIG_FILE, tmp and TMP_VALUES.
 kube_cluster_preflight() {
   kube_preflight "$1" "network namespaces, containerd" kube-proxy
-  CLUSTER="$ROOT/tests/deploy/cluster.sh"
+  CLUSTER="$ROOT/tests/deploy/harness/cluster.sh"
   STATE="$("$CLUSTER" dir)"
   KUBECONFIG_FILE="$STATE/cp/kubeconfig"
   tmp="$(mktemp -d)"
@@ -139,7 +139,7 @@ kube_install() {
 
 # kube_helm_install CP_DIR TAG WHAT [HELM_ARG...]: kube_install up to `helm install --wait`.
 kube_helm_install() {
-  "$ROOT/tests/deploy/control_plane.sh" storage "$1" local 1Gi 2 --default
+  "$ROOT/tests/deploy/harness/control_plane.sh" storage "$1" local 1Gi 2 --default
   kube_values "$TMP_VALUES" "$2"
   say "helm install --wait ($3)"
   helm install "$rel" "$ROOT/helm/syncopate" -n "$ns" --create-namespace -f "$TMP_VALUES" "${@:4}" \

@@ -15,8 +15,8 @@
 # Environment: MIN_ACCURACY (85), KEEP_LOGS_DIR (default ./kube-node-test-logs).
 set -euo pipefail
 ROOT="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}" && pwd)"
-CP="$ROOT/tests/deploy/control_plane.sh"
-NODE="$ROOT/tests/deploy/node.sh"
+CP="$ROOT/tests/deploy/harness/control_plane.sh"
+NODE="$ROOT/tests/deploy/harness/node.sh"
 # shellcheck source=tests/deploy/kube_lib.sh
 source "$ROOT/tests/deploy/kube_lib.sh"
 kube_preflight kube_node_test "containerd, a bridge"

@@ -25,7 +25,7 @@ kube_on_exit kube_cluster_teardown
 
 kube_cluster_start
 # Four volumes: two releases of two shards each.
-"$ROOT/tests/deploy/control_plane.sh" storage "$STATE/cp" local 1Gi 4 --default
+"$ROOT/tests/deploy/harness/control_plane.sh" storage "$STATE/cp" local 1Gi 4 --default
 k apply -f - >/dev/null <<EOF
 apiVersion: scheduling.k8s.io/v1
 kind: PriorityClass

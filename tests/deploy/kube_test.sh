@@ -20,7 +20,7 @@
 # Without the control plane in the cache it exits 77 (ctest: skipped) and says how to build it.
 set -euo pipefail
 ROOT="$(cd "${1:-$(dirname "${BASH_SOURCE[0]}")/../..}" && pwd)"
-CP="$ROOT/tests/deploy/control_plane.sh"
+CP="$ROOT/tests/deploy/harness/control_plane.sh"
 START=$SECONDS
 say() { printf '[kube_test %3ds] %s\n' $((SECONDS - START)) "$*"; }
 if ! "$CP" bin >/dev/null 2>&1; then

@@ -145,7 +145,7 @@ print("\n".join(sorted(set(lines))))' >"$DIR/dns/cluster.new" && mv "$DIR/dns/cl
 # --user=root: dnsmasq otherwise drops to "nobody", who cannot read a 0700 mktemp directory.
 start_dns() {
   local kubeconfig="$1" ip="$2" vip="$3" kubectl
-  kubectl="$("$HERE/k8s_tools.sh")/layer/kubectl/kubectl"
+  kubectl="$("$HERE/../k8s_tools.sh")/layer/kubectl/kubectl"
   mkdir -p "$DIR"/{run,dns/hosts.d,logs}
   dnsmasq --keep-in-foreground --user=root --no-resolv --no-hosts --hostsdir="$DIR/dns/hosts.d" \
     --listen-address="$ip" --bind-interfaces --local-ttl=1 --domain-needed \
@@ -187,7 +187,7 @@ start() {
   [[ -x $bin/kubelet && -x $bin/pause ]] || die "no kubelet/pause in $bin (./dev k8s builds them)"
   ((proxy == 0)) || [[ -x $bin/kube-proxy ]] || die "no kube-proxy in $bin (./dev k8s builds it)"
   "$CP" install "${PACKAGES[@]}"
-  kubectl="$("$HERE/k8s_tools.sh")/layer/kubectl/kubectl"
+  kubectl="$("$HERE/../k8s_tools.sh")/layer/kubectl/kubectl"
   mkdir -p "$DIR"/{run,containerd,cni/net.d,kubelet,dns/hosts.d,logs}
   DIR="$(cd "$DIR" && pwd)"
   cp_dir="$(cd "$cp_dir" && pwd)"

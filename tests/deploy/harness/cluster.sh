@@ -199,7 +199,7 @@ start() {
   # The NetworkPolicy enforcer (a test fixture: netpol.py), on this host, loading its nftables
   # table into the three node namespaces.
   local kubectl node_dirs=()
-  kubectl="$("$HERE/k8s_tools.sh")/layer/kubectl/kubectl"
+  kubectl="$("$HERE/../k8s_tools.sh")/layer/kubectl/kubectl"
   for n in "${NODES[@]}"; do node_dirs+=(--node-dir "$dir/node-$n"); done
   mkdir -p "$dir/netpol/logs"
   in_cgroup --background netpol python3 "$HERE/netpol.py" --kubeconfig "$dir/cp/kubeconfig" --kubectl "$kubectl" \

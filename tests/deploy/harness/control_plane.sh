@@ -154,7 +154,7 @@ start() {
       *) die "start: unknown flag $1" ;;
     esac
   done
-  built || die "not built: run 'tests/deploy/control_plane.sh build' or './dev k8s-build' first"
+  built || die "not built: run 'tests/deploy/harness/control_plane.sh build' or './dev k8s-build' first"
   install_packages "${RUN_PACKAGES[@]}"
   mkdir -p "$dir/pki" "$dir/etcd" "$dir/logs"
   dir="$(cd "$dir" && pwd)"
@@ -285,7 +285,7 @@ storage() {
       *) echo "control_plane.sh storage: unknown flag $flag" >&2; return 2 ;;
     esac
   done
-  kubectl="$("$(dirname "${BASH_SOURCE[0]}")/k8s_tools.sh")/layer/kubectl/kubectl"
+  kubectl="$("$(dirname "${BASH_SOURCE[0]}")/../k8s_tools.sh")/layer/kubectl/kubectl"
   "$kubectl" --kubeconfig="$dir/kubeconfig" apply -f - >/dev/null <<YAML
 apiVersion: storage.k8s.io/v1
 kind: StorageClass
