@@ -124,7 +124,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
                                      absl::StrCat("--shard_id=", s), "--listen=127.0.0.1:0",
                                      "--checkpoint_dir=" + checkpoint_dir};
     if (!o.restore_dir.empty()) argv.push_back("--restore_dir=" + o.restore_dir);
-    if (!o.shared_memory) argv.push_back("--shared_memory=false");
+    argv.push_back(o.shared_memory ? "--shared_memory=true" : "--shared_memory=false");
     SYNCOPATE_RETURN_IF_ERROR(
         cluster->StartChild(ShardName(s), std::move(argv), "grpc_port", /*essential=*/true)
             .status());
@@ -140,7 +140,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
       argv.push_back("--min_step_time=" + absl::FormatDuration(o.min_step_time));
     }
     if (logical > 1) argv.push_back(absl::StrCat("--logical_workers=", logical));
-    if (!o.shared_memory) argv.push_back("--shared_memory=false");
+    argv.push_back(o.shared_memory ? "--shared_memory=true" : "--shared_memory=false");
     auto schedule = o.slowdown_schedules.find(w);
     if (schedule != o.slowdown_schedules.end()) {
       argv.push_back("--slowdown_schedule=" + schedule->second);
@@ -156,7 +156,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
                  // leaves (nice(1)'s customary 10), since a sync barrier waits on any worker it
                  // preempts.
                  "--nice=10"});
-    if (!o.shared_memory) argv.push_back("--shared_memory=false");
+    argv.push_back(o.shared_memory ? "--shared_memory=true" : "--shared_memory=false");
     SYNCOPATE_RETURN_IF_ERROR(
         cluster->StartChild("evaluator", std::move(argv), "", /*essential=*/false).status());
   }
