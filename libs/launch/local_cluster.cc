@@ -57,6 +57,18 @@ absl::Status LocalCluster::KillAndRestart(const std::string& name) {
   return Restart(name);
 }
 
+std::vector<Exit> LocalCluster::StopAfterJob(absl::Duration grace) {
+  std::vector<Exit> exits;
+  const absl::Time deadline = absl::Now() + grace;
+  while (processes_.size() > (processes_.Running("coordinator") ? 1u : 0u) &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(20));
+    for (Exit& exit : processes_.Reap()) exits.push_back(std::move(exit));
+  }
+  for (Exit& exit : processes_.TerminateAll()) exits.push_back(std::move(exit));
+  return exits;
+}
+
 absl::Status LocalCluster::Restart(const std::string& name) {
   auto it = children_.find(name);
   if (it == children_.end()) return absl::NotFoundError(absl::StrCat("no child named ", name));
@@ -124,7 +136,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
                                      absl::StrCat("--shard_id=", s), "--listen=127.0.0.1:0",
                                      "--checkpoint_dir=" + checkpoint_dir};
     if (!o.restore_dir.empty()) argv.push_back("--restore_dir=" + o.restore_dir);
-    argv.push_back(o.shared_memory ? "--shared_memory=true" : "--shared_memory=false");
+    if (!o.shared_memory) argv.push_back("--shared_memory=false");
     SYNCOPATE_RETURN_IF_ERROR(
         cluster->StartChild(ShardName(s), std::move(argv), "grpc_port", /*essential=*/true)
             .status());
@@ -140,7 +152,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
       argv.push_back("--min_step_time=" + absl::FormatDuration(o.min_step_time));
     }
     if (logical > 1) argv.push_back(absl::StrCat("--logical_workers=", logical));
-    argv.push_back(o.shared_memory ? "--shared_memory=true" : "--shared_memory=false");
+    if (!o.shared_memory) argv.push_back("--shared_memory=false");
     auto schedule = o.slowdown_schedules.find(w);
     if (schedule != o.slowdown_schedules.end()) {
       argv.push_back("--slowdown_schedule=" + schedule->second);
@@ -156,7 +168,7 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(LocalClusterOp
                  // leaves (nice(1)'s customary 10), since a sync barrier waits on any worker it
                  // preempts.
                  "--nice=10"});
-    argv.push_back(o.shared_memory ? "--shared_memory=true" : "--shared_memory=false");
+    if (!o.shared_memory) argv.push_back("--shared_memory=false");
     SYNCOPATE_RETURN_IF_ERROR(
         cluster->StartChild("evaluator", std::move(argv), "", /*essential=*/false).status());
   }

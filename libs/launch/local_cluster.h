@@ -29,10 +29,9 @@ struct LocalClusterOptions {
   // Every worker's --min_step_time: a floor on each step, so the job lasts at least its steps
   // times this however fast the machine (tests that act while the job runs).
   absl::Duration min_step_time = absl::ZeroDuration();
-  // The co-located data plane between the shards and the workers (ADR 0022), passed to both as
-  // --shared_memory. Off by default: an intermittent stall of the training under the sanitizer
-  // build's load was seen with it on (2026-12-07, not yet understood; ADR 0022).
-  bool shared_memory = false;
+  // The co-located data plane between the shards and the workers (ADR 0022); false passes
+  // --shared_memory=false to both, so every payload takes the wire (A/B benchmarks).
+  bool shared_memory = true;
   // How many of the job's workers each worker process stands for (--logical_workers, ADR 0023):
   // job.num_workers / logical_workers processes, each passed --logical_workers.
   int logical_workers = 1;
@@ -75,6 +74,11 @@ class LocalCluster final : public SupervisedChildren {
   static std::string ShardName(int i) { return "shard-" + std::to_string(i); }
 
   std::vector<Exit> Stop() { return processes_.TerminateAll(); }
+  // After the job ended: lets every process but the (lingering) coordinator exit on its own, up
+  // to `grace` — the coordinator's stop and release reach workers and shards asynchronously, and
+  // a loaded machine (a sanitizer build beside another test) takes seconds — then stops the rest
+  // as Stop does. A SIGTERM that beats a shard's release makes it exit 143, as mid-job.
+  std::vector<Exit> StopAfterJob(absl::Duration grace = absl::Seconds(20));
 
   // Starts a child that died again, with the same flags and on the same gRPC port, so peers
   // find it where they left it (the supervisor's job, like compose's `restart:`).

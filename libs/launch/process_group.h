@@ -68,6 +68,8 @@ class ProcessGroup {
   // Children that exited since the last call (they are forgotten).
   std::vector<Exit> Reap();
   bool Running(const std::string& name) const { return children_.contains(name); }
+  // Children not reaped yet.
+  size_t size() const { return children_.size(); }
   pid_t Pid(const std::string& name) const;
   void Signal(const std::string& name, int signal);
   // SIGTERM to all, wait up to `grace` for them to exit, then SIGKILL the rest.

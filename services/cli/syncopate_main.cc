@@ -32,10 +32,9 @@ ABSL_FLAG(int, logical_workers, 0,
           "local: how many of the job's workers each worker process stands for (it trains their "
           "shares of G as one batch); 0 = one process per core, or 1 with --slowdowns or "
           "--slowdown_schedule (docs/decisions/0023-logical-workers.md)");
-ABSL_FLAG(bool, shared_memory, false,
+ABSL_FLAG(bool, shared_memory, true,
           "local: shards and workers move dense payloads through shared memory (they share this "
-          "host; docs/decisions/0022-co-located-data-plane.md; opt-in while an intermittent stall "
-          "under load is open); false: through the gRPC streams");
+          "host; docs/decisions/0022-co-located-data-plane.md); false: through the gRPC streams");
 ABSL_FLAG(std::string, run_dir, "", "Where logs and reports go (default runs/<timestamp>)");
 ABSL_FLAG(std::string, resume, "",
           "Start from the checkpoints of an earlier run directory (any number of shards)");

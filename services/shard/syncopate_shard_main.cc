@@ -28,11 +28,10 @@ ABSL_FLAG(std::string, checkpoint_dir, "",
 ABSL_FLAG(int64_t, max_push_bytes, syncopate::shard::kMaxPushBytes,
           "Reject a push whose message is larger than this (RESOURCE_EXHAUSTED, counted as "
           "reason \"oversize\"); at most half the transport limit of 64 MiB");
-ABSL_FLAG(bool, shared_memory, false,
+ABSL_FLAG(bool, shared_memory, true,
           "Offer workers on this host (same kernel and IPC namespace) the co-located data plane: "
           "their dense payloads through a shared-memory segment instead of the gRPC stream "
-          "(docs/decisions/0022-co-located-data-plane.md; opt-in while an intermittent stall "
-          "under load is open)");
+          "(docs/decisions/0022-co-located-data-plane.md)");
 ABSL_FLAG(std::string, restore_dir, "",
           "When --checkpoint_dir has no checkpoint of this job: restore from this directory "
           "(e.g. an earlier run's; any number of shards)");

@@ -51,10 +51,9 @@ ABSL_FLAG(int, logical_workers, 1,
           "How many of the job's num_workers this process stands for: it trains their shares of "
           "the global batch as one batch and pushes once per step (one process per core; "
           "docs/decisions/0023-logical-workers.md)");
-ABSL_FLAG(bool, shared_memory, false,
+ABSL_FLAG(bool, shared_memory, true,
           "Take a co-located shard's offer of shared memory for the dense payloads (same kernel "
-          "and IPC namespace; docs/decisions/0022-co-located-data-plane.md; opt-in while an "
-          "intermittent stall under load is open); false: the wire");
+          "and IPC namespace; docs/decisions/0022-co-located-data-plane.md); false: the wire");
 
 namespace syncopate::worker {
 namespace {

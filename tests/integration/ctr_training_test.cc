@@ -120,7 +120,7 @@ TEST(CtrTraining, WideAndDeepLearnsInGba) {
     EXPECT_EQ(shard.gradients().rejected(), 0);
     EXPECT_GT(shard.version(), 60000 / 128 / 2);
   }
-  for (const launch::Exit& exit : (*cluster)->Stop()) {
+  for (const launch::Exit& exit : (*cluster)->StopAfterJob()) {
     EXPECT_TRUE(WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) << exit.Describe();
   }
 }
@@ -354,7 +354,7 @@ TEST(CtrTraining, TrainsOnADatasetLargerThanAWorkersMemory) {
   auto cluster = launch::LocalCluster::Start(options);
   ASSERT_TRUE(cluster.ok()) << cluster.status();
   auto status = WaitFor(**cluster, Done, absl::Seconds(200));
-  std::vector<launch::Exit> exits = (*cluster)->Stop();
+  std::vector<launch::Exit> exits = (*cluster)->StopAfterJob();
   RemoveCgroup(limit.cgroup);
   std::filesystem::remove_all(dir);  // ~100 MB of gzip
   ASSERT_TRUE(status.ok()) << status.status();

@@ -59,7 +59,7 @@ TEST_P(TorchModes, TheExampleMlpLearns) {
       EXPECT_NEAR(static_cast<double>(shard.version()), shard.gradients().applied() / 2.0, 1.0);
     }
   }
-  for (const launch::Exit& exit : (*cluster)->Stop()) {
+  for (const launch::Exit& exit : (*cluster)->StopAfterJob()) {
     EXPECT_TRUE(WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) << exit.Describe();
   }
 }
@@ -94,7 +94,7 @@ TEST(TorchFaults, AWorkerWhoseCodeRaisesExitsWithOneLineAndTheJobGoesOn) {
   }
   EXPECT_EQ(reported, 1);
   int failed = 0;
-  for (const launch::Exit& exit : (*cluster)->Stop()) {
+  for (const launch::Exit& exit : (*cluster)->StopAfterJob()) {
     if (!WIFEXITED(exit.status) || WEXITSTATUS(exit.status) == 0) continue;
     ++failed;
     EXPECT_EQ(WEXITSTATUS(exit.status), 1) << exit.Describe();

@@ -61,7 +61,7 @@ TEST(Training, SyncLowersTheLoss) {
   }
   // 26 points in a run of ~1 s: the evaluator skips to the newest kept one when it falls behind.
   EXPECT_GE(points, 5) << status->DebugString();
-  for (const launch::Exit& exit : (*cluster)->Stop()) {
+  for (const launch::Exit& exit : (*cluster)->StopAfterJob()) {
     EXPECT_TRUE(WIFEXITED(exit.status) && WEXITSTATUS(exit.status) == 0) << exit.Describe();
   }
 }
