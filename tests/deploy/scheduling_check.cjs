@@ -119,18 +119,16 @@ for (const job of jobs) {
   check(`${job.metadata.name}: podFailurePolicy passes the API's cross-field rules`,
     problems.length === 0, problems.join("; "));
   const first = rules[0] || {};
-  const superseded = rules.findIndex((r) => r.action === "Ignore" && r.onExitCodes &&
-    r.onExitCodes.containerName === "shard" && r.onExitCodes.values.join(",") === "4");
-  const isShard = component(job) === "shard";
-  check(`${job.metadata.name}: ${isShard ? "a superseded shard (exit 4) is ignored before any FailJob" : "no rule for exit 4 (a shard's only)"}`,
-    isShard ? superseded > 0 && rules.slice(0, superseded).every((r) => r.action !== "FailJob")
-            : superseded === -1);
-  const interrupted = rules.findIndex((r) => r.action === "Ignore" && r.onExitCodes &&
-    r.onExitCodes.containerName === "worker" && r.onExitCodes.values.join(",") === "143");
-  const isWorker = component(job) === "worker";
-  check(`${job.metadata.name}: ${isWorker ? "a worker stopped mid-job (exit 143, a scale-down) is ignored before any FailJob" : "no rule for exit 143 (a worker's only)"}`,
-    isWorker ? interrupted > 0 && rules.slice(0, interrupted).every((r) => r.action !== "FailJob")
-             : interrupted === -1);
+  // An Ignore rule on OWNER's exit CODE: on OWNER's Job before any FailJob, on no other Job.
+  const ignoredExit = (owner, code, why) => {
+    const at = rules.findIndex((r) => r.action === "Ignore" && r.onExitCodes &&
+      r.onExitCodes.containerName === owner && r.onExitCodes.values.join(",") === code);
+    const mine = component(job) === owner;
+    check(`${job.metadata.name}: ${mine ? `${why} (exit ${code}) is ignored before any FailJob` : `no rule for exit ${code} (a ${owner}'s only)`}`,
+      mine ? at > 0 && rules.slice(0, at).every((r) => r.action !== "FailJob") : at === -1);
+  };
+  ignoredExit("shard", "4", "a superseded shard");
+  ignoredExit("worker", "143", "a worker stopped mid-job (a scale-down)");
   const failJob = rules.filter((r) => r.action === "FailJob" && r.onExitCodes);
   check(`${job.metadata.name}: a disruption is ignored first, then exit codes ${failJobCodes} of its own container fail the Job`,
     first.action === "Ignore" &&

@@ -217,14 +217,19 @@ shard_pid=$!
 trap 'kill "$coordinator_pid" "$shard_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 100); do grep -q 'registered at' "$tmp/coordinator.log" && break; sleep 0.1; done
 grep -q 'registered at' "$tmp/coordinator.log" || fail "the shard never registered: $(tail -n 5 "$tmp/shard.log")"
-kill -TERM "$shard_pid"
-set +e
-timeout 30 tail --pid="$shard_pid" -f /dev/null
-wait "$shard_pid"
-code=$?
-set -e
-[[ $code -eq 143 ]] || fail "a shard SIGTERMed mid-job exited $code, want 143: $(tail -n 3 "$tmp/shard.log")"
-grep -q 'stopped before the job ended' "$tmp/shard.log" || fail "the shard did not say why: $(tail -n 3 "$tmp/shard.log")"
+# expect_interrupted WHAT PID LOG: SIGTERM to PID, which must exit 143 within 30 s and say why in LOG.
+expect_interrupted() {
+  local what="$1" pid="$2" log="$3" code
+  kill -TERM "$pid"
+  set +e
+  timeout 30 tail --pid="$pid" -f /dev/null
+  wait "$pid"
+  code=$?
+  set -e
+  [[ $code -eq 143 ]] || fail "a $what SIGTERMed mid-job exited $code, want 143: $(tail -n 3 "$log")"
+  grep -q 'stopped before the job ended' "$log" || fail "the $what did not say why: $(tail -n 3 "$log")"
+}
+expect_interrupted shard "$shard_pid" "$tmp/shard.log"
 # So does a worker, here while it waits for the job to start: a worker Job (a work queue) starts
 # no new pod after its first success, so an evicted worker exiting 0 would go unreplaced.
 "$bindir/syncopate-worker" --coordinator="127.0.0.1:$port" --name=sigterm-worker \
@@ -232,15 +237,8 @@ grep -q 'stopped before the job ended' "$tmp/shard.log" || fail "the shard did n
 worker_pid=$!
 trap 'kill "$coordinator_pid" "$worker_pid" 2>/dev/null || true; rm -rf "$tmp"' EXIT
 for _ in $(seq 1 100); do grep -q 'sigterm-worker' "$tmp/coordinator.log" && break; sleep 0.1; done
-sleep 0.5
-kill -TERM "$worker_pid"
-set +e
-timeout 30 tail --pid="$worker_pid" -f /dev/null
-wait "$worker_pid"
-code=$?
-set -e
-[[ $code -eq 143 ]] || fail "a worker SIGTERMed mid-job exited $code, want 143: $(tail -n 3 "$tmp/worker.log")"
-grep -q 'stopped before the job ended' "$tmp/worker.log" || fail "the worker did not say why: $(tail -n 3 "$tmp/worker.log")"
+grep -q 'sigterm-worker' "$tmp/coordinator.log" || fail "the worker never said hello: $(tail -n 5 "$tmp/worker.log")"
+expect_interrupted worker "$worker_pid" "$tmp/worker.log"
 kill "$coordinator_pid"
 wait "$coordinator_pid" || true
 set +e
